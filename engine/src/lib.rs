@@ -1,0 +1,3 @@
+//! Spillway: an ONNX inference engine that runs one inference across the CPU and GPUs.
+
+pub mod onnx;

@@ -1,0 +1,3 @@
+//! ONNX model loading.
+
+pub mod proto;

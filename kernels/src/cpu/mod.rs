@@ -1,0 +1,44 @@
+//! CPU kernels (ndarray + rayon), grouped by family.
+//!
+//! Each family module exposes `OPS` (the op types it implements) and `build`
+//! (a [`Builder`](crate::kernel::Builder) for any op in `OPS`).
+
+pub mod binary;
+pub mod nn;
+pub mod reduce;
+pub mod shape;
+pub mod unary;
+
+use crate::error::{KernelError, Result};
+use crate::kernel::{Builder, Kernel, NodeSpec};
+
+/// Every family: its op list and its builder.
+const FAMILIES: &[(&[&str], Builder)] = &[
+    (unary::OPS, unary::build),
+    (binary::OPS, binary::build),
+    (reduce::OPS, reduce::build),
+    (nn::OPS, nn::build),
+    (shape::OPS, shape::build),
+];
+
+/// The op types the CPU implements in the default (`ai.onnx`) domain, sorted.
+pub fn supported_ops() -> Vec<&'static str> {
+    let mut ops: Vec<&str> = FAMILIES.iter().flat_map(|(ops, _)| ops.iter().copied()).collect();
+    ops.sort_unstable();
+    ops
+}
+
+/// Builds the CPU kernel for a node, or explains why it cannot.
+pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    let default_domain = spec.domain.is_empty() || spec.domain == "ai.onnx";
+    let family = FAMILIES
+        .iter()
+        .find(|(ops, _)| default_domain && ops.contains(&spec.op_type));
+    match family {
+        Some((_, builder)) => builder(spec),
+        None => Err(KernelError::UnsupportedOp {
+            op_type: spec.op_type.to_string(),
+            domain: spec.domain.to_string(),
+        }),
+    }
+}

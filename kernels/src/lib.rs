@@ -1,0 +1,17 @@
+//! Tensors, element types and operator kernels for Spillway.
+//!
+//! This crate knows nothing about graphs: a kernel is built from a [`NodeSpec`]
+//! (op type, opset, attributes) and run on a slice of input [`Tensor`]s.
+
+pub mod attrs;
+pub mod cpu;
+pub mod dtype;
+pub mod error;
+pub mod kernel;
+pub mod tensor;
+
+pub use attrs::{AttrValue, Attributes};
+pub use dtype::{DType, Element};
+pub use error::KernelError;
+pub use kernel::{Kernel, NodeSpec};
+pub use tensor::Tensor;

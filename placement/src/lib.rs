@@ -1,0 +1,1 @@
+//! Placement: which device and stream runs each operator, and in which order.
