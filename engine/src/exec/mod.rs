@@ -1,0 +1,5 @@
+//! Executors: run a compiled plan.
+
+mod sequential;
+
+pub use sequential::{RunStats, SequentialPlan};
