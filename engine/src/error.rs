@@ -6,12 +6,12 @@ use spillway_kernels::{DType, KernelError};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The model file (or an external data file) could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Io {
         /// The file.
         path: String,
         /// The OS error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The bytes are not a valid ONNX protobuf message.
     #[error("malformed ONNX protobuf: {0}")]
@@ -20,7 +20,7 @@ pub enum Error {
     #[error("invalid model: {0}")]
     InvalidModel(String),
     /// A node the kernels cannot build: unsupported op, opset, attribute or type.
-    #[error("node '{node}' ({op_type}, opset {opset}): {source}")]
+    #[error("node '{node}' ({op_type}, opset {opset}): {cause}")]
     Unsupported {
         /// Node name (or a generated `op_type#index` when the model has none).
         node: String,
@@ -29,17 +29,17 @@ pub enum Error {
         /// Opset version the model imports for the node's domain.
         opset: i64,
         /// Why.
-        source: KernelError,
+        cause: KernelError,
     },
     /// A kernel failed while running.
-    #[error("node '{node}' ({op_type}) failed: {source}")]
+    #[error("node '{node}' ({op_type}) failed: {cause}")]
     Kernel {
         /// Node name.
         node: String,
         /// ONNX op type.
         op_type: String,
         /// Why.
-        source: KernelError,
+        cause: KernelError,
     },
     /// An input the model declares was not given.
     #[error("missing input '{0}'")]

@@ -1,6 +1,9 @@
 //! Shared helpers for the integration tests: locating the project venv and its test data,
 //! and comparing tensors the way the ONNX backend test runner does.
 
+pub mod build;
+pub mod oracle;
+
 use std::path::{Path, PathBuf};
 
 use spillway_kernels::{DType, Tensor};

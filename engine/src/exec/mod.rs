@@ -2,4 +2,4 @@
 
 mod sequential;
 
-pub use sequential::{RunStats, SequentialPlan};
+pub use sequential::{RunStats, SequentialPlan, build_kernel};

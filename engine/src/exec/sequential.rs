@@ -44,11 +44,11 @@ pub fn build_kernel(node: &Node) -> Result<Box<dyn Kernel>> {
         num_inputs: node.inputs.len(),
         num_outputs: node.outputs.len(),
     };
-    spillway_kernels::cpu::build(&spec).map_err(|source| Error::Unsupported {
+    spillway_kernels::cpu::build(&spec).map_err(|cause| Error::Unsupported {
         node: node.name.clone(),
         op_type: node.op_type.clone(),
         opset: node.opset,
-        source,
+        cause,
     })
 }
 
@@ -120,10 +120,10 @@ impl SequentialPlan {
                     })
                 })
                 .collect();
-            let fail = |source| Error::Kernel {
+            let fail = |cause| Error::Kernel {
                 node: step.name.clone(),
                 op_type: step.op_type.clone(),
-                source,
+                cause,
             };
             if let Some(pos) = step
                 .inputs

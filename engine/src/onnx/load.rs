@@ -19,9 +19,9 @@ pub const MAX_OPSET: i64 = 23;
 /// Loads a model file. The file is memory-mapped and decoded without copying its `bytes`
 /// fields; external data files are resolved relative to the model's folder.
 pub fn load_file(path: &Path) -> Result<Graph> {
-    let io = |source| Error::Io {
+    let io = |cause| Error::Io {
         path: path.display().to_string(),
-        source,
+        cause,
     };
     let file = std::fs::File::open(path).map_err(io)?;
     // SAFETY: the map is read-only; if another process truncates the file while we decode,

@@ -206,9 +206,9 @@ fn read_external(proto: &TensorProto, dir: &Path) -> Result<Vec<u8>> {
     let offset = parse("offset")?.unwrap_or(0);
     let length = parse("length")?;
     let path = dir.join(rel);
-    let io = |source| Error::Io {
+    let io = |cause| Error::Io {
         path: path.display().to_string(),
-        source,
+        cause,
     };
     let file = std::fs::File::open(&path).map_err(io)?;
     // SAFETY: the file is only read; a concurrent writer could change the bytes under us,
