@@ -13,7 +13,11 @@ use spillway::{DType, Session, Tensor};
 const DEFAULT_MODEL: &[u8] = include_bytes!("../../models/small/inception_block.onnx");
 
 #[derive(Parser)]
-#[command(name = "spillway", version, about = "Run ONNX models across the CPU and GPUs")]
+#[command(
+    name = "spillway",
+    version,
+    about = "Run ONNX models across the CPU and GPUs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -41,7 +45,12 @@ enum Command {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Run { model, inputs, repeat, dim_default } => run(model, &inputs, repeat, dim_default),
+        Command::Run {
+            model,
+            inputs,
+            repeat,
+            dim_default,
+        } => run(model, &inputs, repeat, dim_default),
         Command::Ops => {
             for op in spillway_kernels::cpu::supported_ops() {
                 println!("- {op}");
@@ -53,14 +62,24 @@ fn main() -> Result<()> {
 
 fn run(model: Option<PathBuf>, given: &[String], repeat: usize, dim_default: usize) -> Result<()> {
     let session = match &model {
-        Some(path) => Session::builder().commit_from_file(path).with_context(|| format!("loading {}", path.display()))?,
-        None => Session::builder().commit_from_memory(DEFAULT_MODEL).context("loading the bundled model")?,
+        Some(path) => Session::builder()
+            .commit_from_file(path)
+            .with_context(|| format!("loading {}", path.display()))?,
+        None => Session::builder()
+            .commit_from_memory(DEFAULT_MODEL)
+            .context("loading the bundled model")?,
     };
-    let label = model.as_ref().map_or("bundled inception_block.onnx".to_string(), |p| p.display().to_string());
+    let label = model
+        .as_ref()
+        .map_or("bundled inception_block.onnx".to_string(), |p| {
+            p.display().to_string()
+        });
     println!("model: {label}");
     let mut inputs: Vec<(String, Tensor)> = Vec::new();
     for spec in given {
-        let (name, file) = spec.split_once('=').with_context(|| format!("--input '{spec}' is not NAME=FILE.npy"))?;
+        let (name, file) = spec
+            .split_once('=')
+            .with_context(|| format!("--input '{spec}' is not NAME=FILE.npy"))?;
         inputs.push((name.to_string(), read_npy(file.as_ref())?));
     }
     for (i, info) in session.inputs().iter().enumerate() {
@@ -68,8 +87,20 @@ fn run(model: Option<PathBuf>, given: &[String], repeat: usize, dim_default: usi
             continue;
         }
         let shape: Vec<usize> = match &info.shape {
-            Some(dims) => dims.iter().map(|d| if let Dim::Fixed(n) = d { *n } else { dim_default }).collect(),
-            None => bail!("input '{}' has no declared shape: give it with --input", info.name),
+            Some(dims) => dims
+                .iter()
+                .map(|d| {
+                    if let Dim::Fixed(n) = d {
+                        *n
+                    } else {
+                        dim_default
+                    }
+                })
+                .collect(),
+            None => bail!(
+                "input '{}' has no declared shape: give it with --input",
+                info.name
+            ),
         };
         let dtype = info.dtype.unwrap_or(DType::F32);
         inputs.push((info.name.clone(), random_tensor(dtype, &shape, i as u64)?));
@@ -85,12 +116,23 @@ fn run(model: Option<PathBuf>, given: &[String], repeat: usize, dim_default: usi
         times.push(start.elapsed().as_secs_f64() * 1e3);
     }
     for (name, t) in outputs.iter() {
-        println!("output {name}: {:?} {} first values {}", t.shape(), t.dtype(), first_values(t, 6));
+        println!(
+            "output {name}: {:?} {} first values {}",
+            t.shape(),
+            t.dtype(),
+            first_values(t, 6)
+        );
     }
-    println!("peak intermediate memory: {:.1} KiB", stats.peak_intermediate_bytes as f64 / 1024.0);
+    println!(
+        "peak intermediate memory: {:.1} KiB",
+        stats.peak_intermediate_bytes as f64 / 1024.0
+    );
     if !times.is_empty() {
         times.sort_by(f64::total_cmp);
-        println!("median latency: {:.3} ms over {repeat} runs", times[times.len() / 2]);
+        println!(
+            "median latency: {:.3} ms over {repeat} runs",
+            times[times.len() / 2]
+        );
     }
     Ok(())
 }
@@ -99,7 +141,11 @@ fn first_values(t: &Tensor, n: usize) -> String {
     match t.to_f64_vec() {
         Ok(v) => {
             let shown: Vec<String> = v.iter().take(n).map(|x| format!("{x:.6}")).collect();
-            format!("[{}{}]", shown.join(", "), if v.len() > n { ", …" } else { "" })
+            format!(
+                "[{}{}]",
+                shown.join(", "),
+                if v.len() > n { ", …" } else { "" }
+            )
         }
         Err(_) => format!("({} elements)", t.len()),
     }
@@ -116,12 +162,20 @@ fn random_tensor(dtype: DType, shape: &[usize], seed: u64) -> Result<Tensor> {
         (state >> 11) as f64 / (1u64 << 53) as f64
     };
     Ok(match dtype {
-        DType::F32 => Tensor::from_shape_vec(shape, (0..n).map(|_| (next() * 2.0 - 1.0) as f32).collect())?,
+        DType::F32 => {
+            Tensor::from_shape_vec(shape, (0..n).map(|_| (next() * 2.0 - 1.0) as f32).collect())?
+        }
         DType::F64 => Tensor::from_shape_vec(shape, (0..n).map(|_| next() * 2.0 - 1.0).collect())?,
-        DType::I64 => Tensor::from_shape_vec(shape, (0..n).map(|_| (next() * 4.0) as i64).collect())?,
-        DType::I32 => Tensor::from_shape_vec(shape, (0..n).map(|_| (next() * 4.0) as i32).collect())?,
+        DType::I64 => {
+            Tensor::from_shape_vec(shape, (0..n).map(|_| (next() * 4.0) as i64).collect())?
+        }
+        DType::I32 => {
+            Tensor::from_shape_vec(shape, (0..n).map(|_| (next() * 4.0) as i32).collect())?
+        }
         DType::Bool => Tensor::from_shape_vec(shape, (0..n).map(|_| next() < 0.5).collect())?,
-        DType::U8 => Tensor::from_shape_vec(shape, (0..n).map(|_| (next() * 255.0) as u8).collect())?,
+        DType::U8 => {
+            Tensor::from_shape_vec(shape, (0..n).map(|_| (next() * 255.0) as u8).collect())?
+        }
         other => bail!("cannot make random {other} inputs: give this input with --input"),
     })
 }
@@ -138,5 +192,8 @@ fn read_npy(path: &std::path::Path) -> Result<Tensor> {
         )*};
     }
     try_type!(f32, f64, i64, i32, i16, i8, u8, u16, u32, u64, bool);
-    bail!("{}: not a .npy file of a supported element type", path.display())
+    bail!(
+        "{}: not a .npy file of a supported element type",
+        path.display()
+    )
 }

@@ -47,6 +47,11 @@ impl SessionBuilder {
         self.commit(graph)
     }
 
+    /// Optimizes and compiles a graph built or rewritten by the caller.
+    pub fn commit_graph(self, graph: Graph) -> Result<Session> {
+        self.commit(graph)
+    }
+
     fn commit(self, mut graph: Graph) -> Result<Session> {
         if self.optimization == OptimizationLevel::All {
             let _span = tracing::info_span!("optimize").entered();

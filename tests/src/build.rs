@@ -3,8 +3,8 @@
 
 use prost::Message;
 use spillway::onnx::proto::{
-    self, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TypeProto,
-    ValueInfoProto,
+    self, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TypeProto, ValueInfoProto,
 };
 
 /// An attribute value for [`ModelBuilder::node`].
@@ -33,7 +33,11 @@ fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> ValueInfoProto {
         dim: dims
             .iter()
             .map(|&d| Dimension {
-                value: Some(if d < 0 { Value::DimParam("N".into()) } else { Value::DimValue(d) }),
+                value: Some(if d < 0 {
+                    Value::DimParam("N".into())
+                } else {
+                    Value::DimValue(d)
+                }),
                 ..Default::default()
             })
             .collect(),
@@ -41,10 +45,12 @@ fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> ValueInfoProto {
     ValueInfoProto {
         name: Some(name.into()),
         r#type: Some(TypeProto {
-            value: Some(proto::type_proto::Value::TensorType(proto::type_proto::Tensor {
-                elem_type: Some(elem_type),
-                shape: Some(shape),
-            })),
+            value: Some(proto::type_proto::Value::TensorType(
+                proto::type_proto::Tensor {
+                    elem_type: Some(elem_type),
+                    shape: Some(shape),
+                },
+            )),
             ..Default::default()
         }),
         ..Default::default()
@@ -54,7 +60,13 @@ fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> ValueInfoProto {
 impl ModelBuilder {
     /// An empty model whose random weights come from `seed`.
     pub fn new(seed: u64) -> Self {
-        ModelBuilder { graph: GraphProto { name: Some("test".into()), ..Default::default() }, seed: seed | 1 }
+        ModelBuilder {
+            graph: GraphProto {
+                name: Some("test".into()),
+                ..Default::default()
+            },
+            seed: seed | 1,
+        }
     }
 
     fn next(&mut self) -> f32 {
@@ -72,7 +84,10 @@ impl ModelBuilder {
 
     /// A float output of unspecified shape.
     pub fn output(&mut self, name: &str) -> &mut Self {
-        self.graph.output.push(ValueInfoProto { name: Some(name.into()), ..Default::default() });
+        self.graph.output.push(ValueInfoProto {
+            name: Some(name.into()),
+            ..Default::default()
+        });
         self
     }
 
@@ -93,7 +108,9 @@ impl ModelBuilder {
     /// A positive random float initializer in [lo, hi] (variances, scales).
     pub fn positive(&mut self, name: &str, dims: &[i64], lo: f32, hi: f32) -> &mut Self {
         let n: i64 = dims.iter().product();
-        let data: Vec<f32> = (0..n).map(|_| lo + (self.next() + 1.0) * 0.5 * (hi - lo)).collect();
+        let data: Vec<f32> = (0..n)
+            .map(|_| lo + (self.next() + 1.0) * 0.5 * (hi - lo))
+            .collect();
         self.graph.initializer.push(TensorProto {
             name: Some(name.into()),
             dims: dims.to_vec(),
@@ -117,11 +134,20 @@ impl ModelBuilder {
     }
 
     /// A node.
-    pub fn node(&mut self, op: &str, inputs: &[&str], outputs: &[&str], attrs: &[(&str, Attr)]) -> &mut Self {
+    pub fn node(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        outputs: &[&str],
+        attrs: &[(&str, Attr)],
+    ) -> &mut Self {
         let attribute = attrs
             .iter()
             .map(|(name, a)| {
-                let mut p = AttributeProto { name: Some((*name).into()), ..Default::default() };
+                let mut p = AttributeProto {
+                    name: Some((*name).into()),
+                    ..Default::default()
+                };
                 use proto::attribute_proto::AttributeType as T;
                 match a {
                     Attr::Int(v) => {
@@ -160,7 +186,10 @@ impl ModelBuilder {
     pub fn to_bytes(&self, opset: i64) -> Vec<u8> {
         ModelProto {
             ir_version: Some(8),
-            opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(opset) }],
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(opset),
+            }],
             producer_name: Some("spillway-tests".into()),
             graph: Some(self.graph.clone()),
             ..Default::default()

@@ -21,8 +21,12 @@ pub fn environment() -> Result<&'static Environment> {
         if !lib.exists() {
             return Err(format!("{} is missing: run scripts/venv.sh", lib.display()));
         }
-        let builder = ort::init_from(&lib).map_err(|e| format!("loading {}: {e}", lib.display()))?;
-        builder.with_name("spillway-oracle").build().map_err(|e| e.to_string())
+        let builder =
+            ort::init_from(&lib).map_err(|e| format!("loading {}: {e}", lib.display()))?;
+        builder
+            .with_name("spillway-oracle")
+            .build()
+            .map_err(|e| e.to_string())
     })
     .as_ref()
     .map_err(|e| anyhow!("{e}"))
@@ -39,7 +43,10 @@ pub struct OrtConfig {
 
 impl Default for OrtConfig {
     fn default() -> Self {
-        OrtConfig { intra_threads: 1, parallel: false }
+        OrtConfig {
+            intra_threads: 1,
+            parallel: false,
+        }
     }
 }
 
@@ -59,7 +66,9 @@ impl Oracle {
 
     /// Loads a model held in memory.
     pub fn load_bytes(model: &[u8], config: OrtConfig) -> Result<Oracle> {
-        let session = Self::builder(config)?.commit_from_memory(model).context("ORT loading a model from memory")?;
+        let session = Self::builder(config)?
+            .commit_from_memory(model)
+            .context("ORT loading a model from memory")?;
         Ok(Oracle { session })
     }
 
@@ -108,7 +117,9 @@ fn to_ort(t: &Tensor) -> Result<DynValue> {
 }
 
 fn from_ort(v: &ort::value::ValueRef<'_>) -> Result<Tensor> {
-    let ValueType::Tensor { ty, .. } = v.dtype() else { bail!("ORT returned a non-tensor output") };
+    let ValueType::Tensor { ty, .. } = v.dtype() else {
+        bail!("ORT returned a non-tensor output")
+    };
     macro_rules! ext {
         ($t:ty) => {
             Tensor::from(v.try_extract_array::<$t>()?.to_owned())

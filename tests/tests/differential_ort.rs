@@ -48,13 +48,18 @@ fn inputs_for(session: &Session, batch: usize) -> Vec<(String, Tensor)> {
 /// Runs both engines and returns the worst relative L2 error over the outputs.
 fn compare(label: &str, session: &Session, oracle: &mut Oracle, batch: usize) -> f64 {
     let inputs = inputs_for(session, batch);
-    let ours = session.run(inputs.clone()).unwrap_or_else(|e| panic!("{label}: spillway: {e}"));
-    let theirs = oracle.run(&inputs).unwrap_or_else(|e| panic!("{label}: ORT: {e}"));
+    let ours = session
+        .run(inputs.clone())
+        .unwrap_or_else(|e| panic!("{label}: spillway: {e}"));
+    let theirs = oracle
+        .run(&inputs)
+        .unwrap_or_else(|e| panic!("{label}: ORT: {e}"));
     assert_eq!(ours.len(), theirs.len(), "{label}: output count");
     let mut worst = 0.0f64;
     for (i, (name, t)) in ours.iter().enumerate() {
         assert_eq!(t.dtype(), theirs[i].dtype(), "{label}: output {name} dtype");
-        let err = relative_l2(&theirs[i], t).unwrap_or_else(|e| panic!("{label}: output {name}: {e}"));
+        let err =
+            relative_l2(&theirs[i], t).unwrap_or_else(|e| panic!("{label}: output {name}: {e}"));
         worst = worst.max(err);
     }
     worst
@@ -66,7 +71,10 @@ fn check_table(rows: &[(String, f64)]) {
         println!("| {name} | {err:.2e} |");
     }
     let bad: Vec<_> = rows.iter().filter(|(_, e)| !(*e <= TOLERANCE)).collect();
-    assert!(bad.is_empty(), "relative L2 error above {TOLERANCE}: {bad:?}");
+    assert!(
+        bad.is_empty(),
+        "relative L2 error above {TOLERANCE}: {bad:?}"
+    );
 }
 
 #[test]
@@ -78,13 +86,19 @@ fn light_models_match_onnx_runtime() {
         .filter(|p| p.extension().is_some_and(|x| x == "onnx"))
         .collect();
     models.sort();
-    assert_eq!(models.len(), 9, "the onnx 1.22.0 wheel ships 9 light models");
+    assert_eq!(
+        models.len(),
+        9,
+        "the onnx 1.22.0 wheel ships 9 light models"
+    );
     models.push(workspace_root().join("models/small/inception_block.onnx"));
     let rows: Vec<(String, f64)> = models
         .iter()
         .map(|path| {
             let label = path.file_stem().unwrap().to_string_lossy().to_string();
-            let session = Session::builder().commit_from_file(path).unwrap_or_else(|e| panic!("{label}: {e}"));
+            let session = Session::builder()
+                .commit_from_file(path)
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
             let mut oracle = Oracle::load(Path::new(path), OrtConfig::default()).unwrap();
             (label.clone(), compare(&label, &session, &mut oracle, 1))
         })
@@ -105,8 +119,18 @@ fn built_models() -> Vec<(&'static str, Vec<u8>, usize)> {
         .weight("shift", &[8], 0.2)
         .weight("mean", &[8], 0.2)
         .positive("var", &[8], 0.5, 2.0)
-        .node("Conv", &["x", "w", "b"], &["c"], &[("pads", Attr::Ints(vec![1, 1, 1, 1]))])
-        .node("BatchNormalization", &["c", "scale", "shift", "mean", "var"], &["bn"], &[("epsilon", Attr::Float(1e-3))])
+        .node(
+            "Conv",
+            &["x", "w", "b"],
+            &["c"],
+            &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        )
+        .node(
+            "BatchNormalization",
+            &["c", "scale", "shift", "mean", "var"],
+            &["bn"],
+            &[("epsilon", Attr::Float(1e-3))],
+        )
         .node("Identity", &["bn"], &["id"], &[])
         .node("Relu", &["id"], &["y"], &[])
         .output("y");
@@ -118,7 +142,12 @@ fn built_models() -> Vec<(&'static str, Vec<u8>, usize)> {
         .ints("minus_one", &[-1])
         .node("Shape", &["x"], &["s"], &[])
         .node("Gather", &["s", "idx"], &["n"], &[("axis", Attr::Int(0))])
-        .node("Concat", &["n", "minus_one"], &["new_shape"], &[("axis", Attr::Int(0))])
+        .node(
+            "Concat",
+            &["n", "minus_one"],
+            &["new_shape"],
+            &[("axis", Attr::Int(0))],
+        )
         .node("Reshape", &["x", "new_shape"], &["flat"], &[])
         .weight("fc", &[24, 5], 0.3)
         .node("MatMul", &["flat", "fc"], &["h"], &[])
@@ -132,12 +161,33 @@ fn built_models() -> Vec<(&'static str, Vec<u8>, usize)> {
         .weight("w1", &[8, 8, 3, 3], 0.3)
         .weight("w2", &[8, 1, 3, 3], 0.5)
         .weight("gamma", &[8, 1, 1], 1.0)
-        .node("Conv", &["x", "w1"], &["a"], &[("pads", Attr::Ints(vec![1, 1, 1, 1]))])
+        .node(
+            "Conv",
+            &["x", "w1"],
+            &["a"],
+            &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        )
         .node("Relu", &["a"], &["ar"], &[])
-        .node("Conv", &["ar", "w2"], &["dw"], &[("pads", Attr::Ints(vec![1, 1, 1, 1])), ("group", Attr::Int(8))])
+        .node(
+            "Conv",
+            &["ar", "w2"],
+            &["dw"],
+            &[
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+                ("group", Attr::Int(8)),
+            ],
+        )
         .node("Mul", &["dw", "gamma"], &["scaled"], &[])
         .node("Add", &["scaled", "x"], &["res"], &[])
-        .node("MaxPool", &["res"], &["p"], &[("kernel_shape", Attr::Ints(vec![2, 2])), ("strides", Attr::Ints(vec![2, 2]))])
+        .node(
+            "MaxPool",
+            &["res"],
+            &["p"],
+            &[
+                ("kernel_shape", Attr::Ints(vec![2, 2])),
+                ("strides", Attr::Ints(vec![2, 2])),
+            ],
+        )
         .node("GlobalAveragePool", &["p"], &["y"], &[])
         .output("y");
     out.push(("residual_depthwise", m.to_bytes(13), 1));
@@ -150,12 +200,27 @@ fn built_models() -> Vec<(&'static str, Vec<u8>, usize)> {
         .weight("ln_bias", &[16], 0.1)
         .node("MatMul", &["x", "wq"], &["q"], &[])
         .node("MatMul", &["x", "wk"], &["k"], &[])
-        .node("Transpose", &["k"], &["kt"], &[("perm", Attr::Ints(vec![0, 2, 1]))])
+        .node(
+            "Transpose",
+            &["k"],
+            &["kt"],
+            &[("perm", Attr::Ints(vec![0, 2, 1]))],
+        )
         .node("MatMul", &["q", "kt"], &["scores"], &[])
-        .node("Softmax", &["scores"], &["attn"], &[("axis", Attr::Int(-1))])
+        .node(
+            "Softmax",
+            &["scores"],
+            &["attn"],
+            &[("axis", Attr::Int(-1))],
+        )
         .node("MatMul", &["attn", "x"], &["ctx"], &[])
         .node("Add", &["ctx", "x"], &["res"], &[])
-        .node("LayerNormalization", &["res", "ln_scale", "ln_bias"], &["y"], &[("axis", Attr::Int(-1))])
+        .node(
+            "LayerNormalization",
+            &["res", "ln_scale", "ln_bias"],
+            &["y"],
+            &[("axis", Attr::Int(-1))],
+        )
         .output("y");
     out.push(("attention_layernorm", m.to_bytes(17), 1));
     out
@@ -166,9 +231,14 @@ fn built_models_match_onnx_runtime() {
     let rows: Vec<(String, f64)> = built_models()
         .into_iter()
         .map(|(label, bytes, batch)| {
-            let session = Session::builder().commit_from_memory(&bytes).unwrap_or_else(|e| panic!("{label}: {e}"));
+            let session = Session::builder()
+                .commit_from_memory(&bytes)
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
             let mut oracle = Oracle::load_bytes(&bytes, OrtConfig::default()).unwrap();
-            (label.to_string(), compare(label, &session, &mut oracle, batch))
+            (
+                label.to_string(),
+                compare(label, &session, &mut oracle, batch),
+            )
         })
         .collect();
     check_table(&rows);

@@ -48,13 +48,45 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
     let one = |s: Option<Shape>| vec![s];
     let same = (dtype_of(0), one(shape_of(0)));
     match node.op_type.as_str() {
-        "Relu" | "LeakyRelu" | "Sigmoid" | "HardSigmoid" | "HardSwish" | "Tanh" | "Clip" | "Elu" | "Selu"
-        | "Softplus" | "Sqrt" | "Exp" | "Log" | "Neg" | "Abs" | "Sign" | "Floor" | "Ceil" | "Round"
-        | "Reciprocal" | "Erf" | "Gelu" | "Softmax" | "LogSoftmax" | "Identity" | "Dropout" | "LRN"
-        | "InstanceNormalization" | "LayerNormalization" | "CumSum" | "Trilu" | "PRelu" => same,
+        "Relu"
+        | "LeakyRelu"
+        | "Sigmoid"
+        | "HardSigmoid"
+        | "HardSwish"
+        | "Tanh"
+        | "Clip"
+        | "Elu"
+        | "Selu"
+        | "Softplus"
+        | "Sqrt"
+        | "Exp"
+        | "Log"
+        | "Neg"
+        | "Abs"
+        | "Sign"
+        | "Floor"
+        | "Ceil"
+        | "Round"
+        | "Reciprocal"
+        | "Erf"
+        | "Gelu"
+        | "Softmax"
+        | "LogSoftmax"
+        | "Identity"
+        | "Dropout"
+        | "LRN"
+        | "InstanceNormalization"
+        | "LayerNormalization"
+        | "CumSum"
+        | "Trilu"
+        | "PRelu" => same,
         "BatchNormalization" => (dtype_of(0), vec![shape_of(0)]),
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Mod" | "Max" | "Min" | "Sum" | "Mean" => {
-            let shapes: Option<Vec<Shape>> = node.inputs.iter().map(|v| v.and_then(|v| graph.value(v).shape.clone())).collect();
+            let shapes: Option<Vec<Shape>> = node
+                .inputs
+                .iter()
+                .map(|v| v.and_then(|v| graph.value(v).shape.clone()))
+                .collect();
             (dtype_of(0), one(shapes.and_then(|s| broadcast(&s))))
         }
         "Equal" | "Greater" | "GreaterOrEqual" | "Less" | "LessOrEqual" | "And" | "Or" | "Xor" => {
@@ -75,7 +107,13 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
         "Shape" => {
             let n = shape_of(0).map(|s| {
                 let rank = s.len() as i64;
-                let clamp = |v: i64| if v < 0 { (v + rank).max(0) } else { v.min(rank) };
+                let clamp = |v: i64| {
+                    if v < 0 {
+                        (v + rank).max(0)
+                    } else {
+                        v.min(rank)
+                    }
+                };
                 let start = clamp(attrs.int("start", 0).unwrap_or(0));
                 let end = clamp(attrs.int("end", rank).unwrap_or(rank));
                 (end - start).max(0) as usize
@@ -84,12 +122,23 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
         }
         "Size" => (Some(DType::I64), one(Some(vec![]))),
         "Cast" => {
-            let to = attrs.int("to", 0).ok().and_then(|c| DType::from_onnx(c as i32));
+            let to = attrs
+                .int("to", 0)
+                .ok()
+                .and_then(|c| DType::from_onnx(c as i32));
             (to, one(shape_of(0)))
         }
-        "Conv" | "MaxPool" | "AveragePool" => (dtype_of(0), vec![conv_like(node, shape_of(0), shape_of(1)), None]),
+        "Conv" | "MaxPool" | "AveragePool" => (
+            dtype_of(0),
+            vec![conv_like(node, shape_of(0), shape_of(1)), None],
+        ),
         "GlobalAveragePool" | "GlobalMaxPool" => {
-            let s = shape_of(0).map(|s| s.iter().enumerate().map(|(i, d)| if i < 2 { d.clone() } else { Dim::Fixed(1) }).collect());
+            let s = shape_of(0).map(|s| {
+                s.iter()
+                    .enumerate()
+                    .map(|(i, d)| if i < 2 { d.clone() } else { Dim::Fixed(1) })
+                    .collect()
+            });
             (dtype_of(0), one(s))
         }
         "Gemm" => {
@@ -97,9 +146,10 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
             let ta = attrs.int("transA", 0).unwrap_or(0) != 0;
             let tb = attrs.int("transB", 0).unwrap_or(0) != 0;
             let s = match (a, b) {
-                (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => {
-                    Some(vec![a[usize::from(ta)].clone(), b[usize::from(!tb)].clone()])
-                }
+                (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => Some(vec![
+                    a[usize::from(ta)].clone(),
+                    b[usize::from(!tb)].clone(),
+                ]),
                 _ => None,
             };
             (dtype_of(0), one(s))
@@ -108,25 +158,49 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
         "Flatten" => {
             let s = shape_of(0).and_then(|s| {
                 let axis = attrs.int("axis", 1).ok()?;
-                let axis = if axis < 0 { axis + s.len() as i64 } else { axis } as usize;
-                Some(vec![product(&s[..axis.min(s.len())]), product(&s[axis.min(s.len())..])])
+                let axis = if axis < 0 {
+                    axis + s.len() as i64
+                } else {
+                    axis
+                } as usize;
+                Some(vec![
+                    product(&s[..axis.min(s.len())]),
+                    product(&s[axis.min(s.len())..]),
+                ])
             });
             (dtype_of(0), one(s))
         }
         "Transpose" => {
             let s = shape_of(0).and_then(|s| {
-                let perm = attrs.opt_ints("perm").ok()?.unwrap_or_else(|| (0..s.len() as i64).rev().collect());
+                let perm = attrs
+                    .opt_ints("perm")
+                    .ok()?
+                    .unwrap_or_else(|| (0..s.len() as i64).rev().collect());
                 perm.iter().map(|&p| s.get(p as usize).cloned()).collect()
             });
             (dtype_of(0), one(s))
         }
-        "Reshape" => (dtype_of(0), one(reshape(shape_of(0), ints(1), attrs.int("allowzero", 0).unwrap_or(0) != 0))),
+        "Reshape" => (
+            dtype_of(0),
+            one(reshape(
+                shape_of(0),
+                ints(1),
+                attrs.int("allowzero", 0).unwrap_or(0) != 0,
+            )),
+        ),
         "Unsqueeze" => {
-            let axes = if node.opset >= 13 { ints(1) } else { attrs.opt_ints("axes").ok().flatten() };
+            let axes = if node.opset >= 13 {
+                ints(1)
+            } else {
+                attrs.opt_ints("axes").ok().flatten()
+            };
             let s = match (shape_of(0), axes) {
                 (Some(s), Some(axes)) => {
                     let rank = (s.len() + axes.len()) as i64;
-                    let mut axes: Vec<usize> = axes.iter().map(|&a| if a < 0 { a + rank } else { a } as usize).collect();
+                    let mut axes: Vec<usize> = axes
+                        .iter()
+                        .map(|&a| if a < 0 { a + rank } else { a } as usize)
+                        .collect();
                     axes.sort_unstable();
                     let mut out = s.clone();
                     for a in axes {
@@ -141,13 +215,24 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
             (dtype_of(0), one(s))
         }
         "Concat" => {
-            let shapes: Option<Vec<Shape>> = node.inputs.iter().map(|v| v.and_then(|v| graph.value(v).shape.clone())).collect();
+            let shapes: Option<Vec<Shape>> = node
+                .inputs
+                .iter()
+                .map(|v| v.and_then(|v| graph.value(v).shape.clone()))
+                .collect();
             let s = shapes.and_then(|shapes| {
                 let first = shapes.first()?.clone();
                 let axis = attrs.int("axis", 0).ok()?;
-                let axis = if axis < 0 { axis + first.len() as i64 } else { axis } as usize;
+                let axis = if axis < 0 {
+                    axis + first.len() as i64
+                } else {
+                    axis
+                } as usize;
                 let mut out = first;
-                let total: Option<usize> = shapes.iter().map(|s| s.get(axis).and_then(Dim::fixed)).sum();
+                let total: Option<usize> = shapes
+                    .iter()
+                    .map(|s| s.get(axis).and_then(Dim::fixed))
+                    .sum();
                 *out.get_mut(axis)? = total.map_or(Dim::Unknown, Dim::Fixed);
                 Some(out)
             });
@@ -155,14 +240,20 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
         }
         "Constant" => {
             let t = attrs.opt_tensor("value").ok().flatten();
-            (t.map(Tensor::dtype), one(t.map(|t| t.shape().iter().map(|&d| Dim::Fixed(d)).collect())))
+            (
+                t.map(Tensor::dtype),
+                one(t.map(|t| t.shape().iter().map(|&d| Dim::Fixed(d)).collect())),
+            )
         }
         _ => (None, vec![]),
     }
 }
 
 fn product(dims: &[Dim]) -> Dim {
-    dims.iter().map(Dim::fixed).product::<Option<usize>>().map_or(Dim::Unknown, Dim::Fixed)
+    dims.iter()
+        .map(Dim::fixed)
+        .product::<Option<usize>>()
+        .map_or(Dim::Unknown, Dim::Fixed)
 }
 
 /// Multidirectional broadcasting of known ranks.
@@ -212,7 +303,12 @@ fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> 
         .collect();
     if let Some(pos) = target.iter().position(|&t| t == -1) {
         let total = input.iter().map(Dim::fixed).product::<Option<usize>>();
-        let rest = out.iter().enumerate().filter(|(i, _)| *i != pos).map(|(_, d)| d.fixed()).product::<Option<usize>>();
+        let rest = out
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != pos)
+            .map(|(_, d)| d.fixed())
+            .product::<Option<usize>>();
         if let (Some(total), Some(rest)) = (total, rest) {
             if rest > 0 && total % rest == 0 {
                 out[pos] = Dim::Fixed(total / rest);
@@ -232,20 +328,39 @@ fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
     let spatial = x.len() - 2;
     let attrs = &node.attrs;
     let channels = if node.op_type == "Conv" {
-        w.as_ref().and_then(|w| w.first().cloned()).unwrap_or(Dim::Unknown)
+        w.as_ref()
+            .and_then(|w| w.first().cloned())
+            .unwrap_or(Dim::Unknown)
     } else {
         x[1].clone()
     };
     let kernel: Vec<i64> = match attrs.opt_ints("kernel_shape").ok()? {
         Some(k) => k,
-        None => w?.get(2..)?.iter().map(|d| d.fixed().map(|v| v as i64)).collect::<Option<Vec<_>>>()?,
+        None => w?
+            .get(2..)?
+            .iter()
+            .map(|d| d.fixed().map(|v| v as i64))
+            .collect::<Option<Vec<_>>>()?,
     };
-    let strides = attrs.opt_ints("strides").ok()?.unwrap_or_else(|| vec![1; spatial]);
-    let dilations = attrs.opt_ints("dilations").ok()?.unwrap_or_else(|| vec![1; spatial]);
-    let pads = attrs.opt_ints("pads").ok()?.unwrap_or_else(|| vec![0; 2 * spatial]);
+    let strides = attrs
+        .opt_ints("strides")
+        .ok()?
+        .unwrap_or_else(|| vec![1; spatial]);
+    let dilations = attrs
+        .opt_ints("dilations")
+        .ok()?
+        .unwrap_or_else(|| vec![1; spatial]);
+    let pads = attrs
+        .opt_ints("pads")
+        .ok()?
+        .unwrap_or_else(|| vec![0; 2 * spatial]);
     let auto_pad = attrs.string("auto_pad", "NOTSET").ok()?;
     let ceil = attrs.int("ceil_mode", 0).ok()? != 0;
-    if kernel.len() != spatial || strides.len() != spatial || dilations.len() != spatial || pads.len() != 2 * spatial {
+    if kernel.len() != spatial
+        || strides.len() != spatial
+        || dilations.len() != spatial
+        || pads.len() != 2 * spatial
+    {
         return None;
     }
     let mut out = vec![x[0].clone(), channels];
@@ -264,7 +379,11 @@ fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
             "VALID" => (d - k) / s + 1,
             _ => {
                 let span = d + pads[i] + pads[i + spatial] - k;
-                let mut n = if ceil { (span + s - 1) / s + 1 } else { span / s + 1 };
+                let mut n = if ceil {
+                    (span + s - 1) / s + 1
+                } else {
+                    span / s + 1
+                };
                 // With ceil_mode the last window must start inside the input or its begin pad.
                 if ceil && (n - 1) * s >= d + pads[i] {
                     n -= 1;
@@ -272,7 +391,11 @@ fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
                 n
             }
         };
-        out.push(if n > 0 { Dim::Fixed(n as usize) } else { Dim::Unknown });
+        out.push(if n > 0 {
+            Dim::Fixed(n as usize)
+        } else {
+            Dim::Unknown
+        });
     }
     Some(out)
 }

@@ -59,7 +59,9 @@ fn fold_node(graph: &Graph, node: &Node) -> Result<Option<Vec<Tensor>>> {
             Some(v) => graph.constants.get(v).map(Some),
         })
         .collect();
-    let Some(inputs) = inputs else { return Ok(None) };
+    let Some(inputs) = inputs else {
+        return Ok(None);
+    };
     // Dropout may be random in training mode; everything else we support is deterministic.
     if node.op_type == "Dropout" && node.inputs.len() > 2 {
         return Ok(None);
@@ -93,6 +95,10 @@ fn fold_shape(graph: &Graph, node: &Node) -> Option<Tensor> {
     let clamp = |x: i64| if x < 0 { (x + rank).clamp(0, rank) } else { x.min(rank) } as usize;
     let start = clamp(node.attrs.int("start", 0).ok()?);
     let end = clamp(node.attrs.int("end", rank).ok()?);
-    let values: Vec<i64> = dims.get(start..end.max(start))?.iter().map(|&d| d as i64).collect();
+    let values: Vec<i64> = dims
+        .get(start..end.max(start))?
+        .iter()
+        .map(|&d| d as i64)
+        .collect();
     Tensor::from_shape_vec(&[values.len()], values).ok()
 }

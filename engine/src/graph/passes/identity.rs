@@ -19,7 +19,8 @@ pub fn remove_identities(graph: &mut Graph) {
             "Dropout" => node.inputs.len() <= 1 && node.outputs.iter().skip(1).all(Option::is_none),
             _ => false,
         };
-        let (Some(Some(input)), Some(Some(output))) = (node.inputs.first(), node.outputs.first()) else {
+        let (Some(Some(input)), Some(Some(output))) = (node.inputs.first(), node.outputs.first())
+        else {
             keep.push(node);
             continue;
         };
