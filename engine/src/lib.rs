@@ -22,3 +22,8 @@ pub use error::{Error, Result};
 pub use io::{IntoTensor, SessionOutputs};
 pub use session::{OptimizationLevel, Session, SessionBuilder};
 pub use spillway_kernels::{DType, Tensor};
+
+/// The README's Rust example, compiled and run as a doctest.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctest;
