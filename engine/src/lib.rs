@@ -15,6 +15,7 @@ pub mod error;
 pub mod exec;
 pub mod graph;
 mod io;
+pub mod memory;
 pub mod onnx;
 mod session;
 

@@ -7,7 +7,8 @@ use spillway_kernels::Tensor;
 
 use crate::error::{Error, Result};
 use crate::exec::{RunStats, SequentialPlan};
-use crate::graph::{Dim, Graph, ValueId, ValueInfo, passes, shape_to_string};
+use crate::graph::{Dim, Graph, ValueId, ValueInfo, passes, shape_inference, shape_to_string};
+use crate::memory::{self, MemoryPlan};
 use crate::io::SessionOutputs;
 
 /// How much the graph is rewritten before it runs.
@@ -104,6 +105,25 @@ impl Session {
             .iter()
             .map(|v| self.graph.value(*v))
             .collect()
+    }
+
+    /// The static memory plan of the intermediates for the given input shapes (symbolic
+    /// dimensions bound from them): offsets, planned peak, and the values whose size is only
+    /// known while running.
+    pub fn memory_plan(&self, input_shapes: &[(&str, &[usize])]) -> Result<MemoryPlan> {
+        let mut graph = self.graph.clone();
+        for (name, shape) in input_shapes {
+            let &i = self.input_index.get(*name).ok_or_else(|| Error::UnknownInput {
+                name: name.to_string(),
+                expected: self.inputs().iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", "),
+            })?;
+            let id = graph.inputs[i];
+            graph.values[id.index()].shape = Some(shape.iter().map(|&d| Dim::Fixed(d)).collect());
+        }
+        shape_inference::infer(&mut graph);
+        let plan = memory::plan(&graph);
+        debug_assert_eq!(memory::verify(&graph, &plan), Ok(()));
+        Ok(plan)
     }
 
     /// The optimized graph that runs.

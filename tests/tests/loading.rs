@@ -95,3 +95,16 @@ fn one_session_runs_from_many_threads() {
         }
     });
 }
+
+#[test]
+fn memory_plan_reuses_bytes_without_overlap() {
+    let session = Session::builder()
+        .commit_from_file(spillway_tests::workspace_root().join("models/small/inception_block.onnx"))
+        .unwrap();
+    let plan = session.memory_plan(&[("input", &[2, 3, 64, 64])]).unwrap();
+    spillway::memory::verify(session.graph(), &plan).unwrap();
+    assert!(plan.dynamic.is_empty(), "every size is known once the batch is bound");
+    // The stem output (2×16×32×32 f32 = 128 KiB) is the largest intermediate.
+    assert!(plan.peak_bytes >= 2 * 16 * 32 * 32 * 4);
+    assert!(plan.peak_bytes < plan.naive_bytes, "the plan reuses memory");
+}

@@ -32,8 +32,16 @@ pub fn infer(graph: &mut Graph) {
     }
 }
 
+/// How much a shape says: a fixed dim says more than a symbol, a symbol more than nothing.
 fn known(shape: &[Dim]) -> usize {
-    shape.iter().filter(|d| !matches!(d, Dim::Unknown)).count()
+    shape
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(_) => 2,
+            Dim::Symbol(_) => 1,
+            Dim::Unknown => 0,
+        })
+        .sum()
 }
 
 type Shape = Vec<Dim>;
