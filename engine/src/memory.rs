@@ -91,7 +91,11 @@ pub fn verify(graph: &Graph, plan: &MemoryPlan) -> Result<(), String> {
             let alive_together = la.0 <= lb.1 && lb.0 <= la.1;
             let overlap = oa < ob + sb && ob < oa + sa;
             if alive_together && overlap {
-                return Err(format!("values {} and {} overlap in time and in memory", va.index(), vb.index()));
+                return Err(format!(
+                    "values {} and {} overlap in time and in memory",
+                    va.index(),
+                    vb.index()
+                ));
             }
         }
     }

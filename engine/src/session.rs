@@ -8,8 +8,8 @@ use spillway_kernels::Tensor;
 use crate::error::{Error, Result};
 use crate::exec::{RunStats, SequentialPlan};
 use crate::graph::{Dim, Graph, ValueId, ValueInfo, passes, shape_inference, shape_to_string};
-use crate::memory::{self, MemoryPlan};
 use crate::io::SessionOutputs;
+use crate::memory::{self, MemoryPlan};
 
 /// How much the graph is rewritten before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -113,10 +113,18 @@ impl Session {
     pub fn memory_plan(&self, input_shapes: &[(&str, &[usize])]) -> Result<MemoryPlan> {
         let mut graph = self.graph.clone();
         for (name, shape) in input_shapes {
-            let &i = self.input_index.get(*name).ok_or_else(|| Error::UnknownInput {
-                name: name.to_string(),
-                expected: self.inputs().iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", "),
-            })?;
+            let &i = self
+                .input_index
+                .get(*name)
+                .ok_or_else(|| Error::UnknownInput {
+                    name: name.to_string(),
+                    expected: self
+                        .inputs()
+                        .iter()
+                        .map(|v| v.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
             let id = graph.inputs[i];
             graph.values[id.index()].shape = Some(shape.iter().map(|&d| Dim::Fixed(d)).collect());
         }

@@ -3,15 +3,27 @@
 
 use spillway_kernels::{Kernel, NodeSpec, Tensor};
 
+use super::control_flow::ControlFlow;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
+
+/// What a step runs.
+#[derive(Debug)]
+enum Work {
+    /// An operator kernel.
+    Kernel(Box<dyn Kernel>),
+    /// `If` / `Loop`.
+    ControlFlow(ControlFlow),
+}
 
 /// One node, ready to run.
 #[derive(Debug)]
 struct Step {
     name: String,
     op_type: String,
-    kernel: Box<dyn Kernel>,
+    work: Work,
+    /// How many of `inputs` the node declares (captures follow).
+    declared_inputs: usize,
     inputs: Vec<Option<ValueId>>,
     outputs: Vec<Option<ValueId>>,
     /// Values whose last reader is this step: dropped right after it.
@@ -41,7 +53,7 @@ pub fn build_kernel(node: &Node) -> Result<Box<dyn Kernel>> {
         domain: &node.domain,
         opset: node.opset,
         attrs: &node.attrs,
-        num_inputs: node.inputs.len(),
+        num_inputs: node.declared_inputs,
         num_outputs: node.outputs.len(),
     };
     spillway_kernels::cpu::build(&spec).map_err(|cause| Error::Unsupported {
@@ -83,7 +95,11 @@ impl SequentialPlan {
             steps.push(Step {
                 name: node.name.clone(),
                 op_type: node.op_type.clone(),
-                kernel: build_kernel(node)?,
+                work: match ControlFlow::compile(node)? {
+                    Some(cf) => Work::ControlFlow(cf),
+                    None => Work::Kernel(build_kernel(node)?),
+                },
+                declared_inputs: node.declared_inputs,
                 inputs: node.inputs.clone(),
                 outputs: node.outputs.clone(),
                 release,
@@ -136,7 +152,10 @@ impl SequentialPlan {
                     step.name
                 )));
             }
-            let results = step.kernel.run(&args).map_err(fail)?;
+            let results = match &step.work {
+                Work::Kernel(kernel) => kernel.run(&args[..step.declared_inputs]).map_err(fail)?,
+                Work::ControlFlow(cf) => cf.run(&args, step.declared_inputs)?.map_err(fail)?,
+            };
             if results.len() < step.outputs.iter().filter(|o| o.is_some()).count()
                 || results.len() > step.outputs.len()
             {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use spillway_kernels::Tensor;
 
 pub use ids::{NodeId, ValueId};
-pub use node::Node;
+pub use node::{Node, Subgraph};
 pub use value::{Dim, ValueInfo, shape_to_string};
 
 use crate::error::{Error, Result};

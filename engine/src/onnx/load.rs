@@ -11,7 +11,7 @@ use super::attributes::convert_attributes;
 use super::proto::{self, ModelProto, ValueInfoProto};
 use super::tensor::decode_tensor;
 use crate::error::{Error, Result};
-use crate::graph::{Dim, Graph, Node, ValueId, ValueInfo};
+use crate::graph::{Dim, Graph, Node, Subgraph, ValueId, ValueInfo};
 
 /// The newest default-domain opset this engine knows (onnx 1.22).
 pub const MAX_OPSET: i64 = 23;
@@ -38,16 +38,14 @@ pub fn load_bytes(bytes: Bytes, base_dir: Option<&Path>) -> Result<Graph> {
         .graph
         .as_ref()
         .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
-    let opset = default_opset(&model)?;
-    let mut builder = Builder {
-        graph: Graph::default(),
-        names: HashMap::new(),
-        forward: HashSet::new(),
+    let ctx = Context {
+        default_opset: default_opset(&model)?,
+        model: &model,
+        base_dir,
     };
-    builder.build(graph, opset, &model, base_dir)?;
-    let mut g = builder.graph;
-    g.sort_topologically()?;
-    Ok(g)
+    let mut no_outer = |_: &str| None;
+    let (graph, _) = Builder::new(&ctx, graph, &mut no_outer).build(graph)?;
+    Ok(graph)
 }
 
 fn default_opset(model: &ModelProto) -> Result<i64> {
@@ -69,32 +67,67 @@ fn default_opset(model: &ModelProto) -> Result<i64> {
     }
 }
 
-struct Builder {
+/// What every scope of one model shares.
+struct Context<'m> {
+    default_opset: i64,
+    model: &'m ModelProto,
+    base_dir: Option<&'m Path>,
+}
+
+impl Context<'_> {
+    fn opset(&self, domain: &str) -> i64 {
+        if matches!(domain, "" | "ai.onnx") {
+            return self.default_opset;
+        }
+        self.model
+            .opset_import
+            .iter()
+            .find(|o| o.domain() == domain)
+            .map(|o| o.version())
+            .unwrap_or(0)
+    }
+}
+
+/// Resolves a name in the enclosing scopes, returning the id in the immediately enclosing one.
+type Outer<'o> = dyn FnMut(&str) -> Option<ValueId> + 'o;
+
+/// Builds one graph scope (the main graph or a subgraph).
+struct Builder<'c, 'o> {
+    ctx: &'c Context<'c>,
     graph: Graph,
     names: HashMap<String, ValueId>,
     /// Names used as inputs before the node defining them (the model is not sorted).
     forward: HashSet<ValueId>,
+    /// Every name this scope defines (inputs, initializers, node outputs).
+    local: HashSet<String>,
+    /// `(local value, value in the enclosing scope)` for each captured name.
+    captures: Vec<(ValueId, ValueId)>,
+    outer: &'o mut Outer<'o>,
 }
 
-impl Builder {
-    fn build(
-        &mut self,
-        g: &proto::GraphProto,
-        opset: i64,
-        model: &ModelProto,
-        base_dir: Option<&Path>,
-    ) -> Result<()> {
-        let domain_opset = |domain: &str| -> i64 {
-            if matches!(domain, "" | "ai.onnx") {
-                return opset;
-            }
-            model
-                .opset_import
-                .iter()
-                .find(|o| o.domain() == domain)
-                .map(|o| o.version())
-                .unwrap_or(0)
-        };
+impl<'c, 'o> Builder<'c, 'o> {
+    fn new(ctx: &'c Context<'c>, g: &proto::GraphProto, outer: &'o mut Outer<'o>) -> Self {
+        let local = g
+            .input
+            .iter()
+            .map(|v| v.name().to_string())
+            .chain(g.initializer.iter().map(|t| t.name().to_string()))
+            .chain(g.node.iter().flat_map(|n| n.output.iter().cloned()))
+            .collect();
+        Builder {
+            ctx,
+            graph: Graph::default(),
+            names: HashMap::new(),
+            forward: HashSet::new(),
+            local,
+            captures: Vec::new(),
+            outer,
+        }
+    }
+
+    /// Builds the scope; returns the graph and its captures of enclosing-scope values.
+    fn build(mut self, g: &proto::GraphProto) -> Result<(Graph, Vec<(ValueId, ValueId)>)> {
+        let base_dir = self.ctx.base_dir;
         for init in &g.initializer {
             let tensor = decode_tensor(init, base_dir)?;
             let info = ValueInfo {
@@ -121,51 +154,10 @@ impl Builder {
             self.graph.inputs.push(id);
         }
         for (index, n) in g.node.iter().enumerate() {
-            let name = if n.name().is_empty() {
-                format!("{}#{index}", n.op_type())
-            } else {
-                n.name().to_string()
-            };
-            let attrs = convert_attributes(&name, &n.attribute, base_dir)?;
-            let inputs = n
-                .input
-                .iter()
-                .map(|s| {
-                    if s.is_empty() {
-                        Ok(None)
-                    } else {
-                        Ok(Some(self.use_name(s)))
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let outputs = n
-                .output
-                .iter()
-                .map(|s| {
-                    if s.is_empty() {
-                        Ok(None)
-                    } else {
-                        self.define(ValueInfo::named(s.as_str())).map(Some)
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            self.graph.nodes.push(Node {
-                name,
-                op_type: n.op_type().to_string(),
-                domain: n.domain().to_string(),
-                opset: domain_opset(n.domain()),
-                attrs,
-                inputs,
-                outputs,
-            });
+            self.add_node(index, n)?;
         }
         for out in &g.output {
-            let id = self.names.get(out.name()).copied().ok_or_else(|| {
-                Error::InvalidModel(format!(
-                    "graph output '{}' is not produced by any node or input",
-                    out.name()
-                ))
-            })?;
+            let id = self.resolve(out.name());
             self.merge_info(id, out)?;
             self.graph.outputs.push(id);
         }
@@ -174,6 +166,87 @@ impl Builder {
                 self.merge_info(id, vi)?;
             }
         }
+        let mut graph = self.graph;
+        graph
+            .inputs
+            .extend(self.captures.iter().map(|(local, _)| *local));
+        graph.sort_topologically()?;
+        Ok((graph, self.captures))
+    }
+
+    fn add_node(&mut self, index: usize, n: &proto::NodeProto) -> Result<()> {
+        let name = if n.name().is_empty() {
+            format!("{}#{index}", n.op_type())
+        } else {
+            n.name().to_string()
+        };
+        let (graph_attrs, plain): (Vec<_>, Vec<_>) =
+            n.attribute.iter().cloned().partition(|a| a.g.is_some());
+        let attrs = convert_attributes(&name, &plain, self.ctx.base_dir)?;
+        let mut inputs: Vec<Option<ValueId>> = n
+            .input
+            .iter()
+            .map(|s| {
+                if s.is_empty() {
+                    None
+                } else {
+                    Some(self.resolve(s))
+                }
+            })
+            .collect();
+        let declared_inputs = inputs.len();
+        let mut subgraphs = Vec::new();
+        for a in &graph_attrs {
+            let body = a.g.as_ref().expect("partitioned on g");
+            let ctx = self.ctx;
+            let (graph, captures) = {
+                let mut outer = |name: &str| Some(self.resolve(name));
+                Builder::new(ctx, body, &mut outer).build(body)?
+            };
+            let mut capture_positions = Vec::with_capacity(captures.len());
+            for (_, outer_id) in &captures {
+                let pos = match inputs[declared_inputs..]
+                    .iter()
+                    .position(|v| *v == Some(*outer_id))
+                {
+                    Some(p) => declared_inputs + p,
+                    None => {
+                        inputs.push(Some(*outer_id));
+                        inputs.len() - 1
+                    }
+                };
+                capture_positions.push(pos);
+            }
+            let formal_inputs = graph.inputs.len() - captures.len();
+            subgraphs.push(Subgraph {
+                attr: a.name().to_string(),
+                graph,
+                formal_inputs,
+                capture_positions,
+            });
+        }
+        let outputs = n
+            .output
+            .iter()
+            .map(|s| {
+                if s.is_empty() {
+                    Ok(None)
+                } else {
+                    self.define(ValueInfo::named(s.as_str())).map(Some)
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.graph.nodes.push(Node {
+            name,
+            op_type: n.op_type().to_string(),
+            domain: n.domain().to_string(),
+            opset: self.ctx.opset(n.domain()),
+            attrs,
+            inputs,
+            declared_inputs,
+            outputs,
+            subgraphs,
+        });
         Ok(())
     }
 
@@ -195,11 +268,20 @@ impl Builder {
         Ok(id)
     }
 
-    /// Resolves a name used as a node input; a forward reference gets an id now and must be
-    /// defined later (checked by the topological sort).
-    fn use_name(&mut self, name: &str) -> ValueId {
+    /// Resolves a name read in this scope: a local value (possibly defined later: the model
+    /// need not be sorted), else a capture from an enclosing scope. A name nothing defines
+    /// gets an id that the topological sort reports as dangling.
+    fn resolve(&mut self, name: &str) -> ValueId {
         if let Some(&id) = self.names.get(name) {
             return id;
+        }
+        if !self.local.contains(name) {
+            if let Some(outer_id) = (self.outer)(name) {
+                let id = self.graph.add_value(ValueInfo::named(name));
+                self.names.insert(name.to_string(), id);
+                self.captures.push((id, outer_id));
+                return id;
+            }
         }
         let id = self.graph.add_value(ValueInfo::named(name));
         self.names.insert(name.to_string(), id);

@@ -45,7 +45,8 @@ pub fn fold_constants(graph: &mut Graph) -> Result<()> {
 
 /// The node's outputs if it can be computed now.
 fn fold_node(graph: &Graph, node: &Node) -> Result<Option<Vec<Tensor>>> {
-    if !node.domain.is_empty() && node.domain != "ai.onnx" {
+    let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
+    if !default_domain || !node.subgraphs.is_empty() {
         return Ok(None);
     }
     if let Some(t) = fold_shape(graph, node) {

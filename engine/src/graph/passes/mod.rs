@@ -17,6 +17,11 @@ use crate::graph::{Graph, shape_inference};
 /// Runs every pass: identity/dropout removal, shape inference, constant folding,
 /// BatchNorm folding, dead-node removal.
 pub fn optimize(graph: &mut Graph) -> Result<()> {
+    for node in &mut graph.nodes {
+        for sub in &mut node.subgraphs {
+            optimize(&mut sub.graph)?;
+        }
+    }
     remove_identities(graph);
     shape_inference::infer(graph);
     fold_constants(graph)?;
