@@ -182,6 +182,51 @@ impl ModelBuilder {
         self
     }
 
+    /// An int64 scalar input (loop trip counts) or a bool scalar input (conditions).
+    pub fn scalar_input(&mut self, name: &str, elem_type: i32) -> &mut Self {
+        self.graph.input.push(value_info(name, elem_type, &[]));
+        self
+    }
+
+    /// A typed output (subgraph outputs must declare their types).
+    pub fn typed_output(&mut self, name: &str, elem_type: i32, dims: &[i64]) -> &mut Self {
+        self.graph.output.push(value_info(name, elem_type, dims));
+        self
+    }
+
+    /// A typed input of any element type.
+    pub fn typed_input(&mut self, name: &str, elem_type: i32, dims: &[i64]) -> &mut Self {
+        self.graph.input.push(value_info(name, elem_type, dims));
+        self
+    }
+
+    /// The graph built so far (to use as a subgraph).
+    pub fn graph(&self) -> GraphProto {
+        self.graph.clone()
+    }
+
+    /// A node with one graph-valued attribute per `(name, graph)` (If, Loop).
+    pub fn node_with_graphs(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        outputs: &[&str],
+        graphs: Vec<(&str, GraphProto)>,
+    ) -> &mut Self {
+        self.node(op, inputs, outputs, &[]);
+        let node = self.graph.node.last_mut().expect("just pushed");
+        for (name, g) in graphs {
+            let mut p = AttributeProto {
+                name: Some(name.into()),
+                g: Some(g),
+                ..Default::default()
+            };
+            p.set_type(proto::attribute_proto::AttributeType::Graph);
+            node.attribute.push(p);
+        }
+        self
+    }
+
     /// Serializes with the given default-domain opset.
     pub fn to_bytes(&self, opset: i64) -> Vec<u8> {
         ModelProto {
