@@ -15,8 +15,8 @@ pub mod identity;
 pub mod pad;
 pub mod range;
 pub mod reshape;
-//pub mod resize;
-//mod resize_axis;
+pub mod resize;
+mod resize_axis;
 pub mod shape_of;
 pub mod slice;
 pub mod split;
@@ -77,6 +77,8 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         "Pad" => pad::build(spec),
         "Range" => range::build(spec),
         "Reshape" => reshape::build_reshape(spec),
+        "Resize" => resize::build_resize(spec),
+        "Upsample" => resize::build_upsample(spec),
 
         "Shape" | "Size" => shape_of::build(spec),
         "Slice" => slice::build(spec),
