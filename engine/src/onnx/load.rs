@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Dim, Graph, Node, Subgraph, ValueId, ValueInfo};
 
 /// The newest default-domain opset this engine knows (onnx 1.22).
-pub const MAX_OPSET: i64 = 23;
+pub const MAX_OPSET: i64 = 27;
 
 /// Loads a model file. The file is memory-mapped and decoded without copying its `bytes`
 /// fields; external data files are resolved relative to the model's folder.

@@ -27,12 +27,22 @@ pub struct Layout {
 impl Layout {
     /// A dense row-major `rows x cols` matrix.
     pub fn row_major(rows: usize, cols: usize) -> Self {
-        Layout { rows, cols, rs: cols, cs: 1 }
+        Layout {
+            rows,
+            cols,
+            rs: cols,
+            cs: 1,
+        }
     }
 
     /// The same storage read as its transpose.
     pub fn t(self) -> Self {
-        Layout { rows: self.cols, cols: self.rows, rs: self.cs, cs: self.rs }
+        Layout {
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+        }
     }
 
     /// Number of slice elements this layout needs (0 for an empty matrix).
@@ -107,7 +117,9 @@ pub fn gemm<T: MatElem>(
     lb.check(b.len(), "B")?;
     lc.check(c.len(), "C")?;
     if lc.rows > 1 && lc.cols > 1 && (lc.rs == 0 || lc.cs == 0) {
-        return Err(KernelError::Shape("output matrix rows or columns alias".into()));
+        return Err(KernelError::Shape(
+            "output matrix rows or columns alias".into(),
+        ));
     }
     // SAFETY: all three layouts were checked against their slices just above.
     unsafe { T::gemm_unchecked(alpha, a, la, b, lb, beta, c, lc) };
@@ -143,7 +155,11 @@ unsafe fn naive_gemm<T: MatElem>(
             // SAFETY: as above.
             unsafe {
                 let old = *c.get_unchecked(dst);
-                let scaled = if beta == T::ZERO { T::ZERO } else { T::mul(beta, old) };
+                let scaled = if beta == T::ZERO {
+                    T::ZERO
+                } else {
+                    T::mul(beta, old)
+                };
                 *c.get_unchecked_mut(dst) = T::mul_add(alpha, acc, scaled);
             }
         }
@@ -212,11 +228,20 @@ macro_rules! float_elem {
                 // SAFETY: layouts checked by the caller; strides fit isize for any real buffer.
                 unsafe {
                     $mm(
-                        m, k, n, alpha,
-                        a.as_ptr(), la.rs as isize, la.cs as isize,
-                        b.as_ptr(), lb.rs as isize, lb.cs as isize,
+                        m,
+                        k,
+                        n,
+                        alpha,
+                        a.as_ptr(),
+                        la.rs as isize,
+                        la.cs as isize,
+                        b.as_ptr(),
+                        lb.rs as isize,
+                        lb.cs as isize,
                         beta,
-                        c.as_mut_ptr(), lc.rs as isize, lc.cs as isize,
+                        c.as_mut_ptr(),
+                        lc.rs as isize,
+                        lc.cs as isize,
                     )
                 }
             }
@@ -284,18 +309,24 @@ unsafe fn gemv_rows<T: MatElem + std::ops::Add<Output = T>>(
         let row = &a[i * la.rs..i * la.rs + k];
         // SAFETY: x spans (k - 1) * xs + 1 elements (layout checked).
         let d = unsafe { dot(row, x, xs) };
-        let scaled = if beta == T::ZERO { T::ZERO } else { T::mul(beta, *out) };
+        let scaled = if beta == T::ZERO {
+            T::ZERO
+        } else {
+            T::mul(beta, *out)
+        };
         *out = T::mul_add(alpha, d, scaled);
     };
     if cs == 1 {
         let out = &mut c[..la.rows];
         if la.rows * k >= GEMV_PARALLEL_WORK {
             let rows_per_task = (GEMV_PARALLEL_WORK / k.max(1)).max(4);
-            out.par_chunks_mut(rows_per_task).enumerate().for_each(|(t, chunk)| {
-                for (r, o) in chunk.iter_mut().enumerate() {
-                    one_row(t * rows_per_task + r, o);
-                }
-            });
+            out.par_chunks_mut(rows_per_task)
+                .enumerate()
+                .for_each(|(t, chunk)| {
+                    for (r, o) in chunk.iter_mut().enumerate() {
+                        one_row(t * rows_per_task + r, o);
+                    }
+                });
         } else {
             for (i, o) in out.iter_mut().enumerate() {
                 one_row(i, o);
@@ -333,14 +364,20 @@ unsafe fn gemv_cols<T: MatElem>(
             }
         }
         for (o, a) in out.iter_mut().zip(acc) {
-            let scaled = if beta == T::ZERO { T::ZERO } else { T::mul(beta, *o) };
+            let scaled = if beta == T::ZERO {
+                T::ZERO
+            } else {
+                T::mul(beta, *o)
+            };
             *o = T::mul_add(alpha, a, scaled);
         }
     };
     let out = &mut c[..n];
     const BLOCK: usize = 512;
     if n * lb.rows >= GEMV_PARALLEL_WORK {
-        out.par_chunks_mut(BLOCK).enumerate().for_each(|(t, chunk)| columns(t * BLOCK, chunk));
+        out.par_chunks_mut(BLOCK)
+            .enumerate()
+            .for_each(|(t, chunk)| columns(t * BLOCK, chunk));
     } else {
         for (t, chunk) in out.chunks_mut(BLOCK).enumerate() {
             columns(t * BLOCK, chunk);
@@ -363,26 +400,53 @@ mod tests {
     }
 
     fn data(len: usize, seed: u64) -> Vec<f64> {
-        (0..len).map(|i| ((i as u64 * 2654435761 + seed) % 97) as f64 / 17.0 - 2.5).collect()
+        (0..len)
+            .map(|i| ((i as u64 * 2654435761 + seed) % 97) as f64 / 17.0 - 2.5)
+            .collect()
     }
 
     #[test]
     fn shapes_agree_with_triple_loop() {
-        for &(m, k, n) in &[(3, 4, 5), (1, 37, 19), (41, 33, 1), (1, 1, 1), (17, 0, 3), (70, 300, 1)] {
+        for &(m, k, n) in &[
+            (3, 4, 5),
+            (1, 37, 19),
+            (41, 33, 1),
+            (1, 1, 1),
+            (17, 0, 3),
+            (70, 300, 1),
+        ] {
             let a = data(m * k, 1);
             let b = data(k * n, 7);
             let want = reference(&a, &b, m, k, n);
             let mut c = vec![f64::NAN; m * n];
-            gemm(1.0, &a, Layout::row_major(m, k), &b, Layout::row_major(k, n), 0.0, &mut c,
-                Layout::row_major(m, n)).unwrap();
+            gemm(
+                1.0,
+                &a,
+                Layout::row_major(m, k),
+                &b,
+                Layout::row_major(k, n),
+                0.0,
+                &mut c,
+                Layout::row_major(m, n),
+            )
+            .unwrap();
             for (x, y) in c.iter().zip(&want) {
                 assert!((x - y).abs() < 1e-9, "{m}x{k}x{n}: {x} vs {y}");
             }
             let af: Vec<f32> = a.iter().map(|&v| v as f32).collect();
             let bf: Vec<f32> = b.iter().map(|&v| v as f32).collect();
             let mut cf = vec![1.0f32; m * n];
-            gemm(2.0, &af, Layout::row_major(m, k), &bf, Layout::row_major(k, n), 0.5, &mut cf,
-                Layout::row_major(m, n)).unwrap();
+            gemm(
+                2.0,
+                &af,
+                Layout::row_major(m, k),
+                &bf,
+                Layout::row_major(k, n),
+                0.5,
+                &mut cf,
+                Layout::row_major(m, n),
+            )
+            .unwrap();
             for (x, y) in cf.iter().zip(&want) {
                 assert!((*x as f64 - (2.0 * y + 0.5)).abs() < 1e-3, "{m}x{k}x{n}");
             }
@@ -395,8 +459,17 @@ mod tests {
         let at = [1i64, 3, 2, 4];
         let b = [5i64, 6];
         let mut c = [0i64; 2];
-        gemm(1, &at, Layout::row_major(2, 2).t(), &b, Layout::row_major(2, 1), 0, &mut c,
-            Layout::row_major(2, 1)).unwrap();
+        gemm(
+            1,
+            &at,
+            Layout::row_major(2, 2).t(),
+            &b,
+            Layout::row_major(2, 1),
+            0,
+            &mut c,
+            Layout::row_major(2, 1),
+        )
+        .unwrap();
         assert_eq!(c, [17, 39]);
     }
 
@@ -404,11 +477,27 @@ mod tests {
     fn mismatched_shapes_are_errors() {
         let a = [0f32; 6];
         let mut c = [0f32; 4];
-        let r = gemm(1.0, &a, Layout::row_major(2, 3), &a, Layout::row_major(2, 3), 0.0, &mut c,
-            Layout::row_major(2, 2));
+        let r = gemm(
+            1.0,
+            &a,
+            Layout::row_major(2, 3),
+            &a,
+            Layout::row_major(2, 3),
+            0.0,
+            &mut c,
+            Layout::row_major(2, 2),
+        );
         assert!(matches!(r, Err(KernelError::Shape(_))));
-        let r = gemm(1.0, &a, Layout::row_major(2, 4), &a, Layout::row_major(4, 2), 0.0, &mut c,
-            Layout::row_major(2, 2));
+        let r = gemm(
+            1.0,
+            &a,
+            Layout::row_major(2, 4),
+            &a,
+            Layout::row_major(4, 2),
+            0.0,
+            &mut c,
+            Layout::row_major(2, 2),
+        );
         assert!(matches!(r, Err(KernelError::Shape(_))));
     }
 }
