@@ -16,7 +16,8 @@ pub struct OpPlacement {
     /// Global launch position (a permutation of `0..n` that is a topological order).
     pub order: usize,
     /// Stage on its device, where the policy uses stages (HIOS, IOS). Either every operator on a
-    /// device has a stage or none has.
+    /// device has a stage or none has; a stage holds at most as many operators as the device
+    /// has streams (each needs one).
     #[serde(default)]
     pub stage: Option<usize>,
 }
@@ -113,6 +114,20 @@ impl Schedule {
                     "device {} mixes staged and unstaged operators",
                     p.device
                 )));
+            }
+        }
+        let mut per_stage: std::collections::HashMap<(usize, usize), usize> =
+            std::collections::HashMap::new();
+        for p in &self.ops {
+            if let Some(st) = p.stage {
+                let k = per_stage.entry((p.device, st)).or_insert(0);
+                *k += 1;
+                if *k > t.devices[p.device].streams {
+                    return Err(PlacementError::InvalidSchedule(format!(
+                        "stage {st} of device {} holds more operators than its {} streams",
+                        p.device, t.devices[p.device].streams
+                    )));
+                }
             }
         }
         for (u, succ) in dag.succs.iter().enumerate() {

@@ -167,7 +167,7 @@ fn hios_fig5_sliding_window() {
             time_us: 4.,
         },
     ];
-    let t = Topology::gpus(2, 1);
+    let t = Topology::gpus(2, 2);
     let c = Ctx::new(&g, &t).unwrap();
     let device = [0, 0, 1, 0, 0, 1, 0];
     let one = hios_window::parallelize(&c, "hios", &device, 1).unwrap();

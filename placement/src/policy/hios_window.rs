@@ -42,7 +42,7 @@ pub fn parallelize(c: &Ctx, policy: &str, device: &[usize], w: usize) -> Result<
             continue;
         }
         let mut cand_best: Option<(f64, Stages, Schedule)> = None;
-        for p in 1..w {
+        for p in 1..w.min(c.t.devices[d].streams) {
             let end = pos + p;
             if end >= stages[d].len() || stages[d][pos..=end].iter().any(|s| s.len() > 1) {
                 break;

@@ -14,7 +14,7 @@ pub const IOS_MAX_OPS: usize = 64;
 /// IOS on the single best device. `cost(R)` for the set `R` of operators still to run is the
 /// minimum over last stages `S` of `cost(R − S) + t(S)`, where `S` is a non-empty subset of the
 /// operators of `R` with no successor in `R` (so `S` is independent), with pruning: at most `r`
-/// operators per stage, and only the `s` longest such "ending" operators considered per state.
+/// operators per stage (and no more than the device's streams), and only the `s` longest such "ending" operators considered per state.
 /// t(S) is the graph's stage time (table, else model). Choice: IOS's groups (chains inside a
 /// stage) are not modelled; each stage member is one operator.
 ///
@@ -42,6 +42,7 @@ pub fn ios(c: &Ctx, max_ops: usize, r: usize, s: usize) -> Result<Schedule> {
     let dev = &c.t.devices[d];
     let mut memo: HashMap<u64, (f64, u64)> = HashMap::new();
     let full = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    let r = r.min(c.t.devices[d].streams);
     let mut dp = Dp {
         c,
         succ_mask: &succ_mask,
