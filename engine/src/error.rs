@@ -72,6 +72,20 @@ pub enum Error {
         /// The shape given.
         got: Vec<usize>,
     },
+    /// A device the session was asked to use is not available (and fallback was not allowed).
+    #[error("device {device} is unavailable: {reason}")]
+    DeviceUnavailable {
+        /// The device.
+        device: String,
+        /// Why.
+        reason: String,
+    },
+    /// A session setting that cannot work (thread budget, cost model for another model, …).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A placement policy failed.
+    #[error("placement: {0}")]
+    Placement(String),
     /// A worker thread failed unexpectedly (a bug: reported instead of a panic across the API).
     #[error("internal error: {0}")]
     Internal(String),

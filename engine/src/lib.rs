@@ -11,18 +11,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod device;
 pub mod error;
 pub mod exec;
 pub mod graph;
 mod io;
 pub mod memory;
 pub mod onnx;
+pub mod plan;
+pub mod profile;
 mod session;
 
+pub use device::{CopyCost, Device, Devices};
 pub use error::{Error, Result};
+pub use exec::RunOptions;
 pub use io::{IntoTensor, SessionOutputs};
-pub use session::{OptimizationLevel, Session, SessionBuilder};
+pub use session::{OptimizationLevel, PlacementReport, RunReport, Session, SessionBuilder};
 pub use spillway_kernels::{DType, Tensor};
+pub use spillway_placement::Policy as Placement;
 
 /// The README's Rust example, compiled and run as a doctest.
 #[doc = include_str!("../../README.md")]

@@ -1,6 +1,15 @@
 //! Executors: run a compiled plan.
 
 mod control_flow;
+mod events;
+mod parallel;
+mod queue;
 mod sequential;
+mod trace;
+mod work;
 
+pub use parallel::{ParallelExecutor, RunOptions};
+pub use queue::QueueKind;
 pub use sequential::{RunStats, SequentialPlan, build_kernel};
+pub use trace::{TraceEvent, chrome_trace_json};
+pub use work::Work;

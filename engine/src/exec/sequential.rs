@@ -3,18 +3,9 @@
 
 use spillway_kernels::{Kernel, NodeSpec, Tensor};
 
-use super::control_flow::ControlFlow;
+use super::Work;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
-
-/// What a step runs.
-#[derive(Debug)]
-enum Work {
-    /// An operator kernel.
-    Kernel(Box<dyn Kernel>),
-    /// `If` / `Loop`.
-    ControlFlow(ControlFlow),
-}
 
 /// One node, ready to run.
 #[derive(Debug)]
@@ -95,10 +86,7 @@ impl SequentialPlan {
             steps.push(Step {
                 name: node.name.clone(),
                 op_type: node.op_type.clone(),
-                work: match ControlFlow::compile(node)? {
-                    Some(cf) => Work::ControlFlow(cf),
-                    None => Work::Kernel(build_kernel(node)?),
-                },
+                work: Work::build(node)?,
                 declared_inputs: node.declared_inputs,
                 inputs: node.inputs.clone(),
                 outputs: node.outputs.clone(),
@@ -118,6 +106,23 @@ impl SequentialPlan {
 
     /// Runs the plan on inputs already validated by the session; returns the graph outputs in order.
     pub fn run(&self, inputs: Vec<(ValueId, Tensor)>) -> Result<(Vec<Tensor>, RunStats)> {
+        self.run_impl(inputs, false)
+            .map(|(outputs, stats, _)| (outputs, stats))
+    }
+
+    /// Runs and returns every value computed, indexed by value (the profiler's inputs).
+    pub fn run_keeping_values(
+        &self,
+        inputs: Vec<(ValueId, Tensor)>,
+    ) -> Result<Vec<Option<Tensor>>> {
+        self.run_impl(inputs, true).map(|(_, _, values)| values)
+    }
+
+    fn run_impl(
+        &self,
+        inputs: Vec<(ValueId, Tensor)>,
+        keep: bool,
+    ) -> Result<(Vec<Tensor>, RunStats, Vec<Option<Tensor>>)> {
         let mut slots: Vec<Option<Tensor>> = vec![None; self.constants.len()];
         for (id, t) in inputs {
             slots[id.index()] = Some(t);
@@ -152,10 +157,7 @@ impl SequentialPlan {
                     step.name
                 )));
             }
-            let results = match &step.work {
-                Work::Kernel(kernel) => kernel.run(&args[..step.declared_inputs]).map_err(fail)?,
-                Work::ControlFlow(cf) => cf.run(&args, step.declared_inputs)?.map_err(fail)?,
-            };
+            let results = step.work.run(&args, step.declared_inputs)?.map_err(fail)?;
             if results.len() < step.outputs.iter().filter(|o| o.is_some()).count()
                 || results.len() > step.outputs.len()
             {
@@ -174,7 +176,7 @@ impl SequentialPlan {
                 }
             }
             stats.peak_intermediate_bytes = stats.peak_intermediate_bytes.max(live_bytes);
-            for v in &step.release {
+            for v in step.release.iter().filter(|_| !keep) {
                 if let Some(t) = slots[v.index()].take() {
                     live_bytes = live_bytes.saturating_sub(t.byte_len());
                 }
@@ -192,6 +194,6 @@ impl SequentialPlan {
                     })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok((outputs, stats))
+        Ok((outputs, stats, if keep { slots } else { Vec::new() }))
     }
 }

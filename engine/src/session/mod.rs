@@ -1,88 +1,41 @@
-//! The public entry point: [`Session`] and its builder.
+//! The public entry point: [`Session`], its builder and its reports.
+
+mod builder;
+mod placing;
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use spillway_kernels::Tensor;
 
+pub use builder::{OptimizationLevel, SessionBuilder};
+use placing::Engine;
+pub use placing::PlacementReport;
+
+use crate::device::Devices;
 use crate::error::{Error, Result};
-use crate::exec::{RunStats, SequentialPlan};
-use crate::graph::{Dim, Graph, ValueId, ValueInfo, passes, shape_inference, shape_to_string};
+use crate::exec::{RunOptions, RunStats, TraceEvent};
+use crate::graph::{Dim, Graph, ValueId, ValueInfo, shape_inference, shape_to_string};
 use crate::io::SessionOutputs;
 use crate::memory::{self, MemoryPlan};
-
-/// How much the graph is rewritten before it runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OptimizationLevel {
-    /// Run the model exactly as written.
-    Disabled,
-    /// Identity/Dropout removal, constant folding (with shape inference), BatchNorm folding.
-    #[default]
-    All,
-}
-
-/// Configures and creates a [`Session`].
-#[derive(Debug, Clone, Default)]
-pub struct SessionBuilder {
-    optimization: OptimizationLevel,
-}
-
-impl SessionBuilder {
-    /// Sets the optimization level (default: [`OptimizationLevel::All`]).
-    pub fn with_optimization(mut self, level: OptimizationLevel) -> Self {
-        self.optimization = level;
-        self
-    }
-
-    /// Loads, optimizes and compiles a model file.
-    pub fn commit_from_file(self, path: impl AsRef<Path>) -> Result<Session> {
-        let _span = tracing::info_span!("load", path = %path.as_ref().display()).entered();
-        let graph = crate::onnx::load_file(path.as_ref())?;
-        self.commit(graph)
-    }
-
-    /// Loads, optimizes and compiles a model held in memory (external data is not allowed).
-    pub fn commit_from_memory(self, bytes: &[u8]) -> Result<Session> {
-        let _span = tracing::info_span!("load", bytes = bytes.len()).entered();
-        let graph = crate::onnx::load_bytes(bytes::Bytes::copy_from_slice(bytes), None)?;
-        self.commit(graph)
-    }
-
-    /// Optimizes and compiles a graph built or rewritten by the caller.
-    pub fn commit_graph(self, graph: Graph) -> Result<Session> {
-        self.commit(graph)
-    }
-
-    fn commit(self, mut graph: Graph) -> Result<Session> {
-        if self.optimization == OptimizationLevel::All {
-            let _span = tracing::info_span!("optimize").entered();
-            passes::optimize(&mut graph)?;
-        }
-        let _span = tracing::info_span!("compile").entered();
-        let plan = SequentialPlan::compile(&graph)?;
-        let input_index = graph
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (graph.name(*v).to_string(), i))
-            .collect();
-        Ok(Session {
-            plan,
-            input_index,
-            graph,
-        })
-    }
-}
 
 /// A loaded model, ready to run. `run` takes `&self` and may be called from many threads
 /// at once: the plan is immutable and every run has its own state.
 #[derive(Debug)]
 pub struct Session {
     graph: Graph,
-    plan: SequentialPlan,
+    engine: Engine,
     input_index: HashMap<String, usize>,
+    devices: Devices,
 }
 
+/// What a run reports besides its outputs.
+#[derive(Debug, Clone, Default)]
+pub struct RunReport {
+    /// Memory figures (sequential engine).
+    pub stats: RunStats,
+    /// What ran where and when, when asked for.
+    pub trace: Option<Vec<TraceEvent>>,
+}
 impl Session {
     /// A builder with default settings.
     pub fn builder() -> SessionBuilder {
@@ -144,7 +97,70 @@ impl Session {
         &self,
         inputs: impl IntoIterator<Item = (S, Tensor)>,
     ) -> Result<SessionOutputs> {
-        self.run_with_stats(inputs).map(|(out, _)| out)
+        self.run_with_options(inputs, &RunOptions::default())
+            .map(|(out, _)| out)
+    }
+
+    /// Runs with per-run options (tracing, the fault-injection testing hook).
+    pub fn run_with_options<S: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (S, Tensor)>,
+        options: &RunOptions,
+    ) -> Result<(SessionOutputs, RunReport)> {
+        let _span = tracing::debug_span!("run").entered();
+        let bound = self.bind_inputs(inputs)?;
+        let names = self
+            .graph
+            .outputs
+            .iter()
+            .map(|v| self.graph.name(*v).to_string())
+            .collect();
+        match &self.engine {
+            Engine::Sequential(plan) => {
+                let (tensors, stats) = plan.run(bound)?;
+                Ok((
+                    SessionOutputs::new(names, tensors),
+                    RunReport { stats, trace: None },
+                ))
+            }
+            Engine::Parallel { executor, .. } => {
+                let inputs = bound.into_iter().map(|(_, t)| t).collect();
+                let (tensors, trace) = executor.run(inputs, options.clone())?;
+                Ok((
+                    SessionOutputs::new(names, tensors),
+                    RunReport {
+                        stats: RunStats::default(),
+                        trace,
+                    },
+                ))
+            }
+        }
+    }
+
+    /// Where each node runs and the predicted makespan; `None` for a one-lane CPU session.
+    pub fn placement_report(&self) -> Option<&PlacementReport> {
+        match &self.engine {
+            Engine::Parallel { report, .. } => Some(report),
+            Engine::Sequential(_) => None,
+        }
+    }
+
+    /// The compiled multi-device plan, when the session has one.
+    pub fn execution_plan(&self) -> Option<&crate::plan::ExecutionPlan> {
+        match &self.engine {
+            Engine::Parallel { executor, .. } => Some(executor.plan()),
+            Engine::Sequential(_) => None,
+        }
+    }
+
+    /// The devices the session runs on.
+    pub fn devices(&self) -> &Devices {
+        &self.devices
+    }
+
+    /// The index of the node called `name` (for the fault-injection hook).
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.graph.nodes.iter().position(|n| n.name == name)
     }
 
     /// Like [`Session::run`], also returning the run's memory figures.
@@ -152,16 +168,8 @@ impl Session {
         &self,
         inputs: impl IntoIterator<Item = (S, Tensor)>,
     ) -> Result<(SessionOutputs, RunStats)> {
-        let _span = tracing::debug_span!("run").entered();
-        let bound = self.bind_inputs(inputs)?;
-        let (tensors, stats) = self.plan.run(bound)?;
-        let names = self
-            .graph
-            .outputs
-            .iter()
-            .map(|v| self.graph.name(*v).to_string())
-            .collect();
-        Ok((SessionOutputs::new(names, tensors), stats))
+        self.run_with_options(inputs, &RunOptions::default())
+            .map(|(out, report)| (out, report.stats))
     }
 
     /// Checks names, element types and shapes (symbolic dims must agree across inputs).

@@ -1,0 +1,489 @@
+//! The multi-device executor (SIR+ §6): one worker thread per (device, lane); per-lane
+//! lock-free ready queues; per-run atomic pending counts; the worker that finishes a task
+//! releases its successors and runs a fused chain inline; work that completes asynchronously
+//! (Virtual copies now, CUDA later) is observed through events from a pre-created pool. Idle
+//! workers spin briefly, then park. Many runs may be in flight at once: all per-run state lives
+//! in [`RunState`], the plan is shared and immutable.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::SegQueue;
+use spillway_kernels::{KernelError, Tensor};
+
+use super::events::{Event, EventPool};
+use super::queue::{QueueKind, ReadyQueue};
+use super::trace::{TraceEvent, TraceLog};
+use crate::error::{Error, Result};
+use crate::plan::{ExecutionPlan, Source, TaskId, TaskKind};
+
+/// How long an idle worker spins before it parks.
+const SPIN_ITERATIONS: u32 = 2_000;
+
+/// Per-run switches.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Record what ran where and when (a Chrome trace).
+    pub trace: bool,
+    /// Testing hook: the node with this index fails with an injected error.
+    pub inject_failure_at: Option<usize>,
+}
+
+struct Job {
+    run: Arc<RunState>,
+    task: TaskId,
+}
+
+/// Everything one run owns.
+struct RunState {
+    pending: Vec<AtomicU32>,
+    readers: Vec<AtomicU32>,
+    slots: Vec<Mutex<Option<Tensor>>>,
+    remaining: AtomicUsize,
+    failed: AtomicBool,
+    error: Mutex<Option<Error>>,
+    done: AtomicBool,
+    waiter: Thread,
+    options: RunOptions,
+    trace: Option<TraceLog>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct Shared {
+    plan: ExecutionPlan,
+    queues: Vec<ReadyQueue<Job>>,
+    idle: Vec<AtomicBool>,
+    threads: OnceLock<Vec<Thread>>,
+    /// Per device.
+    events: Vec<EventPool>,
+    /// Per lane: asynchronous work waiting for its event.
+    in_flight: Vec<SegQueue<(Event, Job)>>,
+    /// Per lane: the intra-op thread pool its kernels run in.
+    pools: Vec<Option<rayon::ThreadPool>>,
+    shutdown: AtomicBool,
+}
+
+/// Runs an [`ExecutionPlan`] on its own worker threads.
+pub struct ParallelExecutor {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ParallelExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParallelExecutor")
+            .field("lanes", &self.shared.plan.lanes.len())
+            .finish()
+    }
+}
+
+impl ParallelExecutor {
+    /// Starts one worker per lane. `intra_op_threads` sizes each compute lane's kernel pool.
+    pub fn start(
+        plan: ExecutionPlan,
+        devices: usize,
+        intra_op_threads: usize,
+        queue: QueueKind,
+    ) -> Result<Self> {
+        let lanes = plan.lanes.len();
+        let mut pools = Vec::with_capacity(lanes);
+        for lane in &plan.lanes {
+            pools.push(if lane.copy_engine {
+                None
+            } else {
+                Some(
+                    rayon::ThreadPoolBuilder::new()
+                        .num_threads(intra_op_threads.max(1))
+                        .thread_name(move |i| format!("spillway-intra-{i}"))
+                        .build()
+                        .map_err(|e| {
+                            Error::Internal(format!("cannot start a kernel thread pool: {e}"))
+                        })?,
+                )
+            });
+        }
+        let shared = Arc::new(Shared {
+            queues: (0..lanes).map(|_| ReadyQueue::new(queue)).collect(),
+            idle: (0..lanes).map(|_| AtomicBool::new(false)).collect(),
+            threads: OnceLock::new(),
+            events: (0..devices).map(|_| EventPool::new(256)).collect(),
+            in_flight: (0..lanes).map(|_| SegQueue::new()).collect(),
+            pools,
+            shutdown: AtomicBool::new(false),
+            plan,
+        });
+        let mut workers = Vec::with_capacity(lanes);
+        for lane in 0..lanes {
+            let s = shared.clone();
+            let l = shared.plan.lanes[lane];
+            let name = format!(
+                "spillway-{}-{}{}",
+                l.device,
+                if l.copy_engine { "copy" } else { "lane" },
+                l.lane
+            );
+            let handle = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || worker(&s, lane))
+                .map_err(|e| Error::Internal(format!("cannot start a worker thread: {e}")))?;
+            workers.push(handle);
+        }
+        let threads = workers.iter().map(|h| h.thread().clone()).collect();
+        let _ = shared.threads.set(threads);
+        Ok(ParallelExecutor { shared, workers })
+    }
+
+    /// The plan this executor runs.
+    pub fn plan(&self) -> &ExecutionPlan {
+        &self.shared.plan
+    }
+
+    /// Runs the plan once. `inputs` are in the graph's input order. Returns the outputs in the
+    /// graph's output order, and the trace when asked for.
+    pub fn run(
+        &self,
+        inputs: Vec<Tensor>,
+        options: RunOptions,
+    ) -> Result<(Vec<Tensor>, Option<Vec<TraceEvent>>)> {
+        let plan = &self.shared.plan;
+        let run = Arc::new(RunState {
+            pending: plan
+                .tasks
+                .iter()
+                .map(|t| AtomicU32::new(t.predecessors))
+                .collect(),
+            readers: plan
+                .slots
+                .iter()
+                .map(|s| AtomicU32::new(s.readers))
+                .collect(),
+            slots: plan.slots.iter().map(|_| Mutex::new(None)).collect(),
+            remaining: AtomicUsize::new(plan.tasks.len()),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+            done: AtomicBool::new(plan.tasks.is_empty()),
+            waiter: std::thread::current(),
+            trace: options.trace.then(TraceLog::new),
+            options,
+        });
+        for (&slot, t) in plan.input_slots.iter().zip(inputs) {
+            *lock(&run.slots[slot]) = Some(t);
+        }
+        for &t in &plan.sources {
+            self.shared.push(Job {
+                run: run.clone(),
+                task: t,
+            });
+        }
+        while !run.done.load(Ordering::Acquire) {
+            std::thread::park();
+        }
+        if run.failed.load(Ordering::Acquire) {
+            return Err(lock(&run.error)
+                .take()
+                .unwrap_or_else(|| Error::Internal("a run failed without an error".into())));
+        }
+        let outputs = plan
+            .output_sources
+            .iter()
+            .map(|s| match s {
+                Source::Constant(c) => Ok(plan.constants[*c].clone()),
+                Source::Slot(s) => lock(&run.slots[*s])
+                    .clone()
+                    .ok_or_else(|| Error::Internal("an output was not computed".into())),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let trace = run.trace.as_ref().map(TraceLog::take);
+        Ok((outputs, trace))
+    }
+}
+
+impl Drop for ParallelExecutor {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        if let Some(threads) = self.shared.threads.get() {
+            threads.iter().for_each(Thread::unpark);
+        }
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Shared {
+    fn push(&self, job: Job) {
+        let lane = self.plan.tasks[job.task].lane;
+        self.queues[lane].push(job);
+        if self.idle[lane].load(Ordering::SeqCst) {
+            if let Some(threads) = self.threads.get() {
+                threads[lane].unpark();
+            }
+        }
+    }
+
+    /// Runs a job and the chain that follows it inline.
+    fn run_job(&self, job: Job) {
+        let Job { run, task } = job;
+        let mut next = Some(task);
+        while let Some(t) = next {
+            if run.failed.load(Ordering::Acquire) {
+                return;
+            }
+            next = self.execute(&run, t);
+        }
+    }
+
+    /// Executes one task; returns the chained successor to run inline, if it became ready.
+    fn execute(&self, run: &Arc<RunState>, t: TaskId) -> Option<TaskId> {
+        let task = &self.plan.tasks[t];
+        let started = run.trace.as_ref().map(|_| Instant::now());
+        match &task.kind {
+            TaskKind::Node {
+                node,
+                work,
+                inputs,
+                declared_inputs,
+                outputs,
+            } => {
+                let held: Vec<Option<Tensor>> = inputs
+                    .iter()
+                    .map(|s| match s {
+                        Some(Source::Slot(s)) => lock(&run.slots[*s]).clone(),
+                        _ => None,
+                    })
+                    .collect();
+                let args: Vec<Option<&Tensor>> = inputs
+                    .iter()
+                    .zip(&held)
+                    .map(|(s, h)| match s {
+                        Some(Source::Constant(c)) => Some(&self.plan.constants[*c]),
+                        Some(Source::Slot(_)) => h.as_ref(),
+                        None => None,
+                    })
+                    .collect();
+                let fail = |cause: KernelError| Error::Kernel {
+                    node: task.name.clone(),
+                    op_type: task.op_type.clone(),
+                    cause,
+                };
+                let result = if run.options.inject_failure_at == Some(*node) {
+                    Err(fail(KernelError::InvalidValue(
+                        "injected failure (testing hook)".into(),
+                    )))
+                } else if inputs
+                    .iter()
+                    .zip(&args)
+                    .any(|(s, a)| s.is_some() && a.is_none())
+                {
+                    Err(Error::Internal(format!(
+                        "node '{}' ran before its inputs were computed",
+                        task.name
+                    )))
+                } else {
+                    let call =
+                        || catch_unwind(AssertUnwindSafe(|| work.run(&args, *declared_inputs)));
+                    let caught = match &self.pools[task.lane] {
+                        Some(pool) => pool.install(call),
+                        None => call(),
+                    };
+                    match caught {
+                        Ok(Ok(Ok(values))) => Ok(values),
+                        Ok(Ok(Err(cause))) => Err(fail(cause)),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(Error::Internal(format!(
+                            "node '{}' ({}) panicked",
+                            task.name, task.op_type
+                        ))),
+                    }
+                };
+                drop(args);
+                drop(held);
+                let values = match result {
+                    Ok(v)
+                        if v.len() >= outputs.iter().filter(|o| o.is_some()).count()
+                            && v.len() <= outputs.len() =>
+                    {
+                        v
+                    }
+                    Ok(v) => {
+                        run.fail(Error::Internal(format!(
+                            "node '{}' returned {} outputs, it lists {}",
+                            task.name,
+                            v.len(),
+                            outputs.len()
+                        )));
+                        return None;
+                    }
+                    Err(e) => {
+                        run.fail(e);
+                        return None;
+                    }
+                };
+                for (slot, value) in outputs.iter().zip(values) {
+                    if let Some(s) = slot {
+                        *lock(&run.slots[*s]) = Some(value);
+                    }
+                }
+            }
+            TaskKind::Copy { from, to, cost } => {
+                let source = lock(&run.slots[*from]).clone();
+                let Some(source) = source else {
+                    run.fail(Error::Internal(format!(
+                        "{}: the source was not computed",
+                        task.name
+                    )));
+                    return None;
+                };
+                let begin = Instant::now();
+                let bytes = source.byte_len();
+                // The destination has its own memory: a real copy, never a shared buffer.
+                *lock(&run.slots[*to]) = Some(deep_copy(&source));
+                let deadline = begin + cost.time(bytes);
+                if deadline > Instant::now() {
+                    let device = self.plan.lanes[task.lane].device_index;
+                    if let Some(event) = self.events[device].record(deadline) {
+                        if let (Some(log), Some(start)) = (&run.trace, started) {
+                            log.push(&self.plan, t, start, deadline);
+                        }
+                        self.in_flight[task.lane].push((
+                            event,
+                            Job {
+                                run: run.clone(),
+                                task: t,
+                            },
+                        ));
+                        return None;
+                    }
+                    // Every event is in use: complete synchronously.
+                    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                }
+            }
+        }
+        if let (Some(log), Some(start)) = (&run.trace, started) {
+            log.push(&self.plan, t, start, Instant::now());
+        }
+        self.finish(run, t)
+    }
+
+    /// Marks `t` done: frees inputs read for the last time, releases successors.
+    fn finish(&self, run: &Arc<RunState>, t: TaskId) -> Option<TaskId> {
+        let task = &self.plan.tasks[t];
+        let mut reads: Vec<usize> = match &task.kind {
+            TaskKind::Node { inputs, .. } => inputs
+                .iter()
+                .flatten()
+                .filter_map(|s| {
+                    if let Source::Slot(s) = s {
+                        Some(*s)
+                    } else {
+                        None
+                    }
+                })
+                .collect(),
+            TaskKind::Copy { from, .. } => vec![*from],
+        };
+        reads.sort_unstable();
+        reads.dedup();
+        for s in reads {
+            if run.readers[s].fetch_sub(1, Ordering::AcqRel) == 1 && !self.plan.slots[s].is_output {
+                lock(&run.slots[s]).take();
+            }
+        }
+        let mut inline = None;
+        for &s in &task.successors {
+            if run.pending[s].fetch_sub(1, Ordering::AcqRel) == 1 {
+                if task.chain_next == Some(s) && inline.is_none() {
+                    inline = Some(s);
+                } else {
+                    self.push(Job {
+                        run: run.clone(),
+                        task: s,
+                    });
+                }
+            }
+        }
+        if run.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            run.done.store(true, Ordering::Release);
+            run.waiter.unpark();
+        }
+        inline
+    }
+
+    /// Completes asynchronous work whose events fired; returns the time until the next one.
+    fn poll_in_flight(&self, lane: usize) -> Option<Duration> {
+        let device = self.plan.lanes[lane].device_index;
+        let pool = &self.events[device];
+        let mut soonest: Option<Duration> = None;
+        for _ in 0..self.in_flight[lane].len() {
+            let Some((event, job)) = self.in_flight[lane].pop() else {
+                break;
+            };
+            if pool.query(event) {
+                pool.release(event);
+                if !job.run.failed.load(Ordering::Acquire) {
+                    if let Some(next) = self.finish(&job.run, job.task) {
+                        self.run_job(Job {
+                            run: job.run.clone(),
+                            task: next,
+                        });
+                    }
+                }
+            } else {
+                let left = pool.remaining(event);
+                soonest = Some(soonest.map_or(left, |s| s.min(left)));
+                self.in_flight[lane].push((event, job));
+            }
+        }
+        soonest
+    }
+}
+
+impl RunState {
+    /// Records the first failure and wakes the caller; the run's other tasks are skipped.
+    fn fail(&self, error: Error) {
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            *lock(&self.error) = Some(error);
+            self.done.store(true, Ordering::Release);
+            self.waiter.unpark();
+        }
+    }
+}
+
+fn worker(shared: &Shared, lane: usize) {
+    loop {
+        if shared.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        let next_event = shared.poll_in_flight(lane);
+        if let Some(job) = shared.queues[lane].pop() {
+            shared.run_job(job);
+            continue;
+        }
+        let mut spins = 0;
+        while spins < SPIN_ITERATIONS && shared.queues[lane].is_empty() {
+            std::hint::spin_loop();
+            spins += 1;
+        }
+        if !shared.queues[lane].is_empty() {
+            continue;
+        }
+        shared.idle[lane].store(true, Ordering::SeqCst);
+        if shared.queues[lane].is_empty() && !shared.shutdown.load(Ordering::SeqCst) {
+            match next_event {
+                Some(wait) => std::thread::park_timeout(wait),
+                None => std::thread::park(),
+            }
+        }
+        shared.idle[lane].store(false, Ordering::SeqCst);
+    }
+}
+
+fn deep_copy(t: &Tensor) -> Tensor {
+    spillway_kernels::dispatch_all!(t, a => spillway_kernels::Element::into_tensor(a.to_owned().into_shared()))
+}

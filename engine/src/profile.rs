@@ -1,0 +1,284 @@
+//! The profiler: measures every node on every device kind (warm-up, median of repeats, real
+//! input shapes) and the copy cost between every ordered device pair at several sizes, and
+//! writes them as the placement crate's [`CostGraph`] and [`Topology`].
+//!
+//! Opara's per-op figures: GPUs report occupancy; on the CPU there is none to measure, so the
+//! resource demand is 1 and the memory/compute-bound flag comes from the op's arithmetic
+//! intensity class (Conv, ConvTranspose, Gemm, MatMul, Einsum are compute-bound; the rest are
+//! memory-bound). The CUDA backend replaces both with measured figures.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use spillway_kernels::Tensor;
+use spillway_placement::{Boundness, CostGraph, DeviceKind, Edge, Link, Op, Topology};
+
+use crate::device::{Device, Devices};
+use crate::error::{Error, Result};
+use crate::exec::{SequentialPlan, Work};
+use crate::graph::{Graph, ValueId};
+
+/// How the profiler measures.
+#[derive(Debug, Clone, Copy)]
+pub struct ProfileOptions {
+    /// Untimed runs before measuring.
+    pub warmup: usize,
+    /// Timed runs; the median is kept.
+    pub repeats: usize,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> Self {
+        ProfileOptions {
+            warmup: 1,
+            repeats: 5,
+        }
+    }
+}
+
+/// A measured cost model.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CostModel {
+    /// Per-node costs (op `i` is graph node `i`) and edge sizes.
+    pub graph: CostGraph,
+    /// Devices and links.
+    pub topology: Topology,
+}
+
+impl CostModel {
+    /// Reads a cost model saved as JSON.
+    pub fn load(path: &std::path::Path) -> Result<CostModel> {
+        let text = std::fs::read_to_string(path).map_err(|cause| Error::Io {
+            path: path.display().to_string(),
+            cause,
+        })?;
+        serde_json::from_str(&text)
+            .map_err(|e| Error::InvalidModel(format!("cost model {}: {e}", path.display())))
+    }
+
+    /// Writes the cost model as JSON.
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        let text =
+            serde_json::to_string_pretty(self).map_err(|e| Error::Internal(e.to_string()))?;
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        std::fs::write(path, text).map_err(|cause| Error::Io {
+            path: path.display().to_string(),
+            cause,
+        })
+    }
+}
+
+/// The placement device kind of a device.
+pub fn device_kind(d: Device) -> DeviceKind {
+    match d {
+        Device::Cpu => DeviceKind::Cpu,
+        Device::Virtual { .. } | Device::Cuda { .. } => DeviceKind::Gpu,
+    }
+}
+
+fn boundness(op_type: &str) -> Boundness {
+    match op_type {
+        "Conv" | "ConvTranspose" | "Gemm" | "MatMul" | "Einsum" => Boundness::Compute,
+        _ => Boundness::Memory,
+    }
+}
+
+fn median_us(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples.get(samples.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Profiles `graph` on `devices` with the given inputs (in the graph's input order).
+/// `progress(done, total)` is called after each node.
+pub fn profile(
+    graph: &Graph,
+    devices: &Devices,
+    inputs: &[Tensor],
+    options: ProfileOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<CostModel> {
+    let _span = tracing::info_span!("profile", nodes = graph.nodes.len()).entered();
+    let plan = SequentialPlan::compile(graph)?;
+    let bound: Vec<(ValueId, Tensor)> = graph
+        .inputs
+        .iter()
+        .copied()
+        .zip(inputs.iter().cloned())
+        .collect();
+    let values = plan.run_keeping_values(bound)?;
+    let value = |v: ValueId| {
+        values
+            .get(v.index())
+            .cloned()
+            .flatten()
+            .or_else(|| graph.constants.get(&v).cloned())
+    };
+
+    let kinds: Vec<DeviceKind> = {
+        let mut k: Vec<DeviceKind> = devices
+            .specs()
+            .iter()
+            .map(|s| device_kind(s.device))
+            .collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let mut ops = Vec::with_capacity(graph.nodes.len());
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let work = Work::build(node)?;
+        let held: Vec<Option<Tensor>> = node.inputs.iter().map(|v| v.and_then(value)).collect();
+        let args: Vec<Option<&Tensor>> = held.iter().map(Option::as_ref).collect();
+        let time_once = || -> Result<f64> {
+            let start = Instant::now();
+            work.run(&args, node.declared_inputs)?
+                .map_err(|cause| Error::Kernel {
+                    node: node.name.clone(),
+                    op_type: node.op_type.clone(),
+                    cause,
+                })?;
+            Ok(start.elapsed().as_secs_f64() * 1e6)
+        };
+        for _ in 0..options.warmup {
+            time_once()?;
+        }
+        let samples = (0..options.repeats.max(1))
+            .map(|_| time_once())
+            .collect::<Result<Vec<_>>>()?;
+        // CPU and Virtual devices run the same kernels on the same cores: one measurement
+        // serves every kind present (a device's `speed` scales it in the topology).
+        let us = median_us(samples).max(0.01);
+        let cost_us: BTreeMap<DeviceKind, f64> = kinds.iter().map(|&k| (k, us)).collect();
+        ops.push(Op {
+            name: node.name.clone(),
+            kind: node.op_type.clone(),
+            cost_us,
+            resource: 1.0,
+            bound: boundness(&node.op_type),
+        });
+        progress(i + 1, graph.nodes.len());
+    }
+    let edges = edges(graph, &value);
+    let topology = topology(devices, options)?;
+    Ok(CostModel {
+        graph: CostGraph {
+            ops,
+            edges,
+            concurrency: Default::default(),
+        },
+        topology,
+    })
+}
+
+/// One edge per (producer node, consumer node) with the bytes that flow along it.
+fn edges(graph: &Graph, value: &dyn Fn(ValueId) -> Option<Tensor>) -> Vec<Edge> {
+    let producers = graph.producers();
+    let mut bytes: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+    for (dst, node) in graph.nodes.iter().enumerate() {
+        let mut seen = Vec::new();
+        for v in node.present_inputs() {
+            if seen.contains(&v) {
+                continue;
+            }
+            seen.push(v);
+            if let Some(&src) = producers.get(&v) {
+                *bytes.entry((src, dst)).or_default() +=
+                    value(v).map_or(0, |t| t.byte_len()) as f64;
+            }
+        }
+    }
+    bytes
+        .into_iter()
+        .map(|((src, dst), bytes)| Edge { src, dst, bytes })
+        .collect()
+}
+
+/// Measures copies between every ordered pair at several sizes and fits latency + bandwidth.
+fn topology(devices: &Devices, options: ProfileOptions) -> Result<Topology> {
+    let specs = devices.specs();
+    let mut links = Vec::new();
+    for (src, a) in specs.iter().enumerate() {
+        for (dst, b) in specs.iter().enumerate() {
+            if src == dst {
+                continue;
+            }
+            let cost = if dst == 0 { a.copy_cost } else { b.copy_cost };
+            let mut points = Vec::new();
+            for size in [4usize << 10, 256 << 10, 4 << 20] {
+                let t = Tensor::from_shape_vec(&[size / 4], vec![1.0f32; size / 4])
+                    .map_err(|e| Error::Internal(e.to_string()))?;
+                let samples: Vec<f64> = (0..options.repeats.max(1))
+                    .map(|_| {
+                        let start = Instant::now();
+                        let copy = Tensor::from(t.view::<f32>().expect("f32").to_owned());
+                        std::hint::black_box(&copy);
+                        start.elapsed().as_secs_f64() * 1e6 + cost.time(size).as_secs_f64() * 1e6
+                    })
+                    .collect();
+                points.push((size as f64, median_us(samples)));
+            }
+            let (latency_us, bandwidth) = fit_line(&points);
+            links.push(Link {
+                src,
+                dst,
+                bandwidth,
+                latency_us,
+                bus: None,
+            });
+        }
+    }
+    let devices = specs
+        .iter()
+        .map(|s| spillway_placement::Device {
+            name: s.device.to_string(),
+            kind: device_kind(s.device),
+            speed: s.speed,
+            streams: s.lanes,
+        })
+        .collect();
+    Ok(Topology {
+        devices,
+        links,
+        buses: Vec::new(),
+    })
+}
+
+/// Least-squares `time = latency + bytes / bandwidth`; returns (latency µs, bytes per µs).
+fn fit_line(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let cov: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let var: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    let slope = if var > 0.0 {
+        (cov / var).max(1e-9)
+    } else {
+        1e-9
+    };
+    ((my - slope * mx).max(0.0), 1.0 / slope)
+}
+
+/// Where profiles are cached: `$SPILLWAY_CACHE_DIR`, else `$HOME/.cache/spillway`.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("SPILLWAY_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/spillway")))
+        .unwrap_or_else(|| std::env::temp_dir().join("spillway-cache"))
+}
+
+/// The cache file for a model hash, device set and input shapes.
+pub fn cache_path(model_hash: u64, devices: &Devices, shapes: &[Vec<usize>]) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    model_hash.hash(&mut h);
+    serde_json::to_string(devices)
+        .unwrap_or_default()
+        .hash(&mut h);
+    shapes.hash(&mut h);
+    cache_dir().join(format!("profile-{:016x}.json", h.finish()))
+}

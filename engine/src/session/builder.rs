@@ -1,0 +1,179 @@
+//! [`SessionBuilder`]: devices, placement, cost model, thread budget, optimization.
+
+use std::path::{Path, PathBuf};
+
+use spillway_placement::{Options, Policy};
+
+use super::Session;
+use super::placing::{self, Engine};
+use crate::device::Devices;
+use crate::error::{Error, Result};
+use crate::exec::{QueueKind, SequentialPlan};
+use crate::graph::{Graph, passes};
+use crate::profile::ProfileOptions;
+
+/// How much the graph is rewritten before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OptimizationLevel {
+    /// Run the model exactly as written.
+    Disabled,
+    /// Identity/Dropout removal, constant folding (with shape inference), BatchNorm folding.
+    #[default]
+    All,
+}
+
+/// Configures and creates a [`Session`].
+#[derive(Debug, Clone, Default)]
+pub struct SessionBuilder {
+    pub(super) optimization: OptimizationLevel,
+    pub(super) devices: Devices,
+    pub(super) placement: Option<Policy>,
+    pub(super) placement_options: Option<Options>,
+    pub(super) cost_model: Option<PathBuf>,
+    pub(super) intra_op_threads: Option<usize>,
+    pub(super) allow_oversubscription: bool,
+    pub(super) queue: QueueKind,
+    pub(super) profile_shapes: Vec<(String, Vec<usize>)>,
+    pub(super) profile_options: ProfileOptions,
+    pub(super) use_profile_cache: bool,
+}
+
+impl SessionBuilder {
+    /// Sets the optimization level (default: [`OptimizationLevel::All`]).
+    pub fn with_optimization(mut self, level: OptimizationLevel) -> Self {
+        self.optimization = level;
+        self
+    }
+
+    /// The devices to run on (default: the CPU, one lane).
+    pub fn with_devices(mut self, devices: Devices) -> Self {
+        self.devices = devices;
+        self
+    }
+
+    /// The placement policy (default: `Auto` with several devices or lanes, else `Sequential`).
+    pub fn with_placement(mut self, policy: Policy) -> Self {
+        self.placement = Some(policy);
+        self
+    }
+
+    /// Tuning of the placement policies (windows, thresholds, time limits, seed).
+    pub fn with_placement_options(mut self, options: Options) -> Self {
+        self.placement_options = Some(options);
+        self
+    }
+
+    /// Uses a saved cost model (JSON from `spillway profile`) instead of profiling.
+    pub fn with_cost_model(mut self, path: impl AsRef<Path>) -> Self {
+        self.cost_model = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Input shapes to profile with (symbolic dims otherwise take 1).
+    pub fn with_profile_shape(mut self, input: &str, shape: &[usize]) -> Self {
+        self.profile_shapes
+            .push((input.to_string(), shape.to_vec()));
+        self
+    }
+
+    /// How the profiler measures (warm-up, repeats).
+    pub fn with_profile_options(mut self, options: ProfileOptions) -> Self {
+        self.profile_options = options;
+        self
+    }
+
+    /// Reuses and writes profiles in the cache directory (see [`crate::profile::cache_dir`]).
+    pub fn with_profile_cache(mut self, enabled: bool) -> Self {
+        self.use_profile_cache = enabled;
+        self
+    }
+
+    /// Threads each CPU lane's kernels may use (default: the cores divided by the lanes).
+    pub fn with_intra_op_threads(mut self, threads: usize) -> Self {
+        self.intra_op_threads = Some(threads.max(1));
+        self
+    }
+
+    /// Allows lanes × intra-op threads to exceed the cores.
+    pub fn allow_oversubscription(mut self, allow: bool) -> Self {
+        self.allow_oversubscription = allow;
+        self
+    }
+
+    /// The ready-queue implementation (default lock-free; `Mutex` exists for comparisons).
+    pub fn with_queue(mut self, queue: QueueKind) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// Loads, optimizes and compiles a model file.
+    pub fn commit_from_file(self, path: impl AsRef<Path>) -> Result<Session> {
+        let _span = tracing::info_span!("load", path = %path.as_ref().display()).entered();
+        let graph = crate::onnx::load_file(path.as_ref())?;
+        let hash = file_hash(path.as_ref());
+        self.commit(graph, hash)
+    }
+
+    /// Loads, optimizes and compiles a model held in memory (external data is not allowed).
+    pub fn commit_from_memory(self, bytes: &[u8]) -> Result<Session> {
+        let _span = tracing::info_span!("load", bytes = bytes.len()).entered();
+        let graph = crate::onnx::load_bytes(bytes::Bytes::copy_from_slice(bytes), None)?;
+        self.commit(graph, hash_bytes(bytes))
+    }
+
+    /// Optimizes and compiles a graph built or rewritten by the caller.
+    pub fn commit_graph(self, graph: Graph) -> Result<Session> {
+        self.commit(graph, 0)
+    }
+
+    fn commit(self, mut graph: Graph, model_hash: u64) -> Result<Session> {
+        if self.optimization == OptimizationLevel::All {
+            let _span = tracing::info_span!("optimize").entered();
+            passes::optimize(&mut graph)?;
+        }
+        let (devices, dropped) = self.devices.split_available();
+        if let Some((device, reason)) = dropped.first() {
+            if !self.devices.fallback_allowed() {
+                return Err(Error::DeviceUnavailable {
+                    device: device.to_string(),
+                    reason: reason.clone(),
+                });
+            }
+            for (device, reason) in &dropped {
+                tracing::warn!(%device, %reason, "device unavailable: falling back to the remaining devices");
+            }
+        }
+        let parallel = devices.specs().len() > 1
+            || devices.total_lanes() > 1
+            || self.placement.is_some_and(|p| p != Policy::Sequential);
+        let engine = if parallel {
+            placing::build(&self, &graph, &devices, model_hash)?
+        } else {
+            let _span = tracing::info_span!("compile").entered();
+            Engine::Sequential(SequentialPlan::compile(&graph)?)
+        };
+        let input_index = graph
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (graph.name(*v).to_string(), i))
+            .collect();
+        Ok(Session {
+            engine,
+            input_index,
+            graph,
+            devices,
+        })
+    }
+}
+
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+fn file_hash(path: &Path) -> u64 {
+    std::fs::read(path).map(|b| hash_bytes(&b)).unwrap_or(0)
+}
