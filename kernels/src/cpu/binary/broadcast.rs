@@ -261,15 +261,19 @@ where
             } else if plan.dims.len() == 1 {
                 // One flat loop: split it into chunks.
                 let (isa, isb) = (plan.sa[0], plan.sb[0]);
-                out.par_chunks_mut(PAR_CHUNK).enumerate().for_each(|(c, o)| {
-                    let start = c * PAR_CHUNK;
-                    inner(o, &sa[start * isa..], isa, &sb[start * isb..], isb, &f);
-                });
+                out.par_chunks_mut(PAR_CHUNK)
+                    .enumerate()
+                    .for_each(|(c, o)| {
+                        let start = c * PAR_CHUNK;
+                        inner(o, &sa[start * isa..], isa, &sb[start * isb..], isb, &f);
+                    });
             } else {
                 let rows_per_task = PAR_CHUNK.div_ceil(n).max(1);
-                out.par_chunks_mut(rows_per_task * n).enumerate().for_each(|(c, o)| {
-                    run_rows(&plan, c * rows_per_task, o, sa, sb, &f);
-                });
+                out.par_chunks_mut(rows_per_task * n)
+                    .enumerate()
+                    .for_each(|(c, o)| {
+                        run_rows(&plan, c * rows_per_task, o, sa, sb, &f);
+                    });
             }
         })
     };

@@ -59,7 +59,11 @@ fn compare<T: PartialOrd + Clone + Sync>(
     }
 }
 
-fn logic(op: CompareOp, a: &ArrayViewD<'_, bool>, b: &ArrayViewD<'_, bool>) -> Result<ArrayD<bool>> {
+fn logic(
+    op: CompareOp,
+    a: &ArrayViewD<'_, bool>,
+    b: &ArrayViewD<'_, bool>,
+) -> Result<ArrayD<bool>> {
     match op {
         CompareOp::And => zip_map(a, b, |x: &bool, y: &bool| *x & *y),
         CompareOp::Or => zip_map(a, b, |x: &bool, y: &bool| *x | *y),
@@ -81,7 +85,12 @@ impl Kernel for CompareKernel {
         let out = match self.op {
             CompareOp::And | CompareOp::Or | CompareOp::Xor => match (a, b) {
                 (Tensor::Bool(x), Tensor::Bool(y)) => logic(self.op, &x.view(), &y.view())?,
-                _ => return Err(KernelError::UnsupportedDType { index: 0, dtype: a.dtype() }),
+                _ => {
+                    return Err(KernelError::UnsupportedDType {
+                        index: 0,
+                        dtype: a.dtype(),
+                    });
+                }
             },
             CompareOp::Equal => dispatch_all!(a, x => compare(self.op, &x.view(), &b.view()?)?),
             _ => dispatch_numeric!(a, x => compare(self.op, &x.view(), &b.view()?)?,

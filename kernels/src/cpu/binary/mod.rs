@@ -48,7 +48,10 @@ pub fn check_opset(spec: &NodeSpec<'_>, first: i64) -> Result<()> {
     if spec.opset < first || spec.opset > NEWEST_OPSET {
         return Err(KernelError::UnsupportedOpset {
             opset: spec.opset,
-            reason: format!("{} is implemented for opsets {first}..={NEWEST_OPSET}", spec.op_type),
+            reason: format!(
+                "{} is implemented for opsets {first}..={NEWEST_OPSET}",
+                spec.op_type
+            ),
         });
     }
     Ok(())
@@ -83,7 +86,10 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         check_opset(spec, 6)?;
         spec.attrs.only(&[])?;
         if spec.num_inputs == 0 {
-            return Err(KernelError::Arity(format!("{} needs at least one input", spec.op_type)));
+            return Err(KernelError::Arity(format!(
+                "{} needs at least one input",
+                spec.op_type
+            )));
         }
         Ok(Box::new(VariadicKernel::new(op)))
     };
@@ -112,7 +118,9 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             check_opset(spec, 7)?;
             spec.attrs.only(&[])?;
             check_inputs(spec, 2)?;
-            Ok(Box::new(pow::PowKernel { same_type: spec.opset < 12 }))
+            Ok(Box::new(pow::PowKernel {
+                same_type: spec.opset < 12,
+            }))
         }
         "PRelu" => {
             check_opset(spec, 7)?;
@@ -138,6 +146,9 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             check_inputs(spec, 3)?;
             Ok(Box::new(where_op::WhereKernel))
         }
-        other => Err(KernelError::UnsupportedOp { op_type: other.to_string(), domain: spec.domain.to_string() }),
+        other => Err(KernelError::UnsupportedOp {
+            op_type: other.to_string(),
+            domain: spec.domain.to_string(),
+        }),
     }
 }

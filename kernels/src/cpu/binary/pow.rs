@@ -36,14 +36,25 @@ impl Kernel for PowKernel {
 pub fn pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     match (a, b) {
         (Tensor::F32(x), Tensor::F32(y)) => {
-            return Ok(Tensor::from(zip_map(&x.view(), &y.view(), |p: &f32, q: &f32| p.powf(*q))?));
+            return Ok(Tensor::from(zip_map(
+                &x.view(),
+                &y.view(),
+                |p: &f32, q: &f32| p.powf(*q),
+            )?));
         }
         (Tensor::F64(x), Tensor::F64(y)) => {
-            return Ok(Tensor::from(zip_map(&x.view(), &y.view(), |p: &f64, q: &f64| p.powf(*q))?));
+            return Ok(Tensor::from(zip_map(
+                &x.view(),
+                &y.view(),
+                |p: &f64, q: &f64| p.powf(*q),
+            )?));
         }
         _ => {}
     }
-    let exp = b.to_f64_vec().map_err(|_| KernelError::UnsupportedDType { index: 1, dtype: b.dtype() })?;
+    let exp = b.to_f64_vec().map_err(|_| KernelError::UnsupportedDType {
+        index: 1,
+        dtype: b.dtype(),
+    })?;
     let exp = ArrayD::from_shape_vec(IxDyn(b.shape()), exp)
         .map_err(|e| KernelError::Shape(e.to_string()))?;
     dispatch_numeric!(a, x => Ok(Tensor::from(pow_f64(&x.view(), &exp.view())?)),

@@ -13,7 +13,11 @@ use crate::{Tensor, dispatch_numeric};
 pub struct PReluKernel;
 
 fn prelu<T: Arith>(x: &ArrayViewD<'_, T>, slope: &ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
-    zip_map(x, slope, |v: &T, s: &T| if *v < T::ZERO { v.mul(*s) } else { *v })
+    zip_map(
+        x,
+        slope,
+        |v: &T, s: &T| if *v < T::ZERO { v.mul(*s) } else { *v },
+    )
 }
 
 impl Kernel for PReluKernel {

@@ -35,15 +35,21 @@ impl VariadicKernel {
 }
 
 fn fold<T: Arith + Element>(op: VariadicOp, inputs: &[&Tensor]) -> Result<ArrayD<T>> {
-    let views: Vec<ArrayViewD<'_, T>> =
-        inputs.iter().map(|t| t.view::<T>()).collect::<Result<_>>()?;
-    let (first, rest) = views.split_first().ok_or_else(|| KernelError::Arity("needs at least one input".into()))?;
+    let views: Vec<ArrayViewD<'_, T>> = inputs
+        .iter()
+        .map(|t| t.view::<T>())
+        .collect::<Result<_>>()?;
+    let (first, rest) = views
+        .split_first()
+        .ok_or_else(|| KernelError::Arity("needs at least one input".into()))?;
     let mut acc: ArrayD<T> = first.to_owned();
     for v in rest {
         acc = match op {
             VariadicOp::Max => zip_map(&acc.view(), v, |x: &T, y: &T| x.max_nan(*y))?,
             VariadicOp::Min => zip_map(&acc.view(), v, |x: &T, y: &T| x.min_nan(*y))?,
-            VariadicOp::Sum | VariadicOp::Mean => zip_map(&acc.view(), v, |x: &T, y: &T| x.add(*y))?,
+            VariadicOp::Sum | VariadicOp::Mean => {
+                zip_map(&acc.view(), v, |x: &T, y: &T| x.add(*y))?
+            }
         };
     }
     if op == VariadicOp::Mean {
@@ -57,9 +63,13 @@ impl Kernel for VariadicKernel {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let present: Vec<&Tensor> = inputs
             .iter()
-            .map(|t| t.ok_or_else(|| KernelError::Arity("variadic inputs cannot be omitted".into())))
+            .map(|t| {
+                t.ok_or_else(|| KernelError::Arity("variadic inputs cannot be omitted".into()))
+            })
             .collect::<Result<_>>()?;
-        let first = present.first().ok_or_else(|| KernelError::Arity("needs at least one input".into()))?;
+        let first = present
+            .first()
+            .ok_or_else(|| KernelError::Arity("needs at least one input".into()))?;
         if let Some(t) = present.iter().find(|t| t.dtype() != first.dtype()) {
             return Err(KernelError::DTypeMismatch(format!(
                 "inputs are {} and {}",
@@ -68,7 +78,10 @@ impl Kernel for VariadicKernel {
             )));
         }
         if self.op == VariadicOp::Mean && !first.dtype().is_float() {
-            return Err(KernelError::UnsupportedDType { index: 0, dtype: first.dtype() });
+            return Err(KernelError::UnsupportedDType {
+                index: 0,
+                dtype: first.dtype(),
+            });
         }
         let out = dispatch_numeric!(*first, a => {
             let _ = a;

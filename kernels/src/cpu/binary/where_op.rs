@@ -23,7 +23,11 @@ fn select<T: Clone + Send + Sync>(
     let y = y.broadcast(IxDyn(&shape)).ok_or_else(bad)?;
     let zip = Zip::from(&c).and(&x).and(&y);
     let pick = |c: &bool, x: &T, y: &T| if *c { x.clone() } else { y.clone() };
-    Ok(if c.len() >= PAR_THRESHOLD { zip.par_map_collect(pick) } else { zip.map_collect(pick) })
+    Ok(if c.len() >= PAR_THRESHOLD {
+        zip.par_map_collect(pick)
+    } else {
+        zip.map_collect(pick)
+    })
 }
 
 impl Kernel for WhereKernel {
@@ -32,7 +36,10 @@ impl Kernel for WhereKernel {
         let x = input(inputs, 1)?;
         let y = input(inputs, 2)?;
         let Tensor::Bool(c) = c else {
-            return Err(KernelError::UnsupportedDType { index: 0, dtype: c.dtype() });
+            return Err(KernelError::UnsupportedDType {
+                index: 0,
+                dtype: c.dtype(),
+            });
         };
         if x.dtype() != y.dtype() {
             return Err(KernelError::DTypeMismatch(format!(

@@ -33,7 +33,9 @@ fn clip<T: Copy + PartialOrd + Send + Sync>(
 
 /// Reads an optional scalar bound of type `T` from input `index`.
 fn bound<T: Element + Copy>(inputs: &[Option<&Tensor>], index: usize) -> Result<Option<T>> {
-    let Some(t) = opt_input(inputs, index) else { return Ok(None) };
+    let Some(t) = opt_input(inputs, index) else {
+        return Ok(None);
+    };
     let v = t.view::<T>()?;
     if v.len() != 1 {
         return Err(KernelError::Shape(format!(
@@ -56,7 +58,12 @@ impl Kernel for ClipKernel {
                     Some(half::f16::from_f32(lo)),
                     Some(half::f16::from_f32(hi)),
                 )),
-                other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }),
+                other => {
+                    return Err(KernelError::UnsupportedDType {
+                        index: 0,
+                        dtype: other.dtype(),
+                    });
+                }
             }
         } else {
             dispatch_numeric!(x, a => Tensor::from(clip(&a.view(), bound(inputs, 1)?, bound(inputs, 2)?)),

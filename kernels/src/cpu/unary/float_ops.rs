@@ -5,9 +5,9 @@ use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayViewD};
 
 use super::real::Real;
+use crate::Tensor;
 use crate::cpu::binary::broadcast::unary_map;
 use crate::error::{KernelError, Result};
-use crate::Tensor;
 
 /// A floating-point unary function with its attribute values.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,21 +83,34 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
         FloatOp::Tanh => unary_map(a, |&x: &F| x.tanh()),
         FloatOp::Elu(alpha) => {
             let alpha = F::of(alpha as f64);
-            unary_map(a, move |&x: &F| if x >= zero { x } else { alpha * x.exp_m1() })
+            unary_map(
+                a,
+                move |&x: &F| if x >= zero { x } else { alpha * x.exp_m1() },
+            )
         }
         FloatOp::Selu(alpha, gamma) => {
             let (alpha, gamma) = (F::of(alpha as f64), F::of(gamma as f64));
             unary_map(a, move |&x: &F| {
-                if x > zero { gamma * x } else { gamma * (alpha * x.exp() - alpha) }
+                if x > zero {
+                    gamma * x
+                } else {
+                    gamma * (alpha * x.exp() - alpha)
+                }
             })
         }
         FloatOp::Celu(alpha) => {
             let alpha = F::of(alpha as f64);
-            unary_map(a, move |&x: &F| x.max(zero) + (alpha * (x / alpha).exp_m1()).min(zero))
+            unary_map(a, move |&x: &F| {
+                x.max(zero) + (alpha * (x / alpha).exp_m1()).min(zero)
+            })
         }
         FloatOp::Softplus => unary_map(a, |&x: &F| {
             // Stable form: never evaluates exp of a large positive number.
-            if x > zero { x + (-x).exp().ln_1p() } else { x.exp().ln_1p() }
+            if x > zero {
+                x + (-x).exp().ln_1p()
+            } else {
+                x.exp().ln_1p()
+            }
         }),
         FloatOp::Softsign => unary_map(a, |&x: &F| x / (one + x.abs())),
         FloatOp::Sqrt => unary_map(a, |&x: &F| x.sqrt()),
@@ -126,7 +139,9 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
         FloatOp::Gelu(true) => {
             let k = F::of((2.0 / std::f64::consts::PI).sqrt());
             let c = F::of(0.044715);
-            unary_map(a, move |&x: &F| half * x * (one + (k * (x + c * x * x * x)).tanh()))
+            unary_map(a, move |&x: &F| {
+                half * x * (one + (k * (x + c * x * x * x)).tanh())
+            })
         }
     }
 }
@@ -144,6 +159,11 @@ pub fn float_tensor(op: FloatOp, x: &Tensor) -> Result<Tensor> {
             let wide = a.mapv(bf16::to_f32);
             Tensor::from(float_map(op, &wide.view()).mapv(bf16::from_f32))
         }
-        other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }),
+        other => {
+            return Err(KernelError::UnsupportedDType {
+                index: 0,
+                dtype: other.dtype(),
+            });
+        }
     })
 }

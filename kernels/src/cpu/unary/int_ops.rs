@@ -4,10 +4,10 @@
 use ndarray::{ArrayD, ArrayViewD};
 
 use super::float_ops::{FloatOp, float_tensor};
+use crate::Tensor;
 use crate::cpu::binary::broadcast::unary_map;
 use crate::cpu::binary::num::Arith;
 use crate::error::{KernelError, Result};
-use crate::Tensor;
 
 fn int_map<T: Arith>(op: FloatOp, a: &ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
     let zero = T::ZERO;
@@ -26,7 +26,9 @@ fn int_map<T: Arith>(op: FloatOp, a: &ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
             }
         }),
         other => {
-            return Err(KernelError::InvalidValue(format!("{other:?} is not defined on integers")));
+            return Err(KernelError::InvalidValue(format!(
+                "{other:?} is not defined on integers"
+            )));
         }
     })
 }
@@ -35,7 +37,10 @@ fn int_map<T: Arith>(op: FloatOp, a: &ArrayViewD<'_, T>) -> Result<ArrayD<T>> {
 /// (signed only), Abs and Sign.
 pub fn numeric_tensor(op: FloatOp, x: &Tensor) -> Result<Tensor> {
     let signed_only = matches!(op, FloatOp::Relu | FloatOp::Neg);
-    let unsupported = || KernelError::UnsupportedDType { index: 0, dtype: x.dtype() };
+    let unsupported = || KernelError::UnsupportedDType {
+        index: 0,
+        dtype: x.dtype(),
+    };
     Ok(match x {
         Tensor::F32(_) | Tensor::F64(_) | Tensor::F16(_) | Tensor::BF16(_) => {
             return float_tensor(op, x);
@@ -57,6 +62,9 @@ pub fn numeric_tensor(op: FloatOp, x: &Tensor) -> Result<Tensor> {
 pub fn not_tensor(x: &Tensor) -> Result<Tensor> {
     match x {
         Tensor::Bool(a) => Ok(Tensor::from(unary_map(&a.view(), |&v: &bool| !v))),
-        other => Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }),
+        other => Err(KernelError::UnsupportedDType {
+            index: 0,
+            dtype: other.dtype(),
+        }),
     }
 }

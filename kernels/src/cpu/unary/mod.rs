@@ -76,7 +76,12 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     let a = spec.attrs;
     let (first, known, op, domain): (i64, &[&str], FloatOp, Domain) = match spec.op_type {
         "Relu" => (6, &[], FloatOp::Relu, Domain::Numeric),
-        "LeakyRelu" => (6, &["alpha"], FloatOp::LeakyRelu(a.float("alpha", 0.01)?), Domain::Float),
+        "LeakyRelu" => (
+            6,
+            &["alpha"],
+            FloatOp::LeakyRelu(a.float("alpha", 0.01)?),
+            Domain::Float,
+        ),
         "Sigmoid" => (6, &[], FloatOp::Sigmoid, Domain::Float),
         "HardSigmoid" => (
             6,
@@ -86,17 +91,24 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         ),
         "HardSwish" => (14, &[], FloatOp::HardSwish, Domain::Float),
         "Tanh" => (6, &[], FloatOp::Tanh, Domain::Float),
-        "Elu" => (6, &["alpha"], FloatOp::Elu(a.float("alpha", 1.0)?), Domain::Float),
+        "Elu" => (
+            6,
+            &["alpha"],
+            FloatOp::Elu(a.float("alpha", 1.0)?),
+            Domain::Float,
+        ),
         "Selu" => (
             6,
             &["alpha", "gamma"],
-            FloatOp::Selu(
-                a.float("alpha", 1.673_263_2)?,
-                a.float("gamma", 1.050_701)?,
-            ),
+            FloatOp::Selu(a.float("alpha", 1.673_263_2)?, a.float("gamma", 1.050_701)?),
             Domain::Float,
         ),
-        "Celu" => (12, &["alpha"], FloatOp::Celu(a.float("alpha", 1.0)?), Domain::Float),
+        "Celu" => (
+            12,
+            &["alpha"],
+            FloatOp::Celu(a.float("alpha", 1.0)?),
+            Domain::Float,
+        ),
         "Softplus" => (1, &[], FloatOp::Softplus, Domain::Float),
         "Softsign" => (1, &[], FloatOp::Softsign, Domain::Float),
         "Sqrt" => (6, &[], FloatOp::Sqrt, Domain::Float),
@@ -135,7 +147,10 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     check_opset(spec, first)?;
     a.only(known)?;
     if spec.num_inputs != 1 {
-        return Err(KernelError::Arity(format!("{} takes one input", spec.op_type)));
+        return Err(KernelError::Arity(format!(
+            "{} takes one input",
+            spec.op_type
+        )));
     }
     Ok(Box::new(UnaryKernel { op, domain }))
 }
@@ -145,11 +160,15 @@ fn build_clip(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     if spec.opset < 11 {
         spec.attrs.only(&["min", "max"])?;
         if spec.num_inputs != 1 {
-            return Err(KernelError::Arity("Clip before opset 11 takes one input".into()));
+            return Err(KernelError::Arity(
+                "Clip before opset 11 takes one input".into(),
+            ));
         }
         let lo = spec.attrs.float("min", f32::MIN)?;
         let hi = spec.attrs.float("max", f32::MAX)?;
-        Ok(Box::new(clip::ClipKernel { attr_bounds: Some((lo, hi)) }))
+        Ok(Box::new(clip::ClipKernel {
+            attr_bounds: Some((lo, hi)),
+        }))
     } else {
         spec.attrs.only(&[])?;
         if !(1..=3).contains(&spec.num_inputs) {
