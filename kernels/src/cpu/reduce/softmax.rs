@@ -1,0 +1,102 @@
+//! Softmax and LogSoftmax. Before opset 13 the input is coerced to 2-D at `axis`
+//! (default 1) and normalised over the whole second dimension; from opset 13 over the
+//! single dimension `axis` (default -1). Half types compute in `f32`.
+
+use half::{bf16, f16};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use rayon::prelude::*;
+
+use super::axes::normalize_axis;
+use crate::Tensor;
+use crate::cpu::binary::broadcast::PAR_THRESHOLD;
+use crate::cpu::unary::real::Real;
+use crate::error::{KernelError, Result};
+use crate::kernel::{Kernel, input};
+
+/// A Softmax / LogSoftmax kernel.
+#[derive(Debug)]
+pub struct SoftmaxKernel {
+    /// True for LogSoftmax.
+    pub log: bool,
+    /// The axis (may be negative).
+    pub axis: i64,
+    /// Opset < 13: flatten everything from `axis` on into one normalised dimension.
+    pub coerce_2d: bool,
+}
+
+/// Normalises one `[n, inner]` block in place (`x` holds the inputs on entry).
+fn block<F: Real>(x: &mut [F], n: usize, inner: usize, log: bool) {
+    let mut max = vec![F::neg_infinity(); inner];
+    for row in x.chunks_exact(inner) {
+        for (m, &v) in max.iter_mut().zip(row) {
+            if v > *m {
+                *m = v;
+            }
+        }
+    }
+    let mut sum = vec![F::zero(); inner];
+    for row in x.chunks_exact_mut(inner) {
+        for ((v, &m), s) in row.iter_mut().zip(&max).zip(sum.iter_mut()) {
+            let e = (*v - m).exp();
+            *s = *s + e;
+            *v = if log { *v - m } else { e };
+        }
+    }
+    debug_assert_eq!(x.len(), n * inner);
+    for row in x.chunks_exact_mut(inner) {
+        for (v, &s) in row.iter_mut().zip(&sum) {
+            *v = if log { *v - s.ln() } else { *v / s };
+        }
+    }
+}
+
+impl SoftmaxKernel {
+    fn softmax<F: Real>(&self, a: &ArrayViewD<'_, F>) -> Result<ArrayD<F>> {
+        let shape = a.shape();
+        let axis = normalize_axis(self.axis, shape.len())?;
+        let outer: usize = shape[..axis].iter().product();
+        let (n, inner) = if self.coerce_2d {
+            (shape[axis..].iter().product(), 1)
+        } else {
+            (shape[axis], shape[axis + 1..].iter().product())
+        };
+        let mut data: Vec<F> = a.as_standard_layout().iter().copied().collect();
+        let len = n * inner;
+        if len > 0 {
+            if data.len() >= PAR_THRESHOLD {
+                data.par_chunks_mut(len)
+                    .for_each(|b| block(b, n, inner, self.log));
+            } else {
+                data.chunks_mut(len)
+                    .for_each(|b| block(b, n, inner, self.log));
+            }
+        }
+        debug_assert_eq!(data.len(), outer * len);
+        ArrayD::from_shape_vec(IxDyn(shape), data).map_err(|e| KernelError::Shape(e.to_string()))
+    }
+}
+
+impl Kernel for SoftmaxKernel {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        let out = match x {
+            Tensor::F32(a) => Tensor::from(self.softmax(&a.view())?),
+            Tensor::F64(a) => Tensor::from(self.softmax(&a.view())?),
+            Tensor::F16(a) => Tensor::from(
+                self.softmax(&a.mapv(f16::to_f32).view())?
+                    .mapv(f16::from_f32),
+            ),
+            Tensor::BF16(a) => Tensor::from(
+                self.softmax(&a.mapv(bf16::to_f32).view())?
+                    .mapv(bf16::from_f32),
+            ),
+            other => {
+                return Err(KernelError::UnsupportedDType {
+                    index: 0,
+                    dtype: other.dtype(),
+                });
+            }
+        };
+        Ok(vec![out])
+    }
+}

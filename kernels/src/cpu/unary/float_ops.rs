@@ -1,0 +1,169 @@
+//! The floating-point elementwise functions (activations and math), each a plain map
+//! that is monomorphised per op and type so the loop has no per-element dispatch.
+
+use half::{bf16, f16};
+use ndarray::{ArrayD, ArrayViewD};
+
+use super::real::Real;
+use crate::Tensor;
+use crate::cpu::binary::broadcast::unary_map;
+use crate::error::{KernelError, Result};
+
+/// A floating-point unary function with its attribute values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FloatOp {
+    /// `max(x, 0)`.
+    Relu,
+    /// `x < 0 ? alpha * x : x`.
+    LeakyRelu(f32),
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
+    /// `max(0, min(1, alpha * x + beta))`.
+    HardSigmoid(f32, f32),
+    /// `x * max(0, min(1, x / 6 + 0.5))`.
+    HardSwish,
+    /// `tanh(x)`.
+    Tanh,
+    /// `x >= 0 ? x : alpha * (exp(x) - 1)`.
+    Elu(f32),
+    /// `gamma * (x > 0 ? x : alpha * (exp(x) - 1))`.
+    Selu(f32, f32),
+    /// `max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`.
+    Celu(f32),
+    /// `ln(1 + exp(x))`.
+    Softplus,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// Square root.
+    Sqrt,
+    /// `e^x`.
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// `-x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+    /// -1, 0 or 1 (NaN stays NaN).
+    Sign,
+    /// Round down.
+    Floor,
+    /// Round up.
+    Ceil,
+    /// Round to nearest, halves to even.
+    Round,
+    /// `1 / x`.
+    Reciprocal,
+    /// The error function.
+    Erf,
+    /// GELU; `true` for the tanh approximation.
+    Gelu(bool),
+}
+
+/// `op` applied to every element of a float array.
+pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
+    let zero = F::zero();
+    let one = F::one();
+    let half = F::of(0.5);
+    match op {
+        FloatOp::Relu => unary_map(a, |&x: &F| if x < zero { zero } else { x }),
+        FloatOp::LeakyRelu(alpha) => {
+            let alpha = F::of(alpha as f64);
+            unary_map(a, move |&x: &F| if x < zero { alpha * x } else { x })
+        }
+        FloatOp::Sigmoid => unary_map(a, |&x: &F| one / (one + (-x).exp())),
+        FloatOp::HardSigmoid(alpha, beta) => {
+            let (alpha, beta) = (F::of(alpha as f64), F::of(beta as f64));
+            unary_map(a, move |&x: &F| (alpha * x + beta).max(zero).min(one))
+        }
+        FloatOp::HardSwish => {
+            let sixth = F::of(1.0 / 6.0);
+            unary_map(a, move |&x: &F| x * (x * sixth + half).max(zero).min(one))
+        }
+        FloatOp::Tanh => unary_map(a, |&x: &F| x.tanh()),
+        FloatOp::Elu(alpha) => {
+            let alpha = F::of(alpha as f64);
+            unary_map(
+                a,
+                move |&x: &F| if x >= zero { x } else { alpha * x.exp_m1() },
+            )
+        }
+        FloatOp::Selu(alpha, gamma) => {
+            let (alpha, gamma) = (F::of(alpha as f64), F::of(gamma as f64));
+            unary_map(a, move |&x: &F| {
+                if x > zero {
+                    gamma * x
+                } else {
+                    gamma * (alpha * x.exp() - alpha)
+                }
+            })
+        }
+        FloatOp::Celu(alpha) => {
+            let alpha = F::of(alpha as f64);
+            unary_map(a, move |&x: &F| {
+                x.max(zero) + (alpha * (x / alpha).exp_m1()).min(zero)
+            })
+        }
+        FloatOp::Softplus => unary_map(a, |&x: &F| {
+            // Stable form: never evaluates exp of a large positive number.
+            if x > zero {
+                x + (-x).exp().ln_1p()
+            } else {
+                x.exp().ln_1p()
+            }
+        }),
+        FloatOp::Softsign => unary_map(a, |&x: &F| x / (one + x.abs())),
+        FloatOp::Sqrt => unary_map(a, |&x: &F| x.sqrt()),
+        FloatOp::Exp => unary_map(a, |&x: &F| x.exp()),
+        FloatOp::Log => unary_map(a, |&x: &F| x.ln()),
+        FloatOp::Neg => unary_map(a, |&x: &F| -x),
+        FloatOp::Abs => unary_map(a, |&x: &F| x.abs()),
+        FloatOp::Sign => unary_map(a, |&x: &F| {
+            if x > zero {
+                one
+            } else if x < zero {
+                -one
+            } else {
+                x
+            }
+        }),
+        FloatOp::Floor => unary_map(a, |&x: &F| x.floor()),
+        FloatOp::Ceil => unary_map(a, |&x: &F| x.ceil()),
+        FloatOp::Round => unary_map(a, |&x: &F| x.round_even()),
+        FloatOp::Reciprocal => unary_map(a, |&x: &F| one / x),
+        FloatOp::Erf => unary_map(a, |&x: &F| x.erf()),
+        FloatOp::Gelu(false) => {
+            let inv_sqrt2 = F::of(std::f64::consts::FRAC_1_SQRT_2);
+            unary_map(a, move |&x: &F| half * x * (one + (x * inv_sqrt2).erf()))
+        }
+        FloatOp::Gelu(true) => {
+            let k = F::of((2.0 / std::f64::consts::PI).sqrt());
+            let c = F::of(0.044715);
+            unary_map(a, move |&x: &F| {
+                half * x * (one + (k * (x + c * x * x * x)).tanh())
+            })
+        }
+    }
+}
+
+/// `op` on a float tensor (half types computed in `f32`), or `UnsupportedDType`.
+pub fn float_tensor(op: FloatOp, x: &Tensor) -> Result<Tensor> {
+    Ok(match x {
+        Tensor::F32(a) => Tensor::from(float_map(op, &a.view())),
+        Tensor::F64(a) => Tensor::from(float_map(op, &a.view())),
+        Tensor::F16(a) => {
+            let wide = a.mapv(f16::to_f32);
+            Tensor::from(float_map(op, &wide.view()).mapv(f16::from_f32))
+        }
+        Tensor::BF16(a) => {
+            let wide = a.mapv(bf16::to_f32);
+            Tensor::from(float_map(op, &wide.view()).mapv(bf16::from_f32))
+        }
+        other => {
+            return Err(KernelError::UnsupportedDType {
+                index: 0,
+                dtype: other.dtype(),
+            });
+        }
+    })
+}
