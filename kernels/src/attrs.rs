@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::{KernelError, Result};
 use crate::Tensor;
+use crate::error::{KernelError, Result};
 
 /// One attribute value. Graph-valued attributes (`If`/`Loop` bodies) stay in the
 /// engine and never reach a kernel.
@@ -53,7 +53,10 @@ fn wrong_type(name: &str, want: &str, got: &AttrValue) -> KernelError {
 }
 
 fn missing(name: &str) -> KernelError {
-    KernelError::BadAttribute { name: name.to_string(), reason: "required but absent".into() }
+    KernelError::BadAttribute {
+        name: name.to_string(),
+        reason: "required but absent".into(),
+    }
 }
 
 impl Attributes {

@@ -270,9 +270,9 @@ impl Tensor {
     pub fn to_f32_array(&self) -> Result<ArrayD<f32>> {
         use num_traits::ToPrimitive;
         dispatch_numeric!(self, a => Ok(a.map(|v| v.to_f32().unwrap_or(f32::NAN))),
-            other => match other {
-                Tensor::Bool(b) => Ok(b.map(|&v| if v { 1.0 } else { 0.0 })),
-                _ => Err(KernelError::DTypeMismatch(format!("expected a numeric tensor, got {}", other.dtype()))),
-            })
+        other => match other {
+            Tensor::Bool(b) => Ok(b.map(|&v| if v { 1.0 } else { 0.0 })),
+            _ => Err(KernelError::DTypeMismatch(format!("expected a numeric tensor, got {}", other.dtype()))),
+        })
     }
 }

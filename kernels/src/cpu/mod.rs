@@ -23,7 +23,10 @@ const FAMILIES: &[(&[&str], Builder)] = &[
 
 /// The op types the CPU implements in the default (`ai.onnx`) domain, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
-    let mut ops: Vec<&str> = FAMILIES.iter().flat_map(|(ops, _)| ops.iter().copied()).collect();
+    let mut ops: Vec<&str> = FAMILIES
+        .iter()
+        .flat_map(|(ops, _)| ops.iter().copied())
+        .collect();
     ops.sort_unstable();
     ops
 }

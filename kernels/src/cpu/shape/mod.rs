@@ -1,12 +1,95 @@
-//! CPU kernels: shape family.
+//! CPU kernels: shape family — ops that move, select, reshape, convert or
+//! create elements without arithmetic on them (plus Resize, Range and Trilu).
+//!
+//! Outputs equal to an input (Identity, Reshape of a contiguous tensor, Squeeze,
+//! Unsqueeze, Flatten, Dropout) share the input's storage.
+
+pub mod cast;
+pub mod concat;
+pub mod constant;
+pub mod depth_space;
+pub mod expand;
+pub mod gather;
+pub mod gather_elements;
+pub mod identity;
+pub mod pad;
+pub mod range;
+pub mod reshape;
+pub mod resize;
+mod resize_axis;
+pub mod shape_of;
+pub mod slice;
+pub mod split;
+pub mod squeeze;
+pub mod tile;
+pub mod transpose;
+pub mod trilu;
+mod util;
 
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec};
 
 /// Op types this family implements.
-pub const OPS: &[&str] = &[];
+pub const OPS: &[&str] = &[
+    "Cast",
+    "CastLike",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "DepthToSpace",
+    "Dropout",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "GatherElements",
+    "Identity",
+    "Pad",
+    "Range",
+    "Reshape",
+    "Resize",
+    "Shape",
+    "Size",
+    "Slice",
+    "SpaceToDepth",
+    "Split",
+    "Squeeze",
+    "Tile",
+    "Transpose",
+    "Trilu",
+    "Unsqueeze",
+    "Upsample",
+];
 
 /// Builds a kernel for an op in [`OPS`].
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
-    Err(KernelError::UnsupportedOp { op_type: spec.op_type.to_string(), domain: spec.domain.to_string() })
+    match spec.op_type {
+        "Cast" | "CastLike" => cast::build(spec),
+        "Concat" => concat::build(spec),
+        "Constant" => constant::build_constant(spec),
+        "ConstantOfShape" => constant::build_constant_of_shape(spec),
+        "DepthToSpace" | "SpaceToDepth" => depth_space::build(spec),
+        "Dropout" => identity::build_dropout(spec),
+        "Expand" => expand::build(spec),
+        "Flatten" => reshape::build_flatten(spec),
+        "Gather" => gather::build(spec),
+        "GatherElements" => gather_elements::build(spec),
+        "Identity" => identity::build_identity(spec),
+        "Pad" => pad::build(spec),
+        "Range" => range::build(spec),
+        "Reshape" => reshape::build_reshape(spec),
+        "Resize" => resize::build_resize(spec),
+        "Upsample" => resize::build_upsample(spec),
+
+        "Shape" | "Size" => shape_of::build(spec),
+        "Slice" => slice::build(spec),
+        "Split" => split::build(spec),
+        "Squeeze" | "Unsqueeze" => squeeze::build(spec),
+        "Tile" => tile::build(spec),
+        "Transpose" => transpose::build(spec),
+        "Trilu" => trilu::build(spec),
+        _ => Err(KernelError::UnsupportedOp {
+            op_type: spec.op_type.to_string(),
+            domain: spec.domain.to_string(),
+        }),
+    }
 }

@@ -1,0 +1,150 @@
+//! Concat: joins tensors along one axis.
+
+use ndarray::{ArcArray, IxDyn};
+
+use super::util::{min_opset, norm_axis, tensor_from};
+use crate::error::{KernelError, Result};
+use crate::kernel::{Kernel, NodeSpec};
+use crate::{Element, Tensor, dispatch_all};
+
+/// Concat (opset 4+; negative axes from 11).
+#[derive(Debug)]
+pub struct Concat {
+    axis: i64,
+}
+
+/// Builds [`Concat`].
+pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    min_opset(spec, 4)?;
+    spec.attrs.only(&["axis"])?;
+    Ok(Box::new(Concat {
+        axis: spec.attrs.req_int("axis")?,
+    }))
+}
+
+impl Kernel for Concat {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let present: Vec<&Tensor> = inputs.iter().flatten().copied().collect();
+        let first = *present
+            .first()
+            .ok_or_else(|| KernelError::Arity("Concat needs at least one input".into()))?;
+        let out = dispatch_all!(first, a => concat_typed(a, &present, self.axis)?);
+        Ok(vec![out])
+    }
+}
+
+/// Concatenates `inputs` (all of `first`'s type) with a row-major copy of each
+/// input's contiguous chunk per outer index.
+fn concat_typed<T: Element>(
+    first: &ArcArray<T, IxDyn>,
+    inputs: &[&Tensor],
+    axis: i64,
+) -> Result<Tensor> {
+    let rank = first.ndim();
+    let axis = norm_axis(axis, rank)?;
+    let mut arrays = Vec::with_capacity(inputs.len());
+    for t in inputs {
+        arrays.push(t.shared::<T>()?);
+    }
+    let mut out_shape = first.shape().to_vec();
+    out_shape[axis] = 0;
+    for a in &arrays {
+        let ok = a.ndim() == rank
+            && a.shape()
+                .iter()
+                .zip(first.shape())
+                .enumerate()
+                .all(|(i, (x, y))| i == axis || x == y);
+        if !ok {
+            return Err(KernelError::Shape(format!(
+                "Concat on axis {axis}: shapes {:?} and {:?} differ off the axis",
+                first.shape(),
+                a.shape()
+            )));
+        }
+        out_shape[axis] += a.shape()[axis];
+    }
+    let outer: usize = out_shape[..axis].iter().product();
+    let inner: usize = out_shape[axis + 1..].iter().product();
+    let layouts: Vec<_> = arrays.iter().map(|a| a.as_standard_layout()).collect();
+    let slices: Vec<(&[T], usize)> = layouts
+        .iter()
+        .map(|a| {
+            (
+                a.as_slice().expect("standard layout"),
+                a.shape()[axis] * inner,
+            )
+        })
+        .collect();
+    let mut data = Vec::with_capacity(out_shape.iter().product());
+    for o in 0..outer {
+        for (s, chunk) in &slices {
+            data.extend_from_slice(&s[o * chunk..(o + 1) * chunk]);
+        }
+    }
+    tensor_from(&out_shape, data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AttrValue;
+    use crate::Attributes;
+
+    fn run(axis: i64, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let attrs = Attributes::new().with("axis", AttrValue::Int(axis));
+        let spec = NodeSpec {
+            op_type: "Concat",
+            domain: "",
+            opset: 13,
+            attrs: &attrs,
+            num_inputs: inputs.len(),
+            num_outputs: 1,
+        };
+        let k = build(&spec)?;
+        let ins: Vec<Option<&Tensor>> = inputs.iter().map(|t| Some(*t)).collect();
+        k.run(&ins)
+    }
+
+    #[test]
+    fn concat_inner_axis() {
+        // numpy: np.concatenate([[[1,2],[3,4]], [[5],[6]]], axis=-1) == [[1,2,5],[3,4,6]]
+        let a = Tensor::from_shape_vec(&[2, 2], vec![1i64, 2, 3, 4]).unwrap();
+        let b = Tensor::from_shape_vec(&[2, 1], vec![5i64, 6]).unwrap();
+        let out = run(-1, &[&a, &b]).unwrap();
+        assert_eq!(
+            out[0],
+            Tensor::from_shape_vec(&[2, 3], vec![1i64, 2, 5, 3, 4, 6]).unwrap()
+        );
+    }
+
+    #[test]
+    fn concat_strings_outer_axis() {
+        let a = Tensor::from_shape_vec(&[1], vec!["a".to_string()]).unwrap();
+        let b = Tensor::from_shape_vec(&[2], vec!["b".to_string(), "c".to_string()]).unwrap();
+        let out = run(0, &[&a, &b]).unwrap();
+        assert_eq!(out[0].shape(), &[3]);
+        assert_eq!(
+            out[0]
+                .view::<String>()
+                .unwrap()
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>(),
+            vec!["a", "b", "c"]
+        );
+    }
+
+    #[test]
+    fn concat_errors() {
+        let a = Tensor::from_shape_vec(&[2, 2], vec![1f32; 4]).unwrap();
+        let b = Tensor::from_shape_vec(&[3, 1], vec![1f32; 3]).unwrap();
+        assert!(matches!(run(1, &[&a, &b]), Err(KernelError::Shape(_))));
+        let c = Tensor::from_shape_vec(&[2, 2], vec![1i32; 4]).unwrap();
+        assert!(matches!(
+            run(0, &[&a, &c]),
+            Err(KernelError::DTypeMismatch(_))
+        ));
+        assert!(matches!(run(2, &[&a, &a]), Err(KernelError::Shape(_))));
+    }
+}

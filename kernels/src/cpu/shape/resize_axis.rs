@@ -1,0 +1,242 @@
+//! One axis of a separable resize: source coordinates, interpolation taps and
+//! their application, following `onnx.reference.ops.op_resize` exactly.
+
+/// How an output index maps back to an input coordinate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Coord {
+    HalfPixel,
+    HalfPixelSymmetric,
+    PytorchHalfPixel,
+    AlignCorners,
+    Asymmetric,
+    TfHalfPixelForNn,
+    TfCropAndResize,
+}
+
+/// Rounding of `nearest` interpolation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Nearest {
+    RoundPreferFloor,
+    RoundPreferCeil,
+    Floor,
+    Ceil,
+}
+
+/// The interpolation kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Interp {
+    Nearest(Nearest),
+    Linear,
+    Cubic { a: f64 },
+}
+
+/// Everything needed to resize one axis.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AxisParams {
+    pub in_len: usize,
+    pub out_len: usize,
+    pub scale: f64,
+    pub roi: (f64, f64),
+    pub coord: Coord,
+    pub interp: Interp,
+    pub antialias: bool,
+    pub exclude_outside: bool,
+}
+
+/// Precomputed taps: output `j` is `sum_k coef[j*taps+k] * in[idx[j*taps+k]]`,
+/// or the extrapolation value where `extrapolated[j]`.
+#[derive(Debug)]
+pub(crate) struct AxisPlan {
+    taps: usize,
+    idx: Vec<usize>,
+    coef: Vec<f64>,
+    extrapolated: Vec<bool>,
+}
+
+fn source_coord(p: &AxisParams, x: f64) -> (f64, bool) {
+    let (inw, outw) = (p.in_len as f64, p.scale * p.in_len as f64);
+    match p.coord {
+        Coord::AlignCorners => (
+            if outw == 1.0 {
+                0.0
+            } else {
+                x * (inw - 1.0) / (outw - 1.0)
+            },
+            false,
+        ),
+        Coord::Asymmetric => (x / p.scale, false),
+        Coord::TfHalfPixelForNn => ((x + 0.5) / p.scale, false),
+        Coord::TfCropAndResize => {
+            let (s, e) = p.roi;
+            let base = if outw == 1.0 {
+                (e - s) * (inw - 1.0) / 2.0
+            } else {
+                x * (e - s) * (inw - 1.0) / (outw - 1.0)
+            };
+            let xo = base + s * (inw - 1.0);
+            (xo, xo < 0.0 || xo > inw - 1.0)
+        }
+        Coord::PytorchHalfPixel => (
+            if outw == 1.0 {
+                -0.5
+            } else {
+                (x + 0.5) / p.scale - 0.5
+            },
+            false,
+        ),
+        Coord::HalfPixel => ((x + 0.5) / p.scale - 0.5, false),
+        Coord::HalfPixelSymmetric => {
+            let adjustment = p.out_len as f64 / outw;
+            let offset = inw / 2.0 * (1.0 - adjustment);
+            (offset + (x + 0.5) / p.scale - 0.5, false)
+        }
+    }
+}
+
+fn cubic(a: f64, x: f64) -> f64 {
+    let x = x.abs();
+    if x <= 1.0 {
+        ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+    } else {
+        0.0
+    }
+}
+
+/// Coefficients for the neighbours of a point at fractional offset `ratio` in (0, 1].
+fn coeffs(p: &AxisParams, ratio: f64) -> Vec<f64> {
+    match p.interp {
+        Interp::Nearest(mode) => {
+            let right = if ratio == 1.0 {
+                true
+            } else {
+                match mode {
+                    Nearest::RoundPreferFloor => ratio > 0.5,
+                    Nearest::RoundPreferCeil => ratio >= 0.5,
+                    Nearest::Floor => false,
+                    Nearest::Ceil => true,
+                }
+            };
+            if right {
+                vec![0.0, 1.0]
+            } else {
+                vec![1.0, 0.0]
+            }
+        }
+        Interp::Linear if p.antialias => {
+            let scale = p.scale.min(1.0);
+            let start = (-1.0 / scale).floor() as i64 + 1;
+            let footprint = 2 - 2 * start;
+            let c: Vec<f64> = (start..start + footprint)
+                .map(|i| (1.0 - ((i as f64 - ratio) * scale).abs()).clamp(0.0, 1.0))
+                .collect();
+            normalised(c)
+        }
+        Interp::Linear => vec![1.0 - ratio, ratio],
+        Interp::Cubic { a } if p.antialias => {
+            let scale = p.scale.min(1.0);
+            let i_start = (-2.0 / scale).floor() as i64 + 1;
+            let c: Vec<f64> = (i_start..2 - i_start)
+                .map(|i| cubic(a, scale * (i as f64 - ratio)))
+                .collect();
+            normalised(c)
+        }
+        Interp::Cubic { a } => {
+            let r = ratio;
+            vec![
+                ((a * (r + 1.0) - 5.0 * a) * (r + 1.0) + 8.0 * a) * (r + 1.0) - 4.0 * a,
+                ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0,
+                ((a + 2.0) * (1.0 - r) - (a + 3.0)) * (1.0 - r) * (1.0 - r) + 1.0,
+                ((a * (2.0 - r) - 5.0 * a) * (2.0 - r) + 8.0 * a) * (2.0 - r) - 4.0 * a,
+            ]
+        }
+    }
+}
+
+fn normalised(c: Vec<f64>) -> Vec<f64> {
+    let s: f64 = c.iter().sum();
+    c.into_iter().map(|v| v / s).collect()
+}
+
+/// Computes the taps of every output position along one axis.
+pub(crate) fn plan(p: &AxisParams) -> AxisPlan {
+    let mut out = AxisPlan {
+        taps: 0,
+        idx: vec![],
+        coef: vec![],
+        extrapolated: vec![],
+    };
+    for j in 0..p.out_len {
+        let (x, extra) = source_coord(p, j as f64);
+        let xi = x.floor();
+        let ratio = if x == xi { 1.0 } else { x - xi };
+        let mut c = coeffs(p, ratio);
+        let n = c.len() as i64;
+        out.taps = c.len();
+        // The n nearest indices in an edge-padded row, ties to the smaller index.
+        let pad = (n + 1) / 2;
+        let xp = x + pad as f64;
+        let pp = xp.floor();
+        let frac = xp - pp;
+        let off = if n % 2 == 0 {
+            if frac == 0.0 { -(n / 2) } else { -(n / 2) + 1 }
+        } else {
+            let base = -((n - 1) / 2);
+            if frac <= 0.5 { base } else { base + 1 }
+        };
+        let start = pp as i64 + off - pad;
+        let last = p.in_len as i64 - 1;
+        if p.exclude_outside {
+            for (k, ck) in c.iter_mut().enumerate() {
+                let i = start + k as i64;
+                if i < 0 || i > last {
+                    *ck = 0.0;
+                }
+            }
+            let s: f64 = c.iter().sum();
+            let s = if s == 0.0 { 1.0 } else { s };
+            c.iter_mut().for_each(|v| *v /= s);
+        }
+        out.idx
+            .extend((0..n).map(|k| (start + k).clamp(0, last.max(0)) as usize));
+        out.coef.extend(c);
+        out.extrapolated.push(extra);
+    }
+    out
+}
+
+/// Resizes `data` (row-major, `shape`) along `axis` with `plan`.
+pub(crate) fn apply(
+    data: &[f64],
+    shape: &[usize],
+    axis: usize,
+    plan: &AxisPlan,
+    extrapolation: f64,
+) -> Vec<f64> {
+    let outer: usize = shape[..axis].iter().product();
+    let in_len = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let out_len = plan.extrapolated.len();
+    let mut out = vec![0.0; outer * out_len * inner];
+    for o in 0..outer {
+        let src = &data[o * in_len * inner..(o + 1) * in_len * inner];
+        for j in 0..out_len {
+            let dst = &mut out[(o * out_len + j) * inner..(o * out_len + j + 1) * inner];
+            if plan.extrapolated[j] {
+                dst.fill(extrapolation);
+                continue;
+            }
+            for k in 0..plan.taps {
+                let c = plan.coef[j * plan.taps + k];
+                // Zero taps are skipped (the reference multiplies them, which only differs for inf/NaN).
+                if c == 0.0 {
+                    continue;
+                }
+                let row = &src[plan.idx[j * plan.taps + k] * inner..][..inner];
+                dst.iter_mut().zip(row).for_each(|(d, s)| *d += c * s);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,128 @@
+//! Squeeze and Unsqueeze: remove or insert size-1 axes (axes attribute before
+//! opset 13, input from 13). Outputs share the input's storage when contiguous.
+
+use super::util::{min_opset, norm_axes, opt_ints};
+use crate::Tensor;
+use crate::error::{KernelError, Result};
+use crate::kernel::{Kernel, NodeSpec, input, opt_input};
+
+/// Squeeze or Unsqueeze.
+#[derive(Debug)]
+pub struct Squeeze {
+    unsqueeze: bool,
+    /// `Some` before opset 13 (attribute), `None` when the axes come as input 1.
+    attr_axes: Option<Option<Vec<i64>>>,
+}
+
+/// Builds [`Squeeze`] for `Squeeze` or `Unsqueeze`.
+pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    min_opset(spec, 1)?;
+    let unsqueeze = spec.op_type == "Unsqueeze";
+    let attr_axes = if spec.opset >= 13 {
+        spec.attrs.only(&[])?;
+        None
+    } else {
+        spec.attrs.only(&["axes"])?;
+        Some(spec.attrs.opt_ints("axes")?)
+    };
+    Ok(Box::new(Squeeze {
+        unsqueeze,
+        attr_axes,
+    }))
+}
+
+impl Kernel for Squeeze {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        let axes = match &self.attr_axes {
+            Some(a) => a.clone(),
+            None => opt_ints(opt_input(inputs, 1))?,
+        };
+        let shape = if self.unsqueeze {
+            let axes = axes.ok_or_else(|| KernelError::Arity("Unsqueeze needs axes".into()))?;
+            unsqueezed(x.shape(), &axes)?
+        } else {
+            squeezed(x.shape(), axes.as_deref())?
+        };
+        Ok(vec![x.reshaped(&shape)?])
+    }
+}
+
+fn squeezed(shape: &[usize], axes: Option<&[i64]>) -> Result<Vec<usize>> {
+    match axes {
+        None => Ok(shape.iter().copied().filter(|&d| d != 1).collect()),
+        Some(axes) => {
+            let axes = norm_axes(axes, shape.len())?;
+            if let Some(&a) = axes.iter().find(|&&a| shape[a] != 1) {
+                return Err(KernelError::Shape(format!(
+                    "cannot squeeze axis {a} of size {} in {shape:?}",
+                    shape[a]
+                )));
+            }
+            Ok(shape
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !axes.contains(i))
+                .map(|(_, &d)| d)
+                .collect())
+        }
+    }
+}
+
+fn unsqueezed(shape: &[usize], axes: &[i64]) -> Result<Vec<usize>> {
+    let rank = shape.len() + axes.len();
+    let axes = norm_axes(axes, rank)?;
+    let mut rest = shape.iter();
+    Ok((0..rank)
+        .map(|i| {
+            if axes.contains(&i) {
+                1
+            } else {
+                *rest.next().unwrap_or(&1)
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AttrValue, Attributes};
+
+    #[test]
+    fn shapes() {
+        // numpy: np.expand_dims(np.zeros((3,4,5)), (2,0)).shape == (1,3,1,4,5)
+        assert_eq!(
+            unsqueezed(&[3, 4, 5], &[2, 0]).unwrap(),
+            vec![1, 3, 1, 4, 5]
+        );
+        assert_eq!(unsqueezed(&[3, 4, 5], &[-1]).unwrap(), vec![3, 4, 5, 1]);
+        assert!(unsqueezed(&[3], &[0, 0]).is_err());
+        assert_eq!(squeezed(&[1, 3, 1, 5], None).unwrap(), vec![3, 5]);
+        assert_eq!(squeezed(&[1, 3, 1, 5], Some(&[-2])).unwrap(), vec![1, 3, 5]);
+        assert!(matches!(
+            squeezed(&[1, 3], Some(&[1])),
+            Err(KernelError::Shape(_))
+        ));
+    }
+
+    #[test]
+    fn opset11_attr_and_sharing() {
+        let attrs = Attributes::new().with("axes", AttrValue::Ints(vec![0]));
+        let spec = NodeSpec {
+            op_type: "Unsqueeze",
+            domain: "",
+            opset: 11,
+            attrs: &attrs,
+            num_inputs: 1,
+            num_outputs: 1,
+        };
+        let x = Tensor::from_shape_vec(&[2], vec![1i32, 2]).unwrap();
+        let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
+        assert_eq!(out.shape(), &[1, 2]);
+        let (Tensor::I32(a), Tensor::I32(b)) = (&x, &out) else {
+            panic!()
+        };
+        assert_eq!(a.as_ptr(), b.as_ptr());
+    }
+}
