@@ -1,3 +1,30 @@
 //! Spillway: an ONNX inference engine that runs one inference across the CPU and GPUs.
+//!
+//! ```no_run
+//! use spillway::{Session, inputs};
+//! use ndarray::Array4;
+//!
+//! let session = Session::builder().commit_from_file("model.onnx")?;
+//! let image = Array4::<f32>::zeros((1, 3, 224, 224));
+//! let outputs = session.run(inputs!["data" => image])?;
+//! let scores = outputs[0].view::<f32>()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+pub mod error;
+pub mod exec;
+pub mod graph;
+mod io;
+pub mod memory;
 pub mod onnx;
+mod session;
+
+pub use error::{Error, Result};
+pub use io::{IntoTensor, SessionOutputs};
+pub use session::{OptimizationLevel, Session, SessionBuilder};
+pub use spillway_kernels::{DType, Tensor};
+
+/// The README's Rust example, compiled and run as a doctest.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctest;

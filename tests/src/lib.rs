@@ -1,1 +1,161 @@
-//! Shared helpers for the integration tests.
+//! Shared helpers for the integration tests: locating the project venv and its test data,
+//! and comparing tensors the way the ONNX backend test runner does.
+
+pub mod build;
+pub mod oracle;
+
+use std::path::{Path, PathBuf};
+
+use spillway_kernels::{DType, Tensor};
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// The project venv (`SPILLWAY_VENV`, else `<root>/.venv`). Panics with the command that
+/// creates it: a missing venv is a failed test, never a skipped one.
+pub fn venv() -> PathBuf {
+    let venv = std::env::var_os("SPILLWAY_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv"));
+    assert!(
+        venv.join("bin/python").exists(),
+        "the project venv is missing at {}: run scripts/venv.sh (the README's test command does)",
+        venv.display()
+    );
+    venv
+}
+
+/// `site-packages` inside the venv.
+pub fn site_packages() -> PathBuf {
+    let lib = venv().join("lib");
+    let python = std::fs::read_dir(&lib)
+        .expect("venv has lib/")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python3"))
+        })
+        .expect("venv has lib/python3.*");
+    python.join("site-packages")
+}
+
+/// The ONNX backend test data shipped in the onnx wheel (`node/`, `light/`, …).
+pub fn onnx_test_data() -> PathBuf {
+    site_packages().join("onnx/backend/test/data")
+}
+
+/// Reads a serialized `TensorProto` file.
+pub fn read_tensor_pb(path: &Path) -> anyhow::Result<Tensor> {
+    use prost::Message;
+    let bytes = std::fs::read(path)?;
+    let proto = spillway::onnx::proto::TensorProto::decode(bytes.as_slice())?;
+    Ok(spillway::onnx::decode_tensor(&proto, path.parent())?)
+}
+
+/// Reads the `name` of a serialized `TensorProto` file.
+pub fn tensor_pb_name(path: &Path) -> anyhow::Result<String> {
+    use prost::Message;
+    let bytes = std::fs::read(path)?;
+    Ok(
+        spillway::onnx::proto::TensorProto::decode(bytes.as_slice())?
+            .name()
+            .to_string(),
+    )
+}
+
+/// Compares like `numpy.testing.assert_allclose(actual, expected, rtol, atol)` with NaN equal
+/// to NaN, after requiring equal dtypes and shapes. Non-float types must match exactly.
+pub fn assert_close(
+    expected: &Tensor,
+    actual: &Tensor,
+    rtol: f64,
+    atol: f64,
+) -> Result<(), String> {
+    if expected.dtype() != actual.dtype() {
+        return Err(format!(
+            "dtype: expected {}, got {}",
+            expected.dtype(),
+            actual.dtype()
+        ));
+    }
+    if expected.shape() != actual.shape() {
+        return Err(format!(
+            "shape: expected {:?}, got {:?}",
+            expected.shape(),
+            actual.shape()
+        ));
+    }
+    match expected.dtype() {
+        DType::String => {
+            let (e, a) = (
+                expected.view::<String>().unwrap(),
+                actual.view::<String>().unwrap(),
+            );
+            match e.iter().zip(a.iter()).position(|(x, y)| x != y) {
+                Some(i) => Err(format!(
+                    "element {i}: expected {:?}, got {:?}",
+                    e.iter().nth(i),
+                    a.iter().nth(i)
+                )),
+                None => Ok(()),
+            }
+        }
+        DType::Bool => {
+            let (e, a) = (
+                expected.view::<bool>().unwrap(),
+                actual.view::<bool>().unwrap(),
+            );
+            match e.iter().zip(a.iter()).position(|(x, y)| x != y) {
+                Some(i) => Err(format!("element {i} differs")),
+                None => Ok(()),
+            }
+        }
+        d => {
+            let (e, a) = (expected.to_f64_vec().unwrap(), actual.to_f64_vec().unwrap());
+            let exact = !d.is_float();
+            for (i, (&x, &y)) in e.iter().zip(&a).enumerate() {
+                let ok = if exact {
+                    x == y
+                } else if x.is_nan() || y.is_nan() {
+                    x.is_nan() && y.is_nan()
+                } else if x.is_infinite() || y.is_infinite() {
+                    x == y
+                } else {
+                    (x - y).abs() <= atol + rtol * x.abs()
+                };
+                if !ok {
+                    return Err(format!("element {i}: expected {x}, got {y}"));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Relative L2 error ‖a − e‖ / ‖e‖ of two numeric tensors of the same shape (0 when both are 0).
+pub fn relative_l2(expected: &Tensor, actual: &Tensor) -> Result<f64, String> {
+    if expected.shape() != actual.shape() {
+        return Err(format!(
+            "shape: expected {:?}, got {:?}",
+            expected.shape(),
+            actual.shape()
+        ));
+    }
+    let e = expected.to_f64_vec().map_err(|e| e.to_string())?;
+    let a = actual.to_f64_vec().map_err(|e| e.to_string())?;
+    let diff: f64 = e
+        .iter()
+        .zip(&a)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f64>()
+        .sqrt();
+    let norm: f64 = e.iter().map(|x| x * x).sum::<f64>().sqrt();
+    Ok(if norm == 0.0 { diff } else { diff / norm })
+}

@@ -1,15 +1,59 @@
-//! CPU kernels: nn family.
+//! CPU kernels: nn family — convolutions, matrix products, pooling, normalisation, Einsum.
+
+pub mod common;
+pub mod conv;
+pub mod conv_transpose;
+pub mod einsum;
+pub mod gemm_op;
+pub mod im2col;
+pub mod layer_norm;
+pub mod lrn;
+pub mod matmul;
+pub mod matrix;
+pub mod norm;
+pub mod pool;
+pub mod spatial;
+
+#[cfg(test)]
+mod tests;
 
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec};
 
 /// Op types this family implements.
-pub const OPS: &[&str] = &[];
+pub const OPS: &[&str] = &[
+    "AveragePool",
+    "BatchNormalization",
+    "Conv",
+    "ConvTranspose",
+    "Einsum",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "InstanceNormalization",
+    "LRN",
+    "LayerNormalization",
+    "MatMul",
+    "MaxPool",
+];
 
 /// Builds a kernel for an op in [`OPS`].
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
-    Err(KernelError::UnsupportedOp {
-        op_type: spec.op_type.to_string(),
-        domain: spec.domain.to_string(),
-    })
+    match spec.op_type {
+        "Conv" => conv::build(spec),
+        "ConvTranspose" => conv_transpose::build(spec),
+        "Gemm" => gemm_op::build(spec),
+        "MatMul" => matmul::build(spec),
+        "MaxPool" | "AveragePool" => pool::build(spec),
+        "GlobalAveragePool" | "GlobalMaxPool" => pool::build_global(spec),
+        "BatchNormalization" => norm::build_batch(spec),
+        "InstanceNormalization" => norm::build_instance(spec),
+        "LayerNormalization" => layer_norm::build(spec),
+        "LRN" => lrn::build(spec),
+        "Einsum" => einsum::build(spec),
+        _ => Err(KernelError::UnsupportedOp {
+            op_type: spec.op_type.to_string(),
+            domain: spec.domain.to_string(),
+        }),
+    }
 }

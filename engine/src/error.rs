@@ -1,0 +1,81 @@
+//! The engine's error type.
+
+use spillway_kernels::{DType, KernelError};
+
+/// Everything that can go wrong loading or running a model.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The model file (or an external data file) could not be read.
+    #[error("cannot read {path}: {cause}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        cause: std::io::Error,
+    },
+    /// The bytes are not a valid ONNX protobuf message.
+    #[error("malformed ONNX protobuf: {0}")]
+    Decode(String),
+    /// The protobuf decoded but does not describe a valid model.
+    #[error("invalid model: {0}")]
+    InvalidModel(String),
+    /// A node the kernels cannot build: unsupported op, opset, attribute or type.
+    #[error("node '{node}' ({op_type}, opset {opset}): {cause}")]
+    Unsupported {
+        /// Node name (or a generated `op_type#index` when the model has none).
+        node: String,
+        /// ONNX op type.
+        op_type: String,
+        /// Opset version the model imports for the node's domain.
+        opset: i64,
+        /// Why.
+        cause: KernelError,
+    },
+    /// A kernel failed while running.
+    #[error("node '{node}' ({op_type}) failed: {cause}")]
+    Kernel {
+        /// Node name.
+        node: String,
+        /// ONNX op type.
+        op_type: String,
+        /// Why.
+        cause: KernelError,
+    },
+    /// An input the model declares was not given.
+    #[error("missing input '{0}'")]
+    MissingInput(String),
+    /// An input name the model does not declare.
+    #[error("unknown input '{name}' (the model's inputs are: {expected})")]
+    UnknownInput {
+        /// The name given.
+        name: String,
+        /// The names the model declares, comma-separated.
+        expected: String,
+    },
+    /// An input of the wrong element type.
+    #[error("input '{name}' has element type {got}, the model expects {expected}")]
+    InputDType {
+        /// Input name.
+        name: String,
+        /// What the model declares.
+        expected: DType,
+        /// What was given.
+        got: DType,
+    },
+    /// An input whose shape contradicts the model's declared shape.
+    #[error("input '{name}' has shape {got:?}, the model expects {expected}")]
+    InputShape {
+        /// Input name.
+        name: String,
+        /// The declared shape, with symbolic dims by name.
+        expected: String,
+        /// The shape given.
+        got: Vec<usize>,
+    },
+    /// A worker thread failed unexpectedly (a bug: reported instead of a panic across the API).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Shorthand for the engine's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

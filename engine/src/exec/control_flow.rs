@@ -1,0 +1,260 @@
+//! `If` and `Loop`: nodes whose work is a subgraph, run by a nested plan with the captured
+//! outer-scope values bound as extra inputs.
+
+use ndarray::{ArcArray, Axis, IxDyn, concatenate};
+use spillway_kernels::{DType, Element, KernelError, Tensor, dispatch_all};
+
+use super::SequentialPlan;
+use crate::error::{Error, Result};
+use crate::graph::{Node, Subgraph, ValueId};
+
+/// A compiled subgraph and how to bind it.
+#[derive(Debug)]
+pub struct SubPlan {
+    plan: SequentialPlan,
+    /// Declared element types of the subgraph's outputs (for empty scan outputs).
+    output_dtypes: Vec<Option<DType>>,
+    inputs: Vec<ValueId>,
+    formal_inputs: usize,
+    capture_positions: Vec<usize>,
+}
+
+impl SubPlan {
+    fn compile(sub: &Subgraph) -> Result<Self> {
+        Ok(SubPlan {
+            plan: SequentialPlan::compile(&sub.graph)?,
+            output_dtypes: sub
+                .graph
+                .outputs
+                .iter()
+                .map(|v| sub.graph.value(*v).dtype)
+                .collect(),
+            inputs: sub.graph.inputs.clone(),
+            formal_inputs: sub.formal_inputs,
+            capture_positions: sub.capture_positions.clone(),
+        })
+    }
+
+    /// Runs with the formal inputs given and the captures taken from the node's arguments.
+    fn run(&self, formal: Vec<Tensor>, node_args: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        if formal.len() != self.formal_inputs {
+            return Err(Error::Internal(format!(
+                "subgraph given {} inputs, it declares {}",
+                formal.len(),
+                self.formal_inputs
+            )));
+        }
+        let mut bound: Vec<(ValueId, Tensor)> = self.inputs.iter().copied().zip(formal).collect();
+        for (&value, &pos) in self.inputs[self.formal_inputs..]
+            .iter()
+            .zip(&self.capture_positions)
+        {
+            let t = node_args.get(pos).copied().flatten().ok_or_else(|| {
+                Error::Internal(format!("captured value at input {pos} was not computed"))
+            })?;
+            bound.push((value, t.clone()));
+        }
+        self.plan.run(bound).map(|(outputs, _)| outputs)
+    }
+}
+
+/// A control-flow node, compiled.
+#[derive(Debug)]
+pub enum ControlFlow {
+    /// `If`: then and else branches.
+    If {
+        then_branch: SubPlan,
+        else_branch: SubPlan,
+    },
+    /// `Loop`: the body.
+    Loop { body: SubPlan },
+}
+
+fn invalid(msg: String) -> KernelError {
+    KernelError::InvalidValue(msg)
+}
+
+impl ControlFlow {
+    /// Compiles `If` / `Loop`; `None` for any other node.
+    pub fn compile(node: &Node) -> Result<Option<Self>> {
+        let find = |attr: &str| {
+            node.subgraphs
+                .iter()
+                .find(|s| s.attr == attr)
+                .ok_or_else(|| {
+                    Error::InvalidModel(format!(
+                        "node '{}' ({}) has no '{attr}' subgraph",
+                        node.name, node.op_type
+                    ))
+                })
+        };
+        let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
+        match node.op_type.as_str() {
+            "If" if default_domain => Ok(Some(ControlFlow::If {
+                then_branch: SubPlan::compile(find("then_branch")?)?,
+                else_branch: SubPlan::compile(find("else_branch")?)?,
+            })),
+            "Loop" if default_domain => Ok(Some(ControlFlow::Loop {
+                body: SubPlan::compile(find("body")?)?,
+            })),
+            _ => Ok(None),
+        }
+    }
+
+    /// Runs the node. Kernel-level problems (a non-boolean condition, scan outputs of changing
+    /// shape) are `KernelError`s that the caller wraps with the node's name; errors inside a
+    /// subgraph already name the inner node.
+    pub fn run(
+        &self,
+        args: &[Option<&Tensor>],
+        declared: usize,
+    ) -> Result<Result<Vec<Tensor>, KernelError>> {
+        match self {
+            ControlFlow::If {
+                then_branch,
+                else_branch,
+            } => {
+                let cond = match scalar_bool(args.first().copied().flatten()) {
+                    Ok(c) => c,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let branch = if cond { then_branch } else { else_branch };
+                branch.run(Vec::new(), args).map(Ok)
+            }
+            ControlFlow::Loop { body } => run_loop(body, args, declared),
+        }
+    }
+}
+
+fn scalar_bool(t: Option<&Tensor>) -> Result<bool, KernelError> {
+    let t = t.ok_or_else(|| KernelError::Arity("the condition input is missing".into()))?;
+    let v = t.view::<bool>()?;
+    if v.len() != 1 {
+        return Err(invalid(format!(
+            "the condition must hold one element, it has shape {:?}",
+            v.shape()
+        )));
+    }
+    Ok(*v.iter().next().expect("one element"))
+}
+
+/// ONNX `Loop`: inputs (M?, cond?, v_initial…), body (iter, cond, carried…) → (cond, carried…,
+/// scans…); outputs (carried final…, scans stacked along a new axis 0).
+fn run_loop(
+    body: &SubPlan,
+    args: &[Option<&Tensor>],
+    declared: usize,
+) -> Result<Result<Vec<Tensor>, KernelError>> {
+    let max_trips = match args.first().copied().flatten() {
+        Some(t) => match t.to_i64_vec() {
+            Ok(v) if v.len() == 1 => Some(v[0]),
+            Ok(_) => return Ok(Err(invalid("M must be a scalar".into()))),
+            Err(e) => return Ok(Err(e)),
+        },
+        None => None,
+    };
+    let mut cond = match args.get(1).copied().flatten() {
+        Some(t) => match scalar_bool(Some(t)) {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        },
+        None => true,
+    };
+    let mut carried: Vec<Tensor> = Vec::new();
+    for i in 2..declared {
+        match args.get(i).copied().flatten() {
+            Some(t) => carried.push(t.clone()),
+            None => {
+                return Ok(Err(KernelError::Arity(format!(
+                    "loop-carried input {i} is missing"
+                ))));
+            }
+        }
+    }
+    let n_carried = carried.len();
+    let mut scans: Vec<Vec<Tensor>> = Vec::new();
+    let mut iteration: i64 = 0;
+    while cond && max_trips.is_none_or(|m| iteration < m) {
+        let mut formal = vec![Tensor::scalar(iteration), Tensor::scalar(cond)];
+        formal.extend(carried.iter().cloned());
+        let outputs = body.run(formal, args)?;
+        if outputs.len() < 1 + n_carried {
+            return Ok(Err(invalid(format!(
+                "the body returned {} outputs, expected at least {}",
+                outputs.len(),
+                1 + n_carried
+            ))));
+        }
+        let mut outputs = outputs.into_iter();
+        cond = match scalar_bool(outputs.next().as_ref()) {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        };
+        carried = outputs.by_ref().take(n_carried).collect();
+        let scan_values: Vec<Tensor> = outputs.collect();
+        if scans.is_empty() {
+            scans = vec![Vec::new(); scan_values.len()];
+        }
+        for (acc, t) in scans.iter_mut().zip(scan_values) {
+            acc.push(t);
+        }
+        iteration += 1;
+    }
+    if iteration == 0 {
+        // No iteration ran: every scan output is empty, typed as the body declares it.
+        let n_scans = body.output_dtypes.len().saturating_sub(1 + n_carried);
+        scans = vec![Vec::new(); n_scans];
+    }
+    let mut results = carried;
+    for (k, acc) in scans.into_iter().enumerate() {
+        if acc.is_empty() {
+            let dtype = body
+                .output_dtypes
+                .get(1 + n_carried + k)
+                .copied()
+                .flatten()
+                .unwrap_or(DType::F32);
+            results.push(Tensor::zeros(dtype, &[0]));
+            continue;
+        }
+        match stack(&acc) {
+            Ok(t) => results.push(t),
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    Ok(Ok(results))
+}
+
+/// Stacks same-shaped tensors along a new leading axis.
+fn stack(parts: &[Tensor]) -> Result<Tensor, KernelError> {
+    let first = parts
+        .first()
+        .ok_or_else(|| invalid("no scan values".into()))?;
+    if parts
+        .iter()
+        .any(|p| p.shape() != first.shape() || p.dtype() != first.dtype())
+    {
+        return Err(invalid(
+            "scan outputs change shape or type between iterations".into(),
+        ));
+    }
+    let mut shape = vec![1];
+    shape.extend_from_slice(first.shape());
+    let expanded: Vec<Tensor> = parts
+        .iter()
+        .map(|p| p.reshaped(&shape))
+        .collect::<Result<_, _>>()?;
+    dispatch_all!(first, a => stack_typed(a, &expanded))
+}
+
+fn stack_typed<T: Element>(
+    _: &ArcArray<T, IxDyn>,
+    parts: &[Tensor],
+) -> Result<Tensor, KernelError> {
+    let views = parts
+        .iter()
+        .map(|t| t.view::<T>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let joined = concatenate(Axis(0), &views).map_err(|e| invalid(e.to_string()))?;
+    Ok(T::into_tensor(joined.into_shared()))
+}

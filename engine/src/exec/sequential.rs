@@ -1,0 +1,197 @@
+//! The sequential CPU executor: nodes in topological order, one at a time, each
+//! intermediate freed right after its last use.
+
+use spillway_kernels::{Kernel, NodeSpec, Tensor};
+
+use super::control_flow::ControlFlow;
+use crate::error::{Error, Result};
+use crate::graph::{Graph, Node, ValueId};
+
+/// What a step runs.
+#[derive(Debug)]
+enum Work {
+    /// An operator kernel.
+    Kernel(Box<dyn Kernel>),
+    /// `If` / `Loop`.
+    ControlFlow(ControlFlow),
+}
+
+/// One node, ready to run.
+#[derive(Debug)]
+struct Step {
+    name: String,
+    op_type: String,
+    work: Work,
+    /// How many of `inputs` the node declares (captures follow).
+    declared_inputs: usize,
+    inputs: Vec<Option<ValueId>>,
+    outputs: Vec<Option<ValueId>>,
+    /// Values whose last reader is this step: dropped right after it.
+    release: Vec<ValueId>,
+}
+
+/// An immutable plan: kernels built once, shared by every run (and every thread).
+#[derive(Debug)]
+pub struct SequentialPlan {
+    steps: Vec<Step>,
+    /// Constants by value index; `None` for values computed at run time.
+    constants: Vec<Option<Tensor>>,
+    outputs: Vec<ValueId>,
+}
+
+/// Figures from one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Largest number of bytes held by intermediate values at one time.
+    pub peak_intermediate_bytes: usize,
+}
+
+/// Builds the CPU kernel for a node, wrapping any error with the node's context.
+pub fn build_kernel(node: &Node) -> Result<Box<dyn Kernel>> {
+    let spec = NodeSpec {
+        op_type: &node.op_type,
+        domain: &node.domain,
+        opset: node.opset,
+        attrs: &node.attrs,
+        num_inputs: node.declared_inputs,
+        num_outputs: node.outputs.len(),
+    };
+    spillway_kernels::cpu::build(&spec).map_err(|cause| Error::Unsupported {
+        node: node.name.clone(),
+        op_type: node.op_type.clone(),
+        opset: node.opset,
+        cause,
+    })
+}
+
+impl SequentialPlan {
+    /// Builds every kernel and the release points. Fails on the first node the CPU cannot run.
+    pub fn compile(graph: &Graph) -> Result<Self> {
+        let mut last_use: Vec<Option<usize>> = vec![None; graph.values.len()];
+        for (i, node) in graph.nodes.iter().enumerate() {
+            for v in node.present_inputs() {
+                last_use[v.index()] = Some(i);
+            }
+        }
+        let mut keep = vec![false; graph.values.len()];
+        // Inputs belong to the caller and are not counted as intermediates.
+        for v in graph
+            .outputs
+            .iter()
+            .chain(&graph.inputs)
+            .chain(graph.constants.keys())
+        {
+            keep[v.index()] = true;
+        }
+        let mut steps = Vec::with_capacity(graph.nodes.len());
+        for (i, node) in graph.nodes.iter().enumerate() {
+            let mut release: Vec<ValueId> = node
+                .present_inputs()
+                .chain(node.present_outputs())
+                .filter(|v| !keep[v.index()] && last_use[v.index()].is_none_or(|l| l == i))
+                .collect();
+            release.sort_unstable();
+            release.dedup();
+            steps.push(Step {
+                name: node.name.clone(),
+                op_type: node.op_type.clone(),
+                work: match ControlFlow::compile(node)? {
+                    Some(cf) => Work::ControlFlow(cf),
+                    None => Work::Kernel(build_kernel(node)?),
+                },
+                declared_inputs: node.declared_inputs,
+                inputs: node.inputs.clone(),
+                outputs: node.outputs.clone(),
+                release,
+            });
+        }
+        let mut constants = vec![None; graph.values.len()];
+        for (id, t) in &graph.constants {
+            constants[id.index()] = Some(t.clone());
+        }
+        Ok(SequentialPlan {
+            steps,
+            constants,
+            outputs: graph.outputs.clone(),
+        })
+    }
+
+    /// Runs the plan on inputs already validated by the session; returns the graph outputs in order.
+    pub fn run(&self, inputs: Vec<(ValueId, Tensor)>) -> Result<(Vec<Tensor>, RunStats)> {
+        let mut slots: Vec<Option<Tensor>> = vec![None; self.constants.len()];
+        for (id, t) in inputs {
+            slots[id.index()] = Some(t);
+        }
+        let mut live_bytes = 0usize;
+        let mut stats = RunStats::default();
+        for step in &self.steps {
+            let args: Vec<Option<&Tensor>> = step
+                .inputs
+                .iter()
+                .map(|v| {
+                    v.and_then(|v| {
+                        slots[v.index()]
+                            .as_ref()
+                            .or(self.constants[v.index()].as_ref())
+                    })
+                })
+                .collect();
+            let fail = |cause| Error::Kernel {
+                node: step.name.clone(),
+                op_type: step.op_type.clone(),
+                cause,
+            };
+            if let Some(pos) = step
+                .inputs
+                .iter()
+                .zip(&args)
+                .position(|(v, a)| v.is_some() && a.is_none())
+            {
+                return Err(Error::Internal(format!(
+                    "node '{}': input {pos} was not computed before the node ran",
+                    step.name
+                )));
+            }
+            let results = match &step.work {
+                Work::Kernel(kernel) => kernel.run(&args[..step.declared_inputs]).map_err(fail)?,
+                Work::ControlFlow(cf) => cf.run(&args, step.declared_inputs)?.map_err(fail)?,
+            };
+            if results.len() < step.outputs.iter().filter(|o| o.is_some()).count()
+                || results.len() > step.outputs.len()
+            {
+                return Err(Error::Internal(format!(
+                    "node '{}' ({}) returned {} outputs, the node lists {}",
+                    step.name,
+                    step.op_type,
+                    results.len(),
+                    step.outputs.len()
+                )));
+            }
+            for (slot, t) in step.outputs.iter().zip(results) {
+                if let Some(v) = slot {
+                    live_bytes += t.byte_len();
+                    slots[v.index()] = Some(t);
+                }
+            }
+            stats.peak_intermediate_bytes = stats.peak_intermediate_bytes.max(live_bytes);
+            for v in &step.release {
+                if let Some(t) = slots[v.index()].take() {
+                    live_bytes = live_bytes.saturating_sub(t.byte_len());
+                }
+            }
+        }
+        let outputs = self
+            .outputs
+            .iter()
+            .map(|v| {
+                slots[v.index()]
+                    .clone()
+                    .or_else(|| self.constants[v.index()].clone())
+                    .ok_or_else(|| {
+                        Error::Internal(format!("output {} was not computed", v.index()))
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((outputs, stats))
+    }
+}

@@ -1,0 +1,55 @@
+//! A node of the graph: one operator application.
+
+use spillway_kernels::Attributes;
+
+use super::{Graph, ValueId};
+
+/// A graph-valued attribute (`If`'s branches, `Loop`'s body).
+#[derive(Debug, Clone)]
+pub struct Subgraph {
+    /// The attribute name (`then_branch`, `else_branch`, `body`).
+    pub attr: String,
+    /// The subgraph. Its `inputs` are its formal inputs followed by one value per captured
+    /// outer-scope value.
+    pub graph: Graph,
+    /// How many of `graph.inputs` are formal inputs; the rest are captures.
+    pub formal_inputs: usize,
+    /// For each capture, its position in the owning node's `inputs`.
+    pub capture_positions: Vec<usize>,
+}
+
+/// One operator application.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The node's name (the model's, or `op_type#index` when the model gives none).
+    pub name: String,
+    /// ONNX op type.
+    pub op_type: String,
+    /// ONNX domain (`""` for `ai.onnx`).
+    pub domain: String,
+    /// Opset version the model imports for the domain.
+    pub opset: i64,
+    /// Attributes, as the kernels see them.
+    pub attrs: Attributes,
+    /// Inputs; `None` for an omitted optional input. For nodes with subgraphs, the values the
+    /// subgraphs capture from this scope follow the declared inputs.
+    pub inputs: Vec<Option<ValueId>>,
+    /// How many of `inputs` the model declares (the rest are captures).
+    pub declared_inputs: usize,
+    /// Outputs; `None` for an output the model does not use.
+    pub outputs: Vec<Option<ValueId>>,
+    /// Graph-valued attributes.
+    pub subgraphs: Vec<Subgraph>,
+}
+
+impl Node {
+    /// The inputs that are present.
+    pub fn present_inputs(&self) -> impl Iterator<Item = ValueId> + '_ {
+        self.inputs.iter().flatten().copied()
+    }
+
+    /// The outputs that are used.
+    pub fn present_outputs(&self) -> impl Iterator<Item = ValueId> + '_ {
+        self.outputs.iter().flatten().copied()
+    }
+}

@@ -1,0 +1,105 @@
+//! Constant folding: nodes whose inputs are all known before running are run once, at load,
+//! and replaced by their outputs. `Shape` and `Size` of values whose shape inference fixed are
+//! folded too, which collapses the Shape→Gather→Concat chains exporters emit.
+
+use spillway_kernels::Tensor;
+
+use crate::error::Result;
+use crate::exec::build_kernel;
+use crate::graph::{Dim, Graph, Node, shape_inference};
+
+/// Folded outputs larger than this stay computed at run time (a model can ask for huge
+/// constants, e.g. ConstantOfShape of a big shape, that would bloat the session).
+const MAX_FOLDED_BYTES: usize = 64 << 20;
+
+/// Folds until nothing changes. Errors from a kernel that fails on constant inputs are
+/// reported (the same node would fail on every run).
+pub fn fold_constants(graph: &mut Graph) -> Result<()> {
+    loop {
+        let mut changed = false;
+        let nodes = std::mem::take(&mut graph.nodes);
+        let mut kept = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            match fold_node(graph, &node)? {
+                Some(outputs) => {
+                    for (slot, t) in node.outputs.iter().zip(outputs) {
+                        if let Some(v) = slot {
+                            let info = &mut graph.values[v.index()];
+                            info.dtype = Some(t.dtype());
+                            info.shape = Some(t.shape().iter().map(|&d| Dim::Fixed(d)).collect());
+                            graph.constants.insert(*v, t);
+                        }
+                    }
+                    changed = true;
+                }
+                None => kept.push(node),
+            }
+        }
+        graph.nodes = kept;
+        if !changed {
+            return Ok(());
+        }
+        shape_inference::infer(graph);
+    }
+}
+
+/// The node's outputs if it can be computed now.
+fn fold_node(graph: &Graph, node: &Node) -> Result<Option<Vec<Tensor>>> {
+    let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
+    if !default_domain || !node.subgraphs.is_empty() {
+        return Ok(None);
+    }
+    if let Some(t) = fold_shape(graph, node) {
+        return Ok(Some(vec![t]));
+    }
+    let inputs: Option<Vec<Option<&Tensor>>> = node
+        .inputs
+        .iter()
+        .map(|v| match v {
+            None => Some(None),
+            Some(v) => graph.constants.get(v).map(Some),
+        })
+        .collect();
+    let Some(inputs) = inputs else {
+        return Ok(None);
+    };
+    // Dropout may be random in training mode; everything else we support is deterministic.
+    if node.op_type == "Dropout" && node.inputs.len() > 2 {
+        return Ok(None);
+    }
+    let kernel = build_kernel(node)?;
+    let outputs = kernel.run(&inputs).map_err(|cause| crate::Error::Kernel {
+        node: node.name.clone(),
+        op_type: node.op_type.clone(),
+        cause,
+    })?;
+    if outputs.iter().map(Tensor::byte_len).sum::<usize>() > MAX_FOLDED_BYTES {
+        return Ok(None);
+    }
+    Ok(Some(outputs))
+}
+
+/// `Shape` / `Size` of a value whose shape is fully fixed.
+fn fold_shape(graph: &Graph, node: &Node) -> Option<Tensor> {
+    if !matches!(node.op_type.as_str(), "Shape" | "Size") {
+        return None;
+    }
+    let v = node.inputs.first().copied().flatten()?;
+    if graph.constants.contains_key(&v) {
+        return None; // the generic path folds it
+    }
+    let dims = graph.value(v).fixed_shape()?;
+    if node.op_type == "Size" {
+        return Some(Tensor::scalar(dims.iter().product::<usize>() as i64));
+    }
+    let rank = dims.len() as i64;
+    let clamp = |x: i64| if x < 0 { (x + rank).clamp(0, rank) } else { x.min(rank) } as usize;
+    let start = clamp(node.attrs.int("start", 0).ok()?);
+    let end = clamp(node.attrs.int("end", rank).ok()?);
+    let values: Vec<i64> = dims
+        .get(start..end.max(start))?
+        .iter()
+        .map(|&d| d as i64)
+        .collect();
+    Tensor::from_shape_vec(&[values.len()], values).ok()
+}

@@ -1,0 +1,409 @@
+//! Shape and type inference: fills in what can be known about each node output before
+//! running. Dimensions may be symbolic (`batch`), bound when the inputs arrive; anything a rule
+//! cannot derive stays unknown, which is always safe (it only limits what constant folding can do).
+
+use spillway_kernels::{DType, Tensor};
+
+use super::{Dim, Graph, Node};
+
+/// Infers dtypes and shapes of node outputs in topological order. Declared infos are kept
+/// where inference knows less.
+pub fn infer(graph: &mut Graph) {
+    for i in 0..graph.nodes.len() {
+        let node = &graph.nodes[i];
+        let (dtype, shapes) = infer_node(graph, node);
+        let outputs = node.outputs.clone();
+        for (k, out) in outputs.iter().enumerate() {
+            let Some(v) = out else { continue };
+            let info = &mut graph.values[v.index()];
+            if info.dtype.is_none() && k == 0 {
+                info.dtype = dtype;
+            }
+            if let Some(Some(shape)) = shapes.get(k) {
+                let better = match &info.shape {
+                    None => true,
+                    Some(old) => old.len() == shape.len() && known(shape) > known(old),
+                };
+                if better {
+                    info.shape = Some(shape.clone());
+                }
+            }
+        }
+    }
+}
+
+/// How much a shape says: a fixed dim says more than a symbol, a symbol more than nothing.
+fn known(shape: &[Dim]) -> usize {
+    shape
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(_) => 2,
+            Dim::Symbol(_) => 1,
+            Dim::Unknown => 0,
+        })
+        .sum()
+}
+
+type Shape = Vec<Dim>;
+
+fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>) {
+    let input = |i: usize| node.inputs.get(i).copied().flatten();
+    let shape_of = |i: usize| input(i).and_then(|v| graph.value(v).shape.clone());
+    let dtype_of = |i: usize| input(i).and_then(|v| graph.value(v).dtype);
+    let constant = |i: usize| input(i).and_then(|v| graph.constants.get(&v));
+    let ints = |i: usize| constant(i).and_then(|t| t.to_i64_vec().ok());
+    let attrs = &node.attrs;
+    let one = |s: Option<Shape>| vec![s];
+    let same = (dtype_of(0), one(shape_of(0)));
+    match node.op_type.as_str() {
+        "Relu"
+        | "LeakyRelu"
+        | "Sigmoid"
+        | "HardSigmoid"
+        | "HardSwish"
+        | "Tanh"
+        | "Clip"
+        | "Elu"
+        | "Selu"
+        | "Softplus"
+        | "Sqrt"
+        | "Exp"
+        | "Log"
+        | "Neg"
+        | "Abs"
+        | "Sign"
+        | "Floor"
+        | "Ceil"
+        | "Round"
+        | "Reciprocal"
+        | "Erf"
+        | "Gelu"
+        | "Softmax"
+        | "LogSoftmax"
+        | "Identity"
+        | "Dropout"
+        | "LRN"
+        | "InstanceNormalization"
+        | "LayerNormalization"
+        | "CumSum"
+        | "Trilu"
+        | "PRelu" => same,
+        "BatchNormalization" => (dtype_of(0), vec![shape_of(0)]),
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Mod" | "Max" | "Min" | "Sum" | "Mean" => {
+            let shapes: Option<Vec<Shape>> = node
+                .inputs
+                .iter()
+                .map(|v| v.and_then(|v| graph.value(v).shape.clone()))
+                .collect();
+            (dtype_of(0), one(shapes.and_then(|s| broadcast(&s))))
+        }
+        "Equal" | "Greater" | "GreaterOrEqual" | "Less" | "LessOrEqual" | "And" | "Or" | "Xor" => {
+            let s = match (shape_of(0), shape_of(1)) {
+                (Some(a), Some(b)) => broadcast(&[a, b]),
+                _ => None,
+            };
+            (Some(DType::Bool), one(s))
+        }
+        "Not" => (Some(DType::Bool), one(shape_of(0))),
+        "Where" => {
+            let s = match (shape_of(0), shape_of(1), shape_of(2)) {
+                (Some(a), Some(b), Some(c)) => broadcast(&[a, b, c]),
+                _ => None,
+            };
+            (dtype_of(1), one(s))
+        }
+        "Shape" => {
+            let n = shape_of(0).map(|s| {
+                let rank = s.len() as i64;
+                let clamp = |v: i64| {
+                    if v < 0 {
+                        (v + rank).max(0)
+                    } else {
+                        v.min(rank)
+                    }
+                };
+                let start = clamp(attrs.int("start", 0).unwrap_or(0));
+                let end = clamp(attrs.int("end", rank).unwrap_or(rank));
+                (end - start).max(0) as usize
+            });
+            (Some(DType::I64), one(n.map(|n| vec![Dim::Fixed(n)])))
+        }
+        "Size" => (Some(DType::I64), one(Some(vec![]))),
+        "Cast" => {
+            let to = attrs
+                .int("to", 0)
+                .ok()
+                .and_then(|c| DType::from_onnx(c as i32));
+            (to, one(shape_of(0)))
+        }
+        "Conv" | "MaxPool" | "AveragePool" => (
+            dtype_of(0),
+            vec![conv_like(node, shape_of(0), shape_of(1)), None],
+        ),
+        "GlobalAveragePool" | "GlobalMaxPool" => {
+            let s = shape_of(0).map(|s| {
+                s.iter()
+                    .enumerate()
+                    .map(|(i, d)| if i < 2 { d.clone() } else { Dim::Fixed(1) })
+                    .collect()
+            });
+            (dtype_of(0), one(s))
+        }
+        "Gemm" => {
+            let (a, b) = (shape_of(0), shape_of(1));
+            let ta = attrs.int("transA", 0).unwrap_or(0) != 0;
+            let tb = attrs.int("transB", 0).unwrap_or(0) != 0;
+            let s = match (a, b) {
+                (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => Some(vec![
+                    a[usize::from(ta)].clone(),
+                    b[usize::from(!tb)].clone(),
+                ]),
+                _ => None,
+            };
+            (dtype_of(0), one(s))
+        }
+        "MatMul" => (dtype_of(0), one(matmul(shape_of(0), shape_of(1)))),
+        "Flatten" => {
+            let s = shape_of(0).and_then(|s| {
+                let axis = attrs.int("axis", 1).ok()?;
+                let axis = if axis < 0 {
+                    axis + s.len() as i64
+                } else {
+                    axis
+                } as usize;
+                Some(vec![
+                    product(&s[..axis.min(s.len())]),
+                    product(&s[axis.min(s.len())..]),
+                ])
+            });
+            (dtype_of(0), one(s))
+        }
+        "Transpose" => {
+            let s = shape_of(0).and_then(|s| {
+                let perm = attrs
+                    .opt_ints("perm")
+                    .ok()?
+                    .unwrap_or_else(|| (0..s.len() as i64).rev().collect());
+                perm.iter().map(|&p| s.get(p as usize).cloned()).collect()
+            });
+            (dtype_of(0), one(s))
+        }
+        "Reshape" => (
+            dtype_of(0),
+            one(reshape(
+                shape_of(0),
+                ints(1),
+                attrs.int("allowzero", 0).unwrap_or(0) != 0,
+            )),
+        ),
+        "Unsqueeze" => {
+            let axes = if node.opset >= 13 {
+                ints(1)
+            } else {
+                attrs.opt_ints("axes").ok().flatten()
+            };
+            let s = match (shape_of(0), axes) {
+                (Some(s), Some(axes)) => {
+                    let rank = (s.len() + axes.len()) as i64;
+                    let mut axes: Vec<usize> = axes
+                        .iter()
+                        .map(|&a| if a < 0 { a + rank } else { a } as usize)
+                        .collect();
+                    axes.sort_unstable();
+                    let mut out = s.clone();
+                    for a in axes {
+                        if a <= out.len() {
+                            out.insert(a, Dim::Fixed(1));
+                        }
+                    }
+                    Some(out)
+                }
+                _ => None,
+            };
+            (dtype_of(0), one(s))
+        }
+        "Concat" => {
+            let shapes: Option<Vec<Shape>> = node
+                .inputs
+                .iter()
+                .map(|v| v.and_then(|v| graph.value(v).shape.clone()))
+                .collect();
+            let s = shapes.and_then(|shapes| {
+                let first = shapes.first()?.clone();
+                let axis = attrs.int("axis", 0).ok()?;
+                let axis = if axis < 0 {
+                    axis + first.len() as i64
+                } else {
+                    axis
+                } as usize;
+                let mut out = first;
+                let total: Option<usize> = shapes
+                    .iter()
+                    .map(|s| s.get(axis).and_then(Dim::fixed))
+                    .sum();
+                *out.get_mut(axis)? = total.map_or(Dim::Unknown, Dim::Fixed);
+                Some(out)
+            });
+            (dtype_of(0), one(s))
+        }
+        "Constant" => {
+            let t = attrs.opt_tensor("value").ok().flatten();
+            (
+                t.map(Tensor::dtype),
+                one(t.map(|t| t.shape().iter().map(|&d| Dim::Fixed(d)).collect())),
+            )
+        }
+        _ => (None, vec![]),
+    }
+}
+
+fn product(dims: &[Dim]) -> Dim {
+    dims.iter()
+        .map(Dim::fixed)
+        .product::<Option<usize>>()
+        .map_or(Dim::Unknown, Dim::Fixed)
+}
+
+/// Multidirectional broadcasting of known ranks.
+fn broadcast(shapes: &[Shape]) -> Option<Shape> {
+    let rank = shapes.iter().map(Vec::len).max()?;
+    let mut out = vec![Dim::Fixed(1); rank];
+    for s in shapes {
+        let offset = rank - s.len();
+        for (i, d) in s.iter().enumerate() {
+            let o = &mut out[offset + i];
+            *o = match (&*o, d) {
+                (Dim::Fixed(1), d) => d.clone(),
+                (o, Dim::Fixed(1)) => o.clone(),
+                (a, b) if a == b => a.clone(),
+                (Dim::Fixed(a), Dim::Fixed(b)) if a != b => return None,
+                (Dim::Fixed(a), _) | (_, Dim::Fixed(a)) => Dim::Fixed(*a),
+                _ => Dim::Unknown,
+            };
+        }
+    }
+    Some(out)
+}
+
+fn matmul(a: Option<Shape>, b: Option<Shape>) -> Option<Shape> {
+    let (a, b) = (a?, b?);
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let batch = broadcast(&[a[..a.len() - 2].to_vec(), b[..b.len() - 2].to_vec()])?;
+    let mut out = batch;
+    out.push(a[a.len() - 2].clone());
+    out.push(b[b.len() - 1].clone());
+    Some(out)
+}
+
+fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> Option<Shape> {
+    let target = target?;
+    let input = input.unwrap_or_default();
+    let mut out: Shape = target
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| match t {
+            0 if !allow_zero => input.get(i).cloned().unwrap_or(Dim::Unknown),
+            t if t >= 0 => Dim::Fixed(t as usize),
+            _ => Dim::Unknown,
+        })
+        .collect();
+    if let Some(pos) = target.iter().position(|&t| t == -1) {
+        let total = input.iter().map(Dim::fixed).product::<Option<usize>>();
+        let rest = out
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != pos)
+            .map(|(_, d)| d.fixed())
+            .product::<Option<usize>>();
+        if let (Some(total), Some(rest)) = (total, rest) {
+            if rest > 0 && total % rest == 0 {
+                out[pos] = Dim::Fixed(total / rest);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Output shape of Conv / MaxPool / AveragePool with explicit pads (auto_pad handled for
+/// SAME_* and VALID).
+fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
+    let x = x?;
+    if x.len() < 3 {
+        return None;
+    }
+    let spatial = x.len() - 2;
+    let attrs = &node.attrs;
+    let channels = if node.op_type == "Conv" {
+        w.as_ref()
+            .and_then(|w| w.first().cloned())
+            .unwrap_or(Dim::Unknown)
+    } else {
+        x[1].clone()
+    };
+    let kernel: Vec<i64> = match attrs.opt_ints("kernel_shape").ok()? {
+        Some(k) => k,
+        None => w?
+            .get(2..)?
+            .iter()
+            .map(|d| d.fixed().map(|v| v as i64))
+            .collect::<Option<Vec<_>>>()?,
+    };
+    let strides = attrs
+        .opt_ints("strides")
+        .ok()?
+        .unwrap_or_else(|| vec![1; spatial]);
+    let dilations = attrs
+        .opt_ints("dilations")
+        .ok()?
+        .unwrap_or_else(|| vec![1; spatial]);
+    let pads = attrs
+        .opt_ints("pads")
+        .ok()?
+        .unwrap_or_else(|| vec![0; 2 * spatial]);
+    let auto_pad = attrs.string("auto_pad", "NOTSET").ok()?;
+    let ceil = attrs.int("ceil_mode", 0).ok()? != 0;
+    if kernel.len() != spatial
+        || strides.len() != spatial
+        || dilations.len() != spatial
+        || pads.len() != 2 * spatial
+    {
+        return None;
+    }
+    let mut out = vec![x[0].clone(), channels];
+    for i in 0..spatial {
+        let d = match x[2 + i].fixed() {
+            Some(d) => d as i64,
+            None => {
+                out.push(Dim::Unknown);
+                continue;
+            }
+        };
+        let k = (kernel[i] - 1) * dilations[i] + 1;
+        let s = strides[i].max(1);
+        let n = match auto_pad.as_str() {
+            "SAME_UPPER" | "SAME_LOWER" => (d + s - 1) / s,
+            "VALID" => (d - k) / s + 1,
+            _ => {
+                let span = d + pads[i] + pads[i + spatial] - k;
+                let mut n = if ceil {
+                    (span + s - 1) / s + 1
+                } else {
+                    span / s + 1
+                };
+                // With ceil_mode the last window must start inside the input or its begin pad.
+                if ceil && (n - 1) * s >= d + pads[i] {
+                    n -= 1;
+                }
+                n
+            }
+        };
+        out.push(if n > 0 {
+            Dim::Fixed(n as usize)
+        } else {
+            Dim::Unknown
+        });
+    }
+    Some(out)
+}

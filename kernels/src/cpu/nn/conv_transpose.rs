@@ -1,0 +1,241 @@
+//! `ConvTranspose` (opset 1+; implemented from 7): GEMM (`W^T X`) followed by `col2im`, with
+//! groups, strides, dilations, pads, `output_padding`, `output_shape` and `auto_pad`.
+
+use rayon::prelude::*;
+
+use super::common::{Real, contiguous, min_opset, narrow, output, same_dtype, widen};
+use super::im2col::{Sweep, col2im};
+use super::matrix::{Layout, gemm};
+use super::spatial::{AutoPad, WindowAttrs};
+use crate::Tensor;
+use crate::error::{KernelError, Result};
+use crate::kernel::{Kernel, NodeSpec, input, opt_input};
+
+/// A built `ConvTranspose`.
+#[derive(Debug)]
+pub struct ConvTranspose {
+    window: WindowAttrs,
+    group: usize,
+    output_padding: Option<Vec<usize>>,
+    output_shape: Option<Vec<usize>>,
+}
+
+fn nonneg(spec: &NodeSpec<'_>, name: &str) -> Result<Option<Vec<usize>>> {
+    let Some(v) = spec.attrs.opt_ints(name)? else {
+        return Ok(None);
+    };
+    v.iter()
+        .map(|&x| usize::try_from(x))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+        .map_err(|_| KernelError::BadAttribute {
+            name: name.into(),
+            reason: format!("values must be >= 0, got {v:?}"),
+        })
+}
+
+/// Builds `ConvTranspose`.
+pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    min_opset(spec.opset, 1, "ConvTranspose")?;
+    spec.attrs.only(&[
+        "auto_pad",
+        "dilations",
+        "group",
+        "kernel_shape",
+        "output_padding",
+        "output_shape",
+        "pads",
+        "strides",
+    ])?;
+    let group = spec.attrs.int("group", 1)?;
+    let group = usize::try_from(group)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| KernelError::BadAttribute {
+            name: "group".into(),
+            reason: format!("must be >= 1, got {group}"),
+        })?;
+    Ok(Box::new(ConvTranspose {
+        window: WindowAttrs::parse(spec.attrs)?,
+        group,
+        output_padding: nonneg(spec, "output_padding")?,
+        output_shape: nonneg(spec, "output_shape")?,
+    }))
+}
+
+/// Output extent and begin padding per spatial dim.
+fn geometry(
+    ct: &ConvTranspose,
+    input: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+) -> Result<(Vec<usize>, Vec<i64>)> {
+    let n = input.len();
+    let out_pad = ct.output_padding.clone().unwrap_or_else(|| vec![0; n]);
+    if out_pad.len() != n {
+        return Err(KernelError::BadAttribute {
+            name: "output_padding".into(),
+            reason: format!("has {} values, expected {n}", out_pad.len()),
+        });
+    }
+    // Size of the full (unpadded) result along each dim.
+    let full: Vec<i64> = (0..n)
+        .map(|i| {
+            (strides[i] * (input[i].max(1) - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1)
+                as i64
+        })
+        .collect();
+    let target: Option<Vec<usize>> = match (&ct.output_shape, ct.window.auto_pad) {
+        (Some(s), _) if s.len() == n => Some(s.clone()),
+        (Some(s), _) if s.len() == n + 2 => Some(s[2..].to_vec()),
+        (Some(s), _) => {
+            return Err(KernelError::BadAttribute {
+                name: "output_shape".into(),
+                reason: format!("has {} values, expected {n}", s.len()),
+            });
+        }
+        (None, AutoPad::SameUpper | AutoPad::SameLower) => {
+            Some((0..n).map(|i| input[i] * strides[i]).collect())
+        }
+        (None, _) => None,
+    };
+    if let Some(target) = target {
+        let upper = ct.window.auto_pad == AutoPad::SameUpper;
+        let begin = (0..n)
+            .map(|i| {
+                let total = full[i] - target[i] as i64;
+                let half = total.div_euclid(2);
+                if upper { half } else { total - half }
+            })
+            .collect();
+        return Ok((target, begin));
+    }
+    let pads = match (&ct.window.pads, ct.window.auto_pad) {
+        (Some(p), AutoPad::NotSet) if p.len() == 2 * n => p.clone(),
+        (Some(p), AutoPad::NotSet) => {
+            return Err(KernelError::BadAttribute {
+                name: "pads".into(),
+                reason: format!("has {} values, expected {}", p.len(), 2 * n),
+            });
+        }
+        _ => vec![0; 2 * n],
+    };
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let o = full[i] - (pads[i] + pads[i + n]) as i64;
+        if o <= 0 {
+            return Err(KernelError::Shape(format!(
+                "ConvTranspose output dim {i} would be {o} (pads too large)"
+            )));
+        }
+        out.push(o as usize);
+    }
+    Ok((out, pads[..n].iter().map(|&p| p as i64).collect()))
+}
+
+impl Kernel for ConvTranspose {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let dtype = same_dtype(inputs)?;
+        let x = widen(input(inputs, 0)?, 0)?;
+        let w = widen(input(inputs, 1)?, 1)?;
+        let b = opt_input(inputs, 2).map(|b| widen(b, 2)).transpose()?;
+        let y = match x {
+            Tensor::F64(_) => self.typed::<f64>(&x, &w, b.as_ref())?,
+            _ => self.typed::<f32>(&x, &w, b.as_ref())?,
+        };
+        Ok(vec![narrow(y, dtype)?])
+    }
+}
+
+impl ConvTranspose {
+    fn typed<T: Real>(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
+        let (xd, wd) = (x.shape(), w.shape());
+        if xd.len() < 3 || wd.len() != xd.len() {
+            return Err(KernelError::Shape(format!(
+                "ConvTranspose needs X of rank >= 3 and W of the same rank, got {xd:?}, {wd:?}"
+            )));
+        }
+        let g = self.group;
+        let (batch, in_ch) = (xd[0], xd[1]);
+        if wd[0] != in_ch || in_ch % g != 0 {
+            return Err(KernelError::Shape(format!(
+                "ConvTranspose channels: X has {in_ch}, W is {wd:?}, group {g}"
+            )));
+        }
+        let (cg, mg) = (in_ch / g, wd[1]);
+        let out_ch = mg * g;
+        if let Some(b) = b {
+            if b.shape() != [out_ch] {
+                return Err(KernelError::Shape(format!(
+                    "ConvTranspose bias shape {:?}, expected [{out_ch}]",
+                    b.shape()
+                )));
+            }
+        }
+        let kernel = &wd[2..];
+        let n = kernel.len();
+        if let Some(k) = &self.window.kernel_shape {
+            if k.as_slice() != kernel {
+                return Err(KernelError::Shape(format!(
+                    "kernel_shape {k:?} differs from the weights' spatial shape {kernel:?}"
+                )));
+            }
+        }
+        let strides = self.window.strides.clone().unwrap_or_else(|| vec![1; n]);
+        let dilations = self.window.dilations.clone().unwrap_or_else(|| vec![1; n]);
+        if strides.len() != n || dilations.len() != n {
+            return Err(KernelError::BadAttribute {
+                name: "strides/dilations".into(),
+                reason: format!("expected {n} values"),
+            });
+        }
+        let image = &xd[2..];
+        let (out, pad_begin) = geometry(self, image, kernel, &strides, &dilations)?;
+        let ilen: usize = image.iter().product();
+        let olen: usize = out.iter().product();
+        let klen: usize = kernel.iter().product();
+        let xs = contiguous::<T>(x)?;
+        let ws = contiguous::<T>(w)?;
+        let mut y = vec![T::ZERO; batch * out_ch * olen];
+        let sweep = Sweep {
+            image: &out,
+            grid: image,
+            kernel,
+            strides: &strides,
+            dilations: &dilations,
+            pad_begin: &pad_begin,
+        };
+        let mut col = vec![T::ZERO; mg * klen * ilen];
+        for bn in 0..batch {
+            for gi in 0..g {
+                let xg = &xs[(bn * in_ch + gi * cg) * ilen..(bn * in_ch + (gi + 1) * cg) * ilen];
+                let wg = &ws[gi * cg * mg * klen..(gi + 1) * cg * mg * klen];
+                gemm(
+                    T::ONE,
+                    wg,
+                    Layout::row_major(cg, mg * klen).t(),
+                    xg,
+                    Layout::row_major(cg, ilen),
+                    T::ZERO,
+                    &mut col,
+                    Layout::row_major(mg * klen, ilen),
+                )?;
+                let yo = (bn * out_ch + gi * mg) * olen;
+                col2im(&col, mg, &sweep, &mut y[yo..yo + mg * olen]);
+            }
+        }
+        if let Some(b) = b {
+            let bs = contiguous::<T>(b)?;
+            y.par_chunks_mut(olen.max(1))
+                .enumerate()
+                .for_each(|(r, plane)| {
+                    let bias = bs[r % out_ch];
+                    plane.iter_mut().for_each(|v| *v += bias);
+                });
+        }
+        let mut shape = vec![batch, out_ch];
+        shape.extend_from_slice(&out);
+        output(&shape, y)
+    }
+}

@@ -1,0 +1,196 @@
+//! `MatMul` (opset 1+; implemented from 7): numpy `matmul` semantics — batched, broadcast batch
+//! dims, 1-d operands promoted and their unit dim removed again.
+
+use rayon::prelude::*;
+
+use super::common::{contiguous, min_opset, narrow, output, widen};
+use super::matrix::{Layout, MatElem, gemm};
+use crate::error::{KernelError, Result};
+use crate::kernel::{Kernel, NodeSpec, input};
+use crate::{DType, Element, Tensor};
+
+/// A built `MatMul`.
+#[derive(Debug)]
+pub struct MatMul;
+
+/// Builds `MatMul`.
+pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    min_opset(spec.opset, 1, "MatMul")?;
+    spec.attrs.only(&[])?;
+    Ok(Box::new(MatMul))
+}
+
+/// Per-matrix work (multiply-adds) below which batches are spread over threads instead of
+/// relying on the matrix core's own threading.
+const SMALL_MATRIX_WORK: usize = 1 << 18;
+
+/// The broadcast plan of a batched product.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchPlan {
+    /// Rows of each product.
+    pub m: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Columns of each product.
+    pub n: usize,
+    /// Element offset of each batch's A and B matrix.
+    pub offsets: Vec<(usize, usize)>,
+    /// The numpy output shape (unit dims of 1-d operands removed).
+    pub out_shape: Vec<usize>,
+}
+
+/// Plans `a @ b` for row-major contiguous operands of shapes `a` and `b` (numpy rules).
+pub fn plan(a: &[usize], b: &[usize]) -> Result<BatchPlan> {
+    if a.is_empty() || b.is_empty() {
+        return Err(KernelError::Shape(
+            "MatMul operands must have rank >= 1".into(),
+        ));
+    }
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
+    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    if k != kb {
+        return Err(KernelError::Shape(format!(
+            "MatMul inner dims differ: {a:?} @ {b:?}"
+        )));
+    }
+    let (ab, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
+    let rank = ab.len().max(bb.len());
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= rank {
+            s[i + s.len() - rank]
+        } else {
+            1
+        }
+    };
+    let mut batch = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let (x, y) = (dim(ab, i), dim(bb, i));
+        if x != y && x != 1 && y != 1 {
+            return Err(KernelError::Shape(format!(
+                "MatMul batch dims do not broadcast: {a:?} @ {b:?}"
+            )));
+        }
+        batch.push(if x == 1 { y } else { x });
+    }
+    // Element strides of each operand's batch dims (0 where broadcast).
+    let strides = |s: &[usize], mat: usize| -> Vec<usize> {
+        let mut st = vec![0; rank];
+        let mut acc = mat;
+        for i in (0..rank).rev() {
+            let d = dim(s, i);
+            st[i] = if d == 1 { 0 } else { acc };
+            acc *= d;
+        }
+        st
+    };
+    let (sa, sb) = (strides(ab, m * k), strides(bb, k * n));
+    let total: usize = batch.iter().product();
+    let mut offsets = Vec::with_capacity(total);
+    let mut idx = vec![0; rank];
+    for _ in 0..total {
+        let oa = idx.iter().zip(&sa).map(|(i, s)| i * s).sum();
+        let ob = idx.iter().zip(&sb).map(|(i, s)| i * s).sum();
+        offsets.push((oa, ob));
+        for d in (0..rank).rev() {
+            idx[d] += 1;
+            if idx[d] < batch[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    let mut out_shape = batch;
+    if a.len() > 1 {
+        out_shape.push(m);
+    }
+    if b.len() > 1 {
+        out_shape.push(n);
+    }
+    Ok(BatchPlan {
+        m,
+        k,
+        n,
+        offsets,
+        out_shape,
+    })
+}
+
+/// Runs a planned batched product on contiguous data.
+pub fn batched<T: MatElem>(p: &BatchPlan, a: &[T], b: &[T]) -> Result<Vec<T>> {
+    let (m, k, n) = (p.m, p.k, p.n);
+    let mut y = vec![T::ZERO; p.offsets.len() * m * n];
+    if y.is_empty() {
+        return Ok(y);
+    }
+    let one = |(&(oa, ob), c): (&(usize, usize), &mut [T])| {
+        gemm(
+            T::ONE,
+            &a[oa..],
+            Layout::row_major(m, k),
+            &b[ob..],
+            Layout::row_major(k, n),
+            T::ZERO,
+            c,
+            Layout::row_major(m, n),
+        )
+    };
+    if p.offsets.len() > 1 && m * k * n < SMALL_MATRIX_WORK {
+        p.offsets
+            .par_iter()
+            .zip(y.par_chunks_mut(m * n))
+            .try_for_each(one)?;
+    } else {
+        p.offsets
+            .iter()
+            .zip(y.chunks_mut(m * n))
+            .try_for_each(one)?;
+    }
+    Ok(y)
+}
+
+fn typed<T: MatElem + Element>(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let p = plan(a.shape(), b.shape())?;
+    let y = batched(&p, &contiguous::<T>(a)?, &contiguous::<T>(b)?)?;
+    output(&p.out_shape, y)
+}
+
+impl Kernel for MatMul {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let (a, b) = (input(inputs, 0)?, input(inputs, 1)?);
+        if a.dtype() != b.dtype() {
+            return Err(KernelError::DTypeMismatch(format!(
+                "MatMul of {} and {}",
+                a.dtype(),
+                b.dtype()
+            )));
+        }
+        let dtype = a.dtype();
+        let y = match dtype {
+            DType::F32 | DType::F16 | DType::BF16 => {
+                typed::<f32>(&widen(a, 0)?, &widen(b, 1)?).and_then(|y| narrow(y, dtype))?
+            }
+            DType::F64 => typed::<f64>(a, b)?,
+            DType::I32 => typed::<i32>(a, b)?,
+            DType::I64 => typed::<i64>(a, b)?,
+            DType::U32 => typed::<u32>(a, b)?,
+            DType::U64 => typed::<u64>(a, b)?,
+            other => {
+                return Err(KernelError::UnsupportedDType {
+                    index: 0,
+                    dtype: other,
+                });
+            }
+        };
+        Ok(vec![y])
+    }
+}

@@ -1,0 +1,503 @@
+//! The matrix core every matrix-shaped kernel (Conv, ConvTranspose, Gemm, MatMul, Einsum) calls:
+//! `C = alpha * A * B + beta * C` on strided row/column layouts.
+//!
+//! `f32` and `f64` go to `matrixmultiply` (chosen by measurement, see
+//! `benches/results/matmul-cores-*.md`), except matrix-vector shapes (`n == 1` or `m == 1`),
+//! which `matrixmultiply` handles about ten times slower than memory bandwidth allows and which
+//! therefore have a dedicated GEMV here. Integer types use a straightforward loop with wrapping
+//! arithmetic (numpy's overflow behaviour).
+
+use rayon::prelude::*;
+
+use crate::error::{KernelError, Result};
+
+/// Shape and element strides of one matrix operand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Number of rows.
+    pub rows: usize,
+    /// Number of columns.
+    pub cols: usize,
+    /// Distance in elements between two consecutive rows.
+    pub rs: usize,
+    /// Distance in elements between two consecutive columns.
+    pub cs: usize,
+}
+
+impl Layout {
+    /// A dense row-major `rows x cols` matrix.
+    pub fn row_major(rows: usize, cols: usize) -> Self {
+        Layout {
+            rows,
+            cols,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
+    /// The same storage read as its transpose.
+    pub fn t(self) -> Self {
+        Layout {
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+        }
+    }
+
+    /// Number of slice elements this layout needs (0 for an empty matrix).
+    fn span(&self) -> usize {
+        if self.rows == 0 || self.cols == 0 {
+            0
+        } else {
+            (self.rows - 1) * self.rs + (self.cols - 1) * self.cs + 1
+        }
+    }
+
+    fn check(&self, len: usize, what: &str) -> Result<()> {
+        if self.span() > len {
+            return Err(KernelError::Shape(format!(
+                "matrix {what} needs {} elements, buffer has {len}",
+                self.span()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// An element type the matrix core can multiply.
+pub trait MatElem: Copy + Send + Sync + Default + PartialEq + 'static {
+    /// The additive identity.
+    const ZERO: Self;
+    /// The multiplicative identity.
+    const ONE: Self;
+    /// `a * b + c` (wrapping for integers).
+    fn mul_add(a: Self, b: Self, c: Self) -> Self;
+    /// `a * b` (wrapping for integers).
+    fn mul(a: Self, b: Self) -> Self;
+    /// Multiplies matrices whose layouts have been validated.
+    ///
+    /// # Safety
+    /// Every index reachable through `la`, `lb`, `lc` lies inside the slices.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm_unchecked(
+        alpha: Self,
+        a: &[Self],
+        la: Layout,
+        b: &[Self],
+        lb: Layout,
+        beta: Self,
+        c: &mut [Self],
+        lc: Layout,
+    ) {
+        unsafe { naive_gemm(alpha, a, la, b, lb, beta, c, lc) }
+    }
+}
+
+/// `C = alpha * A * B + beta * C`. With `beta == 0`, `C` is overwritten without being read
+/// (so stale NaNs in it do not leak into the result).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm<T: MatElem>(
+    alpha: T,
+    a: &[T],
+    la: Layout,
+    b: &[T],
+    lb: Layout,
+    beta: T,
+    c: &mut [T],
+    lc: Layout,
+) -> Result<()> {
+    if la.cols != lb.rows || lc.rows != la.rows || lc.cols != lb.cols {
+        return Err(KernelError::Shape(format!(
+            "matrix product of {}x{} and {}x{} into {}x{}",
+            la.rows, la.cols, lb.rows, lb.cols, lc.rows, lc.cols
+        )));
+    }
+    la.check(a.len(), "A")?;
+    lb.check(b.len(), "B")?;
+    lc.check(c.len(), "C")?;
+    if lc.rows > 1 && lc.cols > 1 && (lc.rs == 0 || lc.cs == 0) {
+        return Err(KernelError::Shape(
+            "output matrix rows or columns alias".into(),
+        ));
+    }
+    // SAFETY: all three layouts were checked against their slices just above.
+    unsafe { T::gemm_unchecked(alpha, a, la, b, lb, beta, c, lc) };
+    Ok(())
+}
+
+/// Reference triple loop, used for integers and for tiny or degenerate shapes.
+#[allow(clippy::too_many_arguments)]
+unsafe fn naive_gemm<T: MatElem>(
+    alpha: T,
+    a: &[T],
+    la: Layout,
+    b: &[T],
+    lb: Layout,
+    beta: T,
+    c: &mut [T],
+    lc: Layout,
+) {
+    for i in 0..lc.rows {
+        for j in 0..lc.cols {
+            let mut acc = T::ZERO;
+            for p in 0..la.cols {
+                // SAFETY: the caller guarantees the layouts fit the slices.
+                unsafe {
+                    acc = T::mul_add(
+                        *a.get_unchecked(i * la.rs + p * la.cs),
+                        *b.get_unchecked(p * lb.rs + j * lb.cs),
+                        acc,
+                    );
+                }
+            }
+            let dst = i * lc.rs + j * lc.cs;
+            // SAFETY: as above.
+            unsafe {
+                let old = *c.get_unchecked(dst);
+                let scaled = if beta == T::ZERO {
+                    T::ZERO
+                } else {
+                    T::mul(beta, old)
+                };
+                *c.get_unchecked_mut(dst) = T::mul_add(alpha, acc, scaled);
+            }
+        }
+    }
+}
+
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl MatElem for $t {
+            const ZERO: Self = 0;
+            const ONE: Self = 1;
+            fn mul_add(a: Self, b: Self, c: Self) -> Self {
+                a.wrapping_mul(b).wrapping_add(c)
+            }
+            fn mul(a: Self, b: Self) -> Self {
+                a.wrapping_mul(b)
+            }
+        }
+    )*};
+}
+int_elem!(i8, u8, i16, u16, i32, i64, u32, u64);
+
+/// Work (multiply-adds) below which a GEMV stays on the calling thread.
+const GEMV_PARALLEL_WORK: usize = 1 << 16;
+
+macro_rules! float_elem {
+    ($t:ty, $mm:path) => {
+        impl MatElem for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            fn mul_add(a: Self, b: Self, c: Self) -> Self {
+                a * b + c
+            }
+            fn mul(a: Self, b: Self) -> Self {
+                a * b
+            }
+            unsafe fn gemm_unchecked(
+                alpha: Self,
+                a: &[Self],
+                la: Layout,
+                b: &[Self],
+                lb: Layout,
+                beta: Self,
+                c: &mut [Self],
+                lc: Layout,
+            ) {
+                let (m, k, n) = (la.rows, la.cols, lb.cols);
+                if m == 0 || n == 0 {
+                    return;
+                }
+                if k == 0 {
+                    // SAFETY: lc fits c (checked by the caller).
+                    unsafe { naive_gemm(alpha, a, la, b, lb, beta, c, lc) };
+                    return;
+                }
+                if n == 1 && la.cs == 1 && lc.rows > 0 {
+                    // y = A x with A row-contiguous: one dot product per row.
+                    unsafe { gemv_rows(alpha, a, la, b, lb.rs, beta, c, lc.rs) };
+                    return;
+                }
+                if m == 1 && lb.cs == 1 && lc.cs == 1 {
+                    // y^T = x^T B with B row-contiguous: accumulate scaled rows of B.
+                    unsafe { gemv_cols(alpha, a, la.cs, b, lb, beta, c) };
+                    return;
+                }
+                // SAFETY: layouts checked by the caller; strides fit isize for any real buffer.
+                unsafe {
+                    $mm(
+                        m,
+                        k,
+                        n,
+                        alpha,
+                        a.as_ptr(),
+                        la.rs as isize,
+                        la.cs as isize,
+                        b.as_ptr(),
+                        lb.rs as isize,
+                        lb.cs as isize,
+                        beta,
+                        c.as_mut_ptr(),
+                        lc.rs as isize,
+                        lc.cs as isize,
+                    )
+                }
+            }
+        }
+    };
+}
+float_elem!(f32, matrixmultiply::sgemm);
+float_elem!(f64, matrixmultiply::dgemm);
+
+/// Dot product of a contiguous row with a strided vector, with eight independent accumulators
+/// so that the compiler vectorises it.
+///
+/// # Safety
+/// `x[(row.len() - 1) * xs]` must be in bounds.
+#[inline]
+unsafe fn dot<T: MatElem + std::ops::Add<Output = T>>(row: &[T], x: &[T], xs: usize) -> T {
+    let mut acc = [T::ZERO; 8];
+    let chunks = row.len() / 8;
+    if xs == 1 {
+        for ch in 0..chunks {
+            for l in 0..8 {
+                let p = ch * 8 + l;
+                // SAFETY: p < row.len(), and x has at least row.len() elements (caller).
+                unsafe {
+                    acc[l] = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p), acc[l]);
+                }
+            }
+        }
+    } else {
+        for ch in 0..chunks {
+            for l in 0..8 {
+                let p = ch * 8 + l;
+                // SAFETY: as above with stride xs.
+                unsafe {
+                    acc[l] = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p * xs), acc[l]);
+                }
+            }
+        }
+    }
+    let mut tail = T::ZERO;
+    for p in chunks * 8..row.len() {
+        // SAFETY: as above.
+        unsafe { tail = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p * xs), tail) };
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// `c[i * cs] = alpha * dot(A[i, :], x) + beta * c[i * cs]` for a row-contiguous A.
+///
+/// # Safety
+/// The layouts fit the slices (checked by [`gemm`]).
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemv_rows<T: MatElem + std::ops::Add<Output = T>>(
+    alpha: T,
+    a: &[T],
+    la: Layout,
+    x: &[T],
+    xs: usize,
+    beta: T,
+    c: &mut [T],
+    cs: usize,
+) {
+    let k = la.cols;
+    let one_row = |i: usize, out: &mut T| {
+        let row = &a[i * la.rs..i * la.rs + k];
+        // SAFETY: x spans (k - 1) * xs + 1 elements (layout checked).
+        let d = unsafe { dot(row, x, xs) };
+        let scaled = if beta == T::ZERO {
+            T::ZERO
+        } else {
+            T::mul(beta, *out)
+        };
+        *out = T::mul_add(alpha, d, scaled);
+    };
+    if cs == 1 {
+        let out = &mut c[..la.rows];
+        if la.rows * k >= GEMV_PARALLEL_WORK {
+            let rows_per_task = (GEMV_PARALLEL_WORK / k.max(1)).max(4);
+            out.par_chunks_mut(rows_per_task)
+                .enumerate()
+                .for_each(|(t, chunk)| {
+                    for (r, o) in chunk.iter_mut().enumerate() {
+                        one_row(t * rows_per_task + r, o);
+                    }
+                });
+        } else {
+            for (i, o) in out.iter_mut().enumerate() {
+                one_row(i, o);
+            }
+        }
+    } else {
+        for i in 0..la.rows {
+            one_row(i, &mut c[i * cs]);
+        }
+    }
+}
+
+/// `c[j] = alpha * sum_p x[p] * B[p, j] + beta * c[j]` for a row-contiguous B and contiguous c.
+///
+/// # Safety
+/// The layouts fit the slices (checked by [`gemm`]).
+unsafe fn gemv_cols<T: MatElem>(
+    alpha: T,
+    x: &[T],
+    xs: usize,
+    b: &[T],
+    lb: Layout,
+    beta: T,
+    c: &mut [T],
+) {
+    let n = lb.cols;
+    let columns = |j0: usize, out: &mut [T]| {
+        let w = out.len();
+        let mut acc = vec![T::ZERO; w];
+        for p in 0..lb.rows {
+            let xp = x[p * xs];
+            let row = &b[p * lb.rs + j0..p * lb.rs + j0 + w];
+            for (a, &v) in acc.iter_mut().zip(row) {
+                *a = T::mul_add(xp, v, *a);
+            }
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            let scaled = if beta == T::ZERO {
+                T::ZERO
+            } else {
+                T::mul(beta, *o)
+            };
+            *o = T::mul_add(alpha, a, scaled);
+        }
+    };
+    let out = &mut c[..n];
+    const BLOCK: usize = 512;
+    if n * lb.rows >= GEMV_PARALLEL_WORK {
+        out.par_chunks_mut(BLOCK)
+            .enumerate()
+            .for_each(|(t, chunk)| columns(t * BLOCK, chunk));
+    } else {
+        for (t, chunk) in out.chunks_mut(BLOCK).enumerate() {
+            columns(t * BLOCK, chunk);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            }
+        }
+        c
+    }
+
+    fn data(len: usize, seed: u64) -> Vec<f64> {
+        (0..len)
+            .map(|i| ((i as u64 * 2654435761 + seed) % 97) as f64 / 17.0 - 2.5)
+            .collect()
+    }
+
+    #[test]
+    fn shapes_agree_with_triple_loop() {
+        for &(m, k, n) in &[
+            (3, 4, 5),
+            (1, 37, 19),
+            (41, 33, 1),
+            (1, 1, 1),
+            (17, 0, 3),
+            (70, 300, 1),
+        ] {
+            let a = data(m * k, 1);
+            let b = data(k * n, 7);
+            let want = reference(&a, &b, m, k, n);
+            let mut c = vec![f64::NAN; m * n];
+            gemm(
+                1.0,
+                &a,
+                Layout::row_major(m, k),
+                &b,
+                Layout::row_major(k, n),
+                0.0,
+                &mut c,
+                Layout::row_major(m, n),
+            )
+            .unwrap();
+            for (x, y) in c.iter().zip(&want) {
+                assert!((x - y).abs() < 1e-9, "{m}x{k}x{n}: {x} vs {y}");
+            }
+            let af: Vec<f32> = a.iter().map(|&v| v as f32).collect();
+            let bf: Vec<f32> = b.iter().map(|&v| v as f32).collect();
+            let mut cf = vec![1.0f32; m * n];
+            gemm(
+                2.0,
+                &af,
+                Layout::row_major(m, k),
+                &bf,
+                Layout::row_major(k, n),
+                0.5,
+                &mut cf,
+                Layout::row_major(m, n),
+            )
+            .unwrap();
+            for (x, y) in cf.iter().zip(&want) {
+                assert!((*x as f64 - (2.0 * y + 0.5)).abs() < 1e-3, "{m}x{k}x{n}");
+            }
+        }
+    }
+
+    #[test]
+    fn transposed_and_integer_operands() {
+        // A = [[1,2],[3,4]] stored transposed; B = [[5],[6]].
+        let at = [1i64, 3, 2, 4];
+        let b = [5i64, 6];
+        let mut c = [0i64; 2];
+        gemm(
+            1,
+            &at,
+            Layout::row_major(2, 2).t(),
+            &b,
+            Layout::row_major(2, 1),
+            0,
+            &mut c,
+            Layout::row_major(2, 1),
+        )
+        .unwrap();
+        assert_eq!(c, [17, 39]);
+    }
+
+    #[test]
+    fn mismatched_shapes_are_errors() {
+        let a = [0f32; 6];
+        let mut c = [0f32; 4];
+        let r = gemm(
+            1.0,
+            &a,
+            Layout::row_major(2, 3),
+            &a,
+            Layout::row_major(2, 3),
+            0.0,
+            &mut c,
+            Layout::row_major(2, 2),
+        );
+        assert!(matches!(r, Err(KernelError::Shape(_))));
+        let r = gemm(
+            1.0,
+            &a,
+            Layout::row_major(2, 4),
+            &a,
+            Layout::row_major(4, 2),
+            0.0,
+            &mut c,
+            Layout::row_major(2, 2),
+        );
+        assert!(matches!(r, Err(KernelError::Shape(_))));
+    }
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: creates the pinned Python venv (onnx 1.22.0 for the
+# backend node tests, onnxruntime 1.31.1 as the oracle), then runs every Rust test, including
+# the ONNX conformance run, whose summary line `conformance: N passed, M failed, K expected-fail`
+# is printed with per-op counts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/venv.sh
+cargo test --workspace --all-targets --no-fail-fast -- --nocapture

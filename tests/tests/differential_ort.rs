@@ -1,0 +1,245 @@
+//! Differential tests against ONNX Runtime 1.31.1: the 9 whole models in the onnx wheel's
+//! `light/` folder, the bundled small model, and small models built here. Every float output
+//! must be within relative L2 error 1e-4 of ORT's on the same seeded input.
+
+use std::path::Path;
+
+use spillway::Session;
+use spillway_kernels::Tensor;
+use spillway_tests::build::{Attr, ModelBuilder};
+use spillway_tests::oracle::{Oracle, OrtConfig};
+use spillway_tests::{onnx_test_data, relative_l2, workspace_root};
+
+const TOLERANCE: f64 = 1e-4;
+
+fn seeded_input(shape: &[usize], seed: u64) -> Tensor {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let n: usize = shape.iter().product();
+    let data = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_shape_vec(shape, data).unwrap()
+}
+
+/// Random inputs for every declared input (symbolic dims take `batch`).
+fn inputs_for(session: &Session, batch: usize) -> Vec<(String, Tensor)> {
+    session
+        .inputs()
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            let shape: Vec<usize> = info
+                .shape
+                .as_ref()
+                .expect("test models declare input shapes")
+                .iter()
+                .map(|d| d.fixed().unwrap_or(batch))
+                .collect();
+            (info.name.clone(), seeded_input(&shape, 17 + i as u64))
+        })
+        .collect()
+}
+
+/// Runs both engines and returns the worst relative L2 error over the outputs.
+fn compare(label: &str, session: &Session, oracle: &mut Oracle, batch: usize) -> f64 {
+    let inputs = inputs_for(session, batch);
+    let ours = session
+        .run(inputs.clone())
+        .unwrap_or_else(|e| panic!("{label}: spillway: {e}"));
+    let theirs = oracle
+        .run(&inputs)
+        .unwrap_or_else(|e| panic!("{label}: ORT: {e}"));
+    assert_eq!(ours.len(), theirs.len(), "{label}: output count");
+    let mut worst = 0.0f64;
+    for (i, (name, t)) in ours.iter().enumerate() {
+        assert_eq!(t.dtype(), theirs[i].dtype(), "{label}: output {name} dtype");
+        let err =
+            relative_l2(&theirs[i], t).unwrap_or_else(|e| panic!("{label}: output {name}: {e}"));
+        worst = worst.max(err);
+    }
+    worst
+}
+
+fn check_table(rows: &[(String, f64)]) {
+    println!("| model | worst relative L2 error vs ORT |\n| --- | --- |");
+    for (name, err) in rows {
+        println!("| {name} | {err:.2e} |");
+    }
+    let bad: Vec<_> = rows.iter().filter(|(_, e)| !(*e <= TOLERANCE)).collect();
+    assert!(
+        bad.is_empty(),
+        "relative L2 error above {TOLERANCE}: {bad:?}"
+    );
+}
+
+#[test]
+fn light_models_match_onnx_runtime() {
+    let dir = onnx_test_data().join("light");
+    let mut models: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "onnx"))
+        .collect();
+    models.sort();
+    assert_eq!(
+        models.len(),
+        9,
+        "the onnx 1.22.0 wheel ships 9 light models"
+    );
+    models.push(workspace_root().join("models/small/inception_block.onnx"));
+    let rows: Vec<(String, f64)> = models
+        .iter()
+        .map(|path| {
+            let label = path.file_stem().unwrap().to_string_lossy().to_string();
+            let session = Session::builder()
+                .commit_from_file(path)
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            let mut oracle = Oracle::load(Path::new(path), OrtConfig::default()).unwrap();
+            (label.clone(), compare(&label, &session, &mut oracle, 1))
+        })
+        .collect();
+    check_table(&rows);
+}
+
+/// Small models that exercise the passes: BatchNorm folding, constant folding of the
+/// Shape→Gather→Concat→Reshape chain exporters emit, identity/dropout removal, broadcasting.
+fn built_models() -> Vec<(&'static str, Vec<u8>, usize)> {
+    let mut out = Vec::new();
+
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[-1, 3, 16, 16])
+        .weight("w", &[8, 3, 3, 3], 0.5)
+        .weight("b", &[8], 0.1)
+        .positive("scale", &[8], 0.5, 1.5)
+        .weight("shift", &[8], 0.2)
+        .weight("mean", &[8], 0.2)
+        .positive("var", &[8], 0.5, 2.0)
+        .node(
+            "Conv",
+            &["x", "w", "b"],
+            &["c"],
+            &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        )
+        .node(
+            "BatchNormalization",
+            &["c", "scale", "shift", "mean", "var"],
+            &["bn"],
+            &[("epsilon", Attr::Float(1e-3))],
+        )
+        .node("Identity", &["bn"], &["id"], &[])
+        .node("Relu", &["id"], &["y"], &[])
+        .output("y");
+    out.push(("conv_bn_relu", m.to_bytes(13), 2));
+
+    let mut m = ModelBuilder::new(2);
+    m.input("x", &[-1, 4, 6])
+        .ints("idx", &[0])
+        .ints("minus_one", &[-1])
+        .node("Shape", &["x"], &["s"], &[])
+        .node("Gather", &["s", "idx"], &["n"], &[("axis", Attr::Int(0))])
+        .node(
+            "Concat",
+            &["n", "minus_one"],
+            &["new_shape"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("Reshape", &["x", "new_shape"], &["flat"], &[])
+        .weight("fc", &[24, 5], 0.3)
+        .node("MatMul", &["flat", "fc"], &["h"], &[])
+        .node("Dropout", &["h"], &["d"], &[])
+        .node("Softmax", &["d"], &["y"], &[("axis", Attr::Int(-1))])
+        .output("y");
+    out.push(("shape_chain_matmul", m.to_bytes(13), 3));
+
+    let mut m = ModelBuilder::new(3);
+    m.input("x", &[1, 8, 10, 10])
+        .weight("w1", &[8, 8, 3, 3], 0.3)
+        .weight("w2", &[8, 1, 3, 3], 0.5)
+        .weight("gamma", &[8, 1, 1], 1.0)
+        .node(
+            "Conv",
+            &["x", "w1"],
+            &["a"],
+            &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        )
+        .node("Relu", &["a"], &["ar"], &[])
+        .node(
+            "Conv",
+            &["ar", "w2"],
+            &["dw"],
+            &[
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+                ("group", Attr::Int(8)),
+            ],
+        )
+        .node("Mul", &["dw", "gamma"], &["scaled"], &[])
+        .node("Add", &["scaled", "x"], &["res"], &[])
+        .node(
+            "MaxPool",
+            &["res"],
+            &["p"],
+            &[
+                ("kernel_shape", Attr::Ints(vec![2, 2])),
+                ("strides", Attr::Ints(vec![2, 2])),
+            ],
+        )
+        .node("GlobalAveragePool", &["p"], &["y"], &[])
+        .output("y");
+    out.push(("residual_depthwise", m.to_bytes(13), 1));
+
+    let mut m = ModelBuilder::new(4);
+    m.input("x", &[1, 6, 16])
+        .weight("wq", &[16, 16], 0.25)
+        .weight("wk", &[16, 16], 0.25)
+        .positive("ln_scale", &[16], 0.8, 1.2)
+        .weight("ln_bias", &[16], 0.1)
+        .node("MatMul", &["x", "wq"], &["q"], &[])
+        .node("MatMul", &["x", "wk"], &["k"], &[])
+        .node(
+            "Transpose",
+            &["k"],
+            &["kt"],
+            &[("perm", Attr::Ints(vec![0, 2, 1]))],
+        )
+        .node("MatMul", &["q", "kt"], &["scores"], &[])
+        .node(
+            "Softmax",
+            &["scores"],
+            &["attn"],
+            &[("axis", Attr::Int(-1))],
+        )
+        .node("MatMul", &["attn", "x"], &["ctx"], &[])
+        .node("Add", &["ctx", "x"], &["res"], &[])
+        .node(
+            "LayerNormalization",
+            &["res", "ln_scale", "ln_bias"],
+            &["y"],
+            &[("axis", Attr::Int(-1))],
+        )
+        .output("y");
+    out.push(("attention_layernorm", m.to_bytes(17), 1));
+    out
+}
+
+#[test]
+fn built_models_match_onnx_runtime() {
+    let rows: Vec<(String, f64)> = built_models()
+        .into_iter()
+        .map(|(label, bytes, batch)| {
+            let session = Session::builder()
+                .commit_from_memory(&bytes)
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            let mut oracle = Oracle::load_bytes(&bytes, OrtConfig::default()).unwrap();
+            (
+                label.to_string(),
+                compare(label, &session, &mut oracle, batch),
+            )
+        })
+        .collect();
+    check_table(&rows);
+}

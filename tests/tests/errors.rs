@@ -1,0 +1,204 @@
+//! Bad input gets a typed error, never a panic, and the session stays usable.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use spillway::{Error, Session, Tensor};
+use spillway_tests::build::{Attr, ModelBuilder};
+use spillway_tests::workspace_root;
+
+fn small_model() -> Vec<u8> {
+    std::fs::read(workspace_root().join("models/small/inception_block.onnx")).unwrap()
+}
+
+fn f32_tensor(shape: &[usize]) -> Tensor {
+    Tensor::from_shape_vec(shape, vec![0.5f32; shape.iter().product()]).unwrap()
+}
+
+/// Loading must return (Ok or a typed error) without panicking.
+fn load_never_panics(bytes: &[u8]) -> Result<Session, Error> {
+    catch_unwind(AssertUnwindSafe(|| {
+        Session::builder().commit_from_memory(bytes)
+    }))
+    .unwrap_or_else(|_| panic!("loading panicked on {} bytes", bytes.len()))
+}
+
+#[test]
+fn truncated_models_are_decode_errors() {
+    let bytes = small_model();
+    for len in [1, 7, 100, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
+        match load_never_panics(&bytes[..len]) {
+            Err(Error::Decode(_) | Error::InvalidModel(_)) => {}
+            Err(other) => panic!("truncated to {len}: unexpected error kind {other:?}"),
+            Ok(_) => panic!("truncated to {len} bytes: loaded"),
+        }
+    }
+}
+
+#[test]
+fn random_bytes_are_rejected() {
+    let mut state = 0x1234_5678_9abc_def1u64;
+    for len in [0usize, 1, 16, 1000, 10_000] {
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        assert!(
+            load_never_panics(&bytes).is_err(),
+            "{len} random bytes loaded"
+        );
+    }
+}
+
+#[test]
+fn bit_flipped_models_never_panic_on_load_or_run() {
+    let bytes = small_model();
+    let mut state = 0xdead_beef_u64;
+    let mut rejected = 0;
+    for _ in 0..300 {
+        let mut copy = bytes.clone();
+        for _ in 0..4 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let pos = (state as usize) % copy.len();
+            copy[pos] ^= 1 << (state >> 61);
+        }
+        match load_never_panics(&copy) {
+            Err(_) => rejected += 1,
+            Ok(session) => {
+                let run = catch_unwind(AssertUnwindSafe(|| {
+                    session.run([("input", f32_tensor(&[1, 3, 64, 64]))])
+                }));
+                assert!(run.is_ok(), "running a bit-flipped model panicked");
+            }
+        }
+    }
+    assert!(rejected > 0, "no bit-flipped model was rejected");
+}
+
+#[test]
+fn wrong_inputs_are_typed_errors_and_the_session_stays_usable() {
+    let session = Session::builder()
+        .commit_from_memory(&small_model())
+        .unwrap();
+    let good = || [("input", f32_tensor(&[1, 3, 64, 64]))];
+    assert!(matches!(
+        session.run([("nope", f32_tensor(&[1, 3, 64, 64]))]),
+        Err(Error::UnknownInput { .. })
+    ));
+    assert!(
+        matches!(session.run(Vec::<(&str, Tensor)>::new()), Err(Error::MissingInput(name)) if name == "input")
+    );
+    let ints = Tensor::from_shape_vec(&[1, 3, 64, 64], vec![1i64; 3 * 64 * 64]).unwrap();
+    assert!(matches!(
+        session.run([("input", ints)]),
+        Err(Error::InputDType { .. })
+    ));
+    assert!(matches!(
+        session.run([("input", f32_tensor(&[1, 3, 32, 64]))]),
+        Err(Error::InputShape { .. })
+    ));
+    assert!(matches!(
+        session.run([("input", f32_tensor(&[3, 64, 64]))]),
+        Err(Error::InputShape { .. })
+    ));
+    // Symbolic dims must agree with themselves; batch 2 is fine.
+    assert_eq!(
+        session
+            .run([("input", f32_tensor(&[2, 3, 64, 64]))])
+            .unwrap()[0]
+            .shape(),
+        &[2, 10]
+    );
+    assert_eq!(session.run(good()).unwrap()[0].shape(), &[1, 10]);
+}
+
+#[test]
+fn unsupported_op_names_the_node() {
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[2])
+        .node("Relu", &["x"], &["a"], &[])
+        .node("FancyOp", &["a"], &["y"], &[])
+        .output("y");
+    match Session::builder().commit_from_memory(&m.to_bytes(13)) {
+        Err(Error::Unsupported {
+            node,
+            op_type,
+            opset,
+            ..
+        }) => {
+            assert_eq!(
+                (node.as_str(), op_type.as_str(), opset),
+                ("FancyOp_1", "FancyOp", 13)
+            );
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}
+
+#[test]
+fn unsupported_attribute_is_an_error() {
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[2])
+        .node("Relu", &["x"], &["y"], &[("mystery", Attr::Int(3))])
+        .output("y");
+    assert!(matches!(
+        Session::builder().commit_from_memory(&m.to_bytes(13)),
+        Err(Error::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn failing_kernel_names_the_node_and_the_session_recovers() {
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[-1, 4])
+        .ints("shape", &[3, -1])
+        .node("Reshape", &["x", "shape"], &["y"], &[])
+        .output("y");
+    let session = Session::builder()
+        .commit_from_memory(&m.to_bytes(13))
+        .unwrap();
+    match session.run([("x", f32_tensor(&[2, 4]))]) {
+        Err(Error::Kernel { node, op_type, .. }) => {
+            assert_eq!((node.as_str(), op_type.as_str()), ("Reshape_0", "Reshape"))
+        }
+        other => panic!("expected a kernel error, got {other:?}"),
+    }
+    assert_eq!(
+        session.run([("x", f32_tensor(&[3, 4]))]).unwrap()[0].shape(),
+        &[3, 4]
+    );
+}
+
+#[test]
+fn cycles_and_dangling_inputs_are_invalid_models() {
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[2])
+        .node("Add", &["x", "b"], &["a"], &[])
+        .node("Relu", &["a"], &["b"], &[])
+        .output("b");
+    assert!(matches!(
+        Session::builder().commit_from_memory(&m.to_bytes(13)),
+        Err(Error::InvalidModel(_))
+    ));
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[2])
+        .node("Add", &["x", "ghost"], &["y"], &[])
+        .output("y");
+    assert!(matches!(
+        Session::builder().commit_from_memory(&m.to_bytes(13)),
+        Err(Error::InvalidModel(_))
+    ));
+}
+
+#[test]
+fn missing_file_is_an_io_error() {
+    assert!(matches!(
+        Session::builder().commit_from_file("/nonexistent/model.onnx"),
+        Err(Error::Io { .. })
+    ));
+}

@@ -1,0 +1,160 @@
+//! Loading details: raw (unaligned) and typed initializer fields, external data files,
+//! ids resolved once, and concurrent runs of one session.
+
+use prost::Message;
+use spillway::Session;
+use spillway::onnx::proto::{self, StringStringEntryProto, TensorProto};
+use spillway_kernels::Tensor;
+use spillway_tests::build::ModelBuilder;
+
+/// Adds `w` (f32 [4], values 1..4) in the given storage, then y = x + w.
+fn model_with(w: TensorProto) -> Vec<u8> {
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[4])
+        .node("Add", &["x", "w"], &["y"], &[])
+        .output("y");
+    let mut model = proto::ModelProto::decode(m.to_bytes(13).as_slice()).unwrap();
+    model.graph.as_mut().unwrap().initializer.push(w);
+    model.encode_to_vec()
+}
+
+fn weight_proto() -> TensorProto {
+    TensorProto {
+        name: Some("w".into()),
+        dims: vec![4],
+        data_type: Some(1),
+        ..Default::default()
+    }
+}
+
+fn le_bytes() -> Vec<u8> {
+    [1.0f32, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect()
+}
+
+fn run_x_plus_w(session: &Session) -> Vec<f32> {
+    let x = Tensor::from_shape_vec(&[4], vec![10.0f32; 4]).unwrap();
+    session.run([("x", x)]).unwrap()[0]
+        .view::<f32>()
+        .unwrap()
+        .iter()
+        .copied()
+        .collect()
+}
+
+#[test]
+fn raw_data_and_typed_fields_decode_alike() {
+    let raw = TensorProto {
+        raw_data: Some(le_bytes().into()),
+        ..weight_proto()
+    };
+    let typed = TensorProto {
+        float_data: vec![1.0, 2.0, 3.0, 4.0],
+        ..weight_proto()
+    };
+    for w in [raw, typed] {
+        let session = Session::builder()
+            .commit_from_memory(&model_with(w))
+            .unwrap();
+        assert_eq!(run_x_plus_w(&session), [11.0, 12.0, 13.0, 14.0]);
+    }
+}
+
+#[test]
+fn external_data_is_read_relative_to_the_model() {
+    let dir = std::env::temp_dir().join(format!("spillway-external-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut blob = vec![0xAAu8; 3]; // an odd offset: the data is not aligned in the file
+    blob.extend(le_bytes());
+    std::fs::write(dir.join("weights.bin"), &blob).unwrap();
+    let entry = |k: &str, v: &str| StringStringEntryProto {
+        key: Some(k.into()),
+        value: Some(v.into()),
+    };
+    let mut w = weight_proto();
+    w.set_data_location(proto::tensor_proto::DataLocation::External);
+    w.external_data = vec![
+        entry("location", "weights.bin"),
+        entry("offset", "3"),
+        entry("length", "16"),
+    ];
+    let bytes = model_with(w.clone());
+    std::fs::write(dir.join("model.onnx"), &bytes).unwrap();
+    let session = Session::builder()
+        .commit_from_file(dir.join("model.onnx"))
+        .unwrap();
+    assert_eq!(run_x_plus_w(&session), [11.0, 12.0, 13.0, 14.0]);
+
+    // From memory there is no folder to resolve against; escaping the folder is refused.
+    assert!(Session::builder().commit_from_memory(&bytes).is_err());
+    w.external_data = vec![entry("location", "../weights.bin")];
+    std::fs::write(dir.join("escape.onnx"), model_with(w)).unwrap();
+    assert!(
+        Session::builder()
+            .commit_from_file(dir.join("escape.onnx"))
+            .is_err()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn wrong_element_count_is_an_invalid_model() {
+    let short = TensorProto {
+        float_data: vec![1.0, 2.0],
+        ..weight_proto()
+    };
+    assert!(matches!(
+        Session::builder().commit_from_memory(&model_with(short)),
+        Err(spillway::Error::InvalidModel(_))
+    ));
+}
+
+#[test]
+fn one_session_runs_from_many_threads() {
+    let session = Session::builder()
+        .commit_from_file(
+            spillway_tests::workspace_root().join("models/small/inception_block.onnx"),
+        )
+        .unwrap();
+    let input = |seed: usize| {
+        let data: Vec<f32> = (0..3 * 64 * 64)
+            .map(|i| ((i * 7 + seed * 13) % 97) as f32 / 97.0)
+            .collect();
+        Tensor::from_shape_vec(&[1, 3, 64, 64], data).unwrap()
+    };
+    let expected: Vec<Tensor> = (0..4)
+        .map(|s| session.run([("input", input(s))]).unwrap()[0].clone())
+        .collect();
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let (session, expected) = (&session, &expected);
+            scope.spawn(move || {
+                for r in 0..10 {
+                    let seed = (t + r) % 4;
+                    let got = session.run([("input", input(seed))]).unwrap();
+                    assert_eq!(got[0], expected[seed], "thread {t} run {r}");
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn memory_plan_reuses_bytes_without_overlap() {
+    let session = Session::builder()
+        .commit_from_file(
+            spillway_tests::workspace_root().join("models/small/inception_block.onnx"),
+        )
+        .unwrap();
+    let plan = session.memory_plan(&[("input", &[2, 3, 64, 64])]).unwrap();
+    spillway::memory::verify(session.graph(), &plan).unwrap();
+    assert!(
+        plan.dynamic.is_empty(),
+        "every size is known once the batch is bound"
+    );
+    // The stem output (2×16×32×32 f32 = 128 KiB) is the largest intermediate.
+    assert!(plan.peak_bytes >= 2 * 16 * 32 * 32 * 4);
+    assert!(plan.peak_bytes < plan.naive_bytes, "the plan reuses memory");
+}

@@ -1,0 +1,22 @@
+//! The README's operator list is generated from the kernel registry; this keeps it honest.
+
+#[test]
+fn readme_lists_exactly_the_supported_ops() {
+    let readme =
+        std::fs::read_to_string(spillway_tests::workspace_root().join("README.md")).unwrap();
+    let start = readme
+        .find("<!-- ops:start -->")
+        .expect("README has the ops markers");
+    let end = readme
+        .find("<!-- ops:end -->")
+        .expect("README has the ops markers");
+    let listed: Vec<&str> = readme[start..end]
+        .lines()
+        .filter_map(|l| l.strip_prefix("- "))
+        .collect();
+    let supported = spillway_kernels::cpu::supported_ops();
+    assert_eq!(
+        listed, supported,
+        "the README's operator list is stale: run scripts/gen-ops.sh"
+    );
+}
