@@ -260,6 +260,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)]
     fn numeric_casts_follow_numpy() {
         // np.array([-1.7, 2.5, 300.0], np.float32).astype(np.int32) == [-1, 2, 300]
         let out = cast_tensor(&f32s(&[-1.7, 2.5, 300.0]), DType::I32).unwrap();

@@ -58,7 +58,7 @@ pub(crate) fn reshape_target(
     let total: usize = in_shape.iter().product();
     if let Some(i) = infer {
         let known: usize = out.iter().product();
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(bad("the -1 dimension cannot be inferred"));
         }
         out[i] = total / known;

@@ -7,10 +7,13 @@ use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
 use crate::{Element, Tensor, dispatch_all};
 
+/// Opset 1–9 attributes: `(starts, ends, axes)`.
+type SliceAttrs = (Vec<i64>, Vec<i64>, Option<Vec<i64>>);
+
 /// Slice. `attrs` holds `(starts, ends, axes)` for opsets 1–9; from 10 they are inputs.
 #[derive(Debug)]
 pub struct Slice {
-    attrs: Option<(Vec<i64>, Vec<i64>, Option<Vec<i64>>)>,
+    attrs: Option<SliceAttrs>,
 }
 
 /// Builds [`Slice`].
