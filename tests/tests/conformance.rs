@@ -111,6 +111,14 @@ const CONFORMANCE_OPS: &[&str] = &[
     "SpaceToDepth",
     "CumSum",
     "Trilu",
+    "NonMaxSuppression",
+    "RoiAlign",
+    "TopK",
+    "NonZero",
+    "GatherND",
+    "ScatterND",
+    "ScatterElements",
+    "Scatter",
 ];
 
 struct Outcome {
