@@ -1,3 +1,4 @@
+//! NonMaxSuppression tests.
 use super::*;
 
 fn small_inputs() -> (Option<Tensor>, Option<Tensor>) {

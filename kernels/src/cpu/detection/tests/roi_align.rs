@@ -1,3 +1,6 @@
+//! RoiAlign tests. The expected values are the reference outputs printed as f64, kept verbatim.
+#![allow(clippy::excessive_precision)]
+
 use super::*;
 use half::f16;
 

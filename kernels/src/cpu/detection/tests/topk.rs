@@ -1,3 +1,4 @@
+//! TopK tests.
 use super::*;
 
 fn k(v: i64) -> Option<Tensor> {
