@@ -113,6 +113,14 @@ const CONFORMANCE_OPS: &[&str] = &[
     "Trilu",
     "If",
     "Loop",
+    "NonMaxSuppression",
+    "RoiAlign",
+    "TopK",
+    "NonZero",
+    "GatherND",
+    "ScatterND",
+    "ScatterElements",
+    "Scatter",
 ];
 
 struct Outcome {

@@ -4,6 +4,7 @@
 //! (a [`Builder`](crate::kernel::Builder) for any op in `OPS`).
 
 pub mod binary;
+pub mod detection;
 pub mod nn;
 pub mod reduce;
 pub mod shape;
@@ -19,6 +20,7 @@ const FAMILIES: &[(&[&str], Builder)] = &[
     (reduce::OPS, reduce::build),
     (nn::OPS, nn::build),
     (shape::OPS, shape::build),
+    (detection::OPS, detection::build),
 ];
 
 /// The op types the CPU implements in the default (`ai.onnx`) domain, sorted.

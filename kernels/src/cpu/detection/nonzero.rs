@@ -1,0 +1,53 @@
+//! NonZero (opset 9, 13).
+
+use ndarray::{ArcArray, IxDyn};
+
+use super::util::{contiguous, require_opset, strides, tensor_from_vec};
+use crate::error::Result;
+use crate::kernel::{Kernel, NodeSpec, input};
+use crate::{Tensor, dispatch_all};
+
+/// The coordinates of the non-zero elements, as an int64 `[rank, count]` tensor in row-major order.
+///
+/// "Non-zero" is `!= default`: non-zero numbers (NaN included), `true`, non-empty strings. A
+/// scalar input is treated as a one-element vector, as ONNX Runtime does.
+#[derive(Debug)]
+pub(crate) struct NonZero;
+
+/// Builds NonZero.
+pub(crate) fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    require_opset(spec.opset, 9, "NonZero")?;
+    spec.attrs.only(&[])?;
+    Ok(Box::new(NonZero))
+}
+
+impl Kernel for NonZero {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        let flat = dispatch_all!(x, a => nonzero_positions(a));
+        let shape: Vec<usize> = if x.rank() == 0 {
+            vec![1]
+        } else {
+            x.shape().to_vec()
+        };
+        let st = strides(&shape);
+        let n = flat.len();
+        let mut out = vec![0i64; shape.len() * n];
+        for (d, row) in out.chunks_exact_mut(n.max(1)).enumerate().take(shape.len()) {
+            for (o, &p) in row.iter_mut().zip(&flat) {
+                *o = ((p / st[d]) % shape[d]) as i64;
+            }
+        }
+        Ok(vec![tensor_from_vec(&[shape.len(), n], out)?])
+    }
+}
+
+fn nonzero_positions<T: Clone + PartialEq + Default>(a: &ArcArray<T, IxDyn>) -> Vec<usize> {
+    let zero = T::default();
+    contiguous(a)
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| **v != zero)
+        .map(|(i, _)| i)
+        .collect()
+}

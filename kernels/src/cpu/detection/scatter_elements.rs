@@ -1,0 +1,133 @@
+//! ScatterElements (opset 11, 13, 16, 18) and its deprecated opset-9 form Scatter.
+
+use ndarray::{ArcArray, IxDyn};
+
+use super::reduction::{Combine, Reduction};
+use super::util::{
+    contiguous, index_values, normalize_axis, require_opset, resolve_index, strides,
+    tensor_from_vec,
+};
+use crate::error::{KernelError, Result};
+use crate::kernel::{Kernel, NodeSpec, input};
+use crate::{Element, Tensor, dispatch_all, dispatch_numeric};
+
+/// `output = data` with `output[..., indices[i..], ...] ⊕= updates[i..]` along `axis`.
+#[derive(Debug)]
+pub(crate) struct ScatterElements {
+    axis: i64,
+    reduction: Reduction,
+}
+
+/// Builds ScatterElements (opset ≥ 11) or Scatter (opset 9–10).
+pub(crate) fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    let reduction = if spec.op_type == "Scatter" {
+        require_opset(spec.opset, 9, "Scatter")?;
+        if spec.opset >= 11 {
+            return Err(KernelError::UnsupportedOpset {
+                opset: spec.opset,
+                reason: "Scatter was removed at opset 11 (use ScatterElements)".into(),
+            });
+        }
+        spec.attrs.only(&["axis"])?;
+        Reduction::None
+    } else {
+        require_opset(spec.opset, 11, "ScatterElements")?;
+        spec.attrs.only(&["axis", "reduction"])?;
+        Reduction::from_attrs(spec.attrs, spec.opset)?
+    };
+    Ok(Box::new(ScatterElements {
+        axis: spec.attrs.int("axis", 0)?,
+        reduction,
+    }))
+}
+
+impl Kernel for ScatterElements {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let data = input(inputs, 0)?;
+        let indices = input(inputs, 1)?;
+        let updates = input(inputs, 2)?;
+        let idx = index_values(indices, 1)?;
+        let geo = Geometry::new(data.shape(), indices.shape(), updates.shape(), self.axis)?;
+        let out = match self.reduction {
+            Reduction::None => {
+                dispatch_all!(data, a => scatter(a, updates, &idx, &geo, |o, u| o.clone_from(u)))
+            }
+            r => {
+                dispatch_numeric!(data, a => scatter(a, updates, &idx, &geo, |o, u| *o = o.combine(*u, r)),
+                other => Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }))
+            }
+        }?;
+        Ok(vec![out])
+    }
+}
+
+/// Validated shapes of one call.
+struct Geometry {
+    data_shape: Vec<usize>,
+    data_strides: Vec<usize>,
+    index_shape: Vec<usize>,
+    axis: usize,
+}
+
+impl Geometry {
+    fn new(data: &[usize], indices: &[usize], updates: &[usize], axis: i64) -> Result<Self> {
+        if data.is_empty() {
+            return Err(KernelError::Shape(
+                "ScatterElements needs data of rank ≥ 1".into(),
+            ));
+        }
+        let axis = normalize_axis(axis, data.len())?;
+        if indices.len() != data.len() {
+            return Err(KernelError::Shape(format!(
+                "indices {indices:?} must have the rank of data {data:?}"
+            )));
+        }
+        if updates != indices {
+            return Err(KernelError::Shape(format!(
+                "updates {updates:?} must have the shape of indices {indices:?}"
+            )));
+        }
+        if let Some(d) = (0..data.len()).find(|&d| d != axis && indices[d] > data[d]) {
+            return Err(KernelError::Shape(format!(
+                "indices {indices:?} exceed data {data:?} in dimension {d}"
+            )));
+        }
+        Ok(Self {
+            data_shape: data.to_vec(),
+            data_strides: strides(data),
+            index_shape: indices.to_vec(),
+            axis,
+        })
+    }
+}
+
+fn scatter<T: Element>(
+    data: &ArcArray<T, IxDyn>,
+    updates: &Tensor,
+    idx: &[i64],
+    geo: &Geometry,
+    apply: impl Fn(&mut T, &T),
+) -> Result<Tensor> {
+    let updates = updates.shared::<T>()?;
+    let updates = contiguous(&updates);
+    let mut out = contiguous(data).into_owned();
+    let rank = geo.index_shape.len();
+    let mut coord = vec![0usize; rank];
+    let axis_dim = geo.data_shape[geo.axis];
+    for (&i, u) in idx.iter().zip(updates.iter()) {
+        let mut off = resolve_index(i, axis_dim)? * geo.data_strides[geo.axis];
+        for d in (0..rank).filter(|&d| d != geo.axis) {
+            off += coord[d] * geo.data_strides[d];
+        }
+        apply(&mut out[off], u);
+        // Advance the row-major odometer over the indices' shape.
+        for d in (0..rank).rev() {
+            coord[d] += 1;
+            if coord[d] < geo.index_shape[d] {
+                break;
+            }
+            coord[d] = 0;
+        }
+    }
+    tensor_from_vec(&geo.data_shape, out)
+}
