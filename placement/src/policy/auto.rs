@@ -37,7 +37,7 @@ pub struct AutoReport {
 }
 
 /// Runs every policy (the exponential ones — Ios, Milp, SortingHat — only on graphs of at most
-/// `auto_exact_ops` operators), keeps the best simulated schedule, then runs a bounded local
+/// `auto_exact_ops` operators, with the MILP time limit capped at `auto_budget_ms`), keeps the best simulated schedule, then runs a bounded local
 /// search: the state is a device per operator plus a priority per operator, turned into a
 /// schedule by [`Ctx::list_on_devices`] in priority order; a move re-places one random operator
 /// on another device or perturbs one priority; a move is kept when the simulated makespan does
@@ -45,6 +45,11 @@ pub struct AutoReport {
 pub fn auto(c: &Ctx, o: &Options) -> Result<AutoReport> {
     let mut table = Vec::new();
     let mut best: Option<(f64, Schedule, Policy)> = None;
+    // The exact candidates get at most the local-search budget each.
+    let o_cand = Options {
+        milp_time_limit_s: o.milp_time_limit_s.min(o.auto_budget_ms as f64 / 1e3),
+        ..o.clone()
+    };
     for p in Policy::ALL {
         if p == Policy::Auto
             || (matches!(p, Policy::Ios | Policy::Milp | Policy::SortingHat)
@@ -53,7 +58,7 @@ pub fn auto(c: &Ctx, o: &Options) -> Result<AutoReport> {
             continue;
         }
         let t0 = Instant::now();
-        let r = place_ctx(p, c, o).and_then(|s| c.makespan(&s).map(|m| (m, s)));
+        let r = place_ctx(p, c, &o_cand).and_then(|s| c.makespan(&s).map(|m| (m, s)));
         let us = t0.elapsed().as_secs_f64() * 1e6;
         match r {
             Ok((m, s)) => {
