@@ -47,14 +47,54 @@ struct Shape {
 }
 
 const SHAPES: &[Shape] = &[
-    Shape { m: 64, k: 576, n: 3136, what: "ResNet conv2_x 3x3 (56x56)" },
-    Shape { m: 128, k: 1152, n: 784, what: "ResNet conv3_x 3x3 (28x28)" },
-    Shape { m: 256, k: 2304, n: 196, what: "ResNet conv4_x 3x3 (14x14)" },
-    Shape { m: 512, k: 4608, n: 49, what: "ResNet conv5_x 3x3 (7x7)" },
-    Shape { m: 256, k: 64, n: 3136, what: "1x1 expand (56x56)" },
-    Shape { m: 512, k: 4608, n: 196, what: "large K, N=196" },
-    Shape { m: 1000, k: 2048, n: 1, what: "GEMV: classifier (N=1)" },
-    Shape { m: 4096, k: 4096, n: 1, what: "GEMV: large (N=1)" },
+    Shape {
+        m: 64,
+        k: 576,
+        n: 3136,
+        what: "ResNet conv2_x 3x3 (56x56)",
+    },
+    Shape {
+        m: 128,
+        k: 1152,
+        n: 784,
+        what: "ResNet conv3_x 3x3 (28x28)",
+    },
+    Shape {
+        m: 256,
+        k: 2304,
+        n: 196,
+        what: "ResNet conv4_x 3x3 (14x14)",
+    },
+    Shape {
+        m: 512,
+        k: 4608,
+        n: 49,
+        what: "ResNet conv5_x 3x3 (7x7)",
+    },
+    Shape {
+        m: 256,
+        k: 64,
+        n: 3136,
+        what: "1x1 expand (56x56)",
+    },
+    Shape {
+        m: 512,
+        k: 4608,
+        n: 196,
+        what: "large K, N=196",
+    },
+    Shape {
+        m: 1000,
+        k: 2048,
+        n: 1,
+        what: "GEMV: classifier (N=1)",
+    },
+    Shape {
+        m: 4096,
+        k: 4096,
+        n: 1,
+        what: "GEMV: large (N=1)",
+    },
 ];
 
 const ROUNDS: usize = 11;
@@ -65,8 +105,20 @@ fn run_matrixmultiply(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
     // SAFETY: buffers are exactly m*k, k*n, m*n row-major.
     unsafe {
         matrixmultiply::sgemm(
-            s.m, s.k, s.n, 1.0, a.as_ptr(), s.k as isize, 1, b.as_ptr(), s.n as isize, 1, 0.0,
-            c.as_mut_ptr(), s.n as isize, 1,
+            s.m,
+            s.k,
+            s.n,
+            1.0,
+            a.as_ptr(),
+            s.k as isize,
+            1,
+            b.as_ptr(),
+            s.n as isize,
+            1,
+            0.0,
+            c.as_mut_ptr(),
+            s.n as isize,
+            1,
         )
     }
 }
@@ -82,8 +134,24 @@ fn run_gemm_crate(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
     // SAFETY: buffers are exactly m*k, k*n, m*n row-major (column stride 1, row stride cols).
     unsafe {
         gemm::gemm(
-            s.m, s.n, s.k, c.as_mut_ptr(), 1, s.n as isize, false, a.as_ptr(), 1, s.k as isize,
-            b.as_ptr(), 1, s.n as isize, 0.0, 1.0, false, false, false,
+            s.m,
+            s.n,
+            s.k,
+            c.as_mut_ptr(),
+            1,
+            s.n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            s.k as isize,
+            b.as_ptr(),
+            1,
+            s.n as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
             gemm::Parallelism::Rayon(0),
         )
     }
@@ -109,8 +177,20 @@ fn run_openblas(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
     // SAFETY: buffers are exactly m*k, k*n, m*n row-major.
     unsafe {
         cblas_sgemm(
-            ROW_MAJOR, NO_TRANS, NO_TRANS, s.m as i32, s.n as i32, s.k as i32, 1.0, a.as_ptr(),
-            s.k as i32, b.as_ptr(), s.n as i32, 0.0, c.as_mut_ptr(), s.n as i32,
+            ROW_MAJOR,
+            NO_TRANS,
+            NO_TRANS,
+            s.m as i32,
+            s.n as i32,
+            s.k as i32,
+            1.0,
+            a.as_ptr(),
+            s.k as i32,
+            b.as_ptr(),
+            s.n as i32,
+            0.0,
+            c.as_mut_ptr(),
+            s.n as i32,
         )
     }
 }
@@ -147,15 +227,21 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() -> Result<()> {
     let cands = candidates();
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let cpu = cpu_name();
     // times[shape][candidate] = seconds per round.
     let mut times = vec![vec![Vec::new(); cands.len()]; SHAPES.len()];
     let inputs: Vec<(Vec<f32>, Vec<f32>)> = SHAPES
         .iter()
         .map(|s| {
-            let a = (0..s.m * s.k).map(|i| ((i * 7919) % 1013) as f32 / 1013.0 - 0.5).collect();
-            let b = (0..s.k * s.n).map(|i| ((i * 104729) % 997) as f32 / 997.0 - 0.5).collect();
+            let a = (0..s.m * s.k)
+                .map(|i| ((i * 7919) % 1013) as f32 / 1013.0 - 0.5)
+                .collect();
+            let b = (0..s.k * s.n)
+                .map(|i| ((i * 104729) % 997) as f32 / 997.0 - 0.5)
+                .collect();
             (a, b)
         })
         .collect();
@@ -220,7 +306,10 @@ fn main() -> Result<()> {
         for (ci, (name, _)) in cands.iter().enumerate() {
             let gf = flops / median(times[si][ci].clone()) / 1e9;
             md.push_str(&format!(" {gf:.1} |"));
-            g.insert((*name).into(), serde_json::json!((gf * 10.0).round() / 10.0));
+            g.insert(
+                (*name).into(),
+                serde_json::json!((gf * 10.0).round() / 10.0),
+            );
         }
         row.insert("gflops".into(), g.into());
         json_rows.push(serde_json::Value::Object(row));
@@ -234,8 +323,11 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let stem = dir.join(format!("matmul-cores-{date}"));
     std::fs::write(stem.with_extension("md"), &md).context("writing the markdown report")?;
-    std::fs::write(stem.with_extension("json"), serde_json::to_string_pretty(&json)?)
-        .context("writing the JSON report")?;
+    std::fs::write(
+        stem.with_extension("json"),
+        serde_json::to_string_pretty(&json)?,
+    )
+    .context("writing the JSON report")?;
     print!("{md}");
     Ok(())
 }

@@ -32,7 +32,10 @@ pub fn widen(t: &Tensor, index: usize) -> Result<Tensor> {
         Tensor::F32(_) | Tensor::F64(_) => Ok(t.clone()),
         Tensor::F16(a) => Ok(Tensor::F32(a.map(|v| v.to_f32()).into_shared())),
         Tensor::BF16(a) => Ok(Tensor::F32(a.map(|v| v.to_f32()).into_shared())),
-        other => Err(KernelError::UnsupportedDType { index, dtype: other.dtype() }),
+        other => Err(KernelError::UnsupportedDType {
+            index,
+            dtype: other.dtype(),
+        }),
     }
 }
 
@@ -44,7 +47,10 @@ pub fn narrow(t: Tensor, dtype: DType) -> Result<Tensor> {
             Ok(Tensor::BF16(a.map(|&v| bf16::from_f32(v)).into_shared()))
         }
         (d, t) if d == t.dtype() => Ok(t.clone()),
-        (d, t) => Err(KernelError::DTypeMismatch(format!("cannot narrow {} to {d}", t.dtype()))),
+        (d, t) => Err(KernelError::DTypeMismatch(format!(
+            "cannot narrow {} to {d}",
+            t.dtype()
+        ))),
     }
 }
 
@@ -52,13 +58,13 @@ pub fn narrow(t: Tensor, dtype: DType) -> Result<Tensor> {
 pub fn same_dtype(inputs: &[Option<&Tensor>]) -> Result<DType> {
     let first = crate::kernel::input(inputs, 0)?.dtype();
     for (i, t) in inputs.iter().enumerate() {
-        if let Some(t) = t {
-            if t.dtype() != first {
-                return Err(KernelError::DTypeMismatch(format!(
-                    "input {i} is {}, input 0 is {first}",
-                    t.dtype()
-                )));
-            }
+        if let Some(t) = t
+            && t.dtype() != first
+        {
+            return Err(KernelError::DTypeMismatch(format!(
+                "input {i} is {}, input 0 is {first}",
+                t.dtype()
+            )));
         }
     }
     Ok(first)

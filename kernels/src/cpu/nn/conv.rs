@@ -8,9 +8,9 @@ use super::common::{Real, contiguous, min_opset, narrow, output, same_dtype, wid
 use super::im2col::{Sweep, im2col};
 use super::matrix::{Layout, gemm};
 use super::spatial::{Geometry, WindowAttrs};
+use crate::Tensor;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
-use crate::Tensor;
 
 /// A built `Conv`.
 #[derive(Debug)]
@@ -22,12 +22,26 @@ pub struct Conv {
 /// Builds `Conv`.
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 1, "Conv")?;
-    spec.attrs.only(&["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"])?;
+    spec.attrs.only(&[
+        "auto_pad",
+        "dilations",
+        "group",
+        "kernel_shape",
+        "pads",
+        "strides",
+    ])?;
     let group = spec.attrs.int("group", 1)?;
-    let group = usize::try_from(group).ok().filter(|&g| g > 0).ok_or_else(|| {
-        KernelError::BadAttribute { name: "group".into(), reason: format!("must be >= 1, got {group}") }
-    })?;
-    Ok(Box::new(Conv { window: WindowAttrs::parse(spec.attrs)?, group }))
+    let group = usize::try_from(group)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| KernelError::BadAttribute {
+            name: "group".into(),
+            reason: format!("must be >= 1, got {group}"),
+        })?;
+    Ok(Box::new(Conv {
+        window: WindowAttrs::parse(spec.attrs)?,
+        group,
+    }))
 }
 
 /// Checked shapes of one convolution call.
@@ -53,13 +67,22 @@ impl Conv {
                 "Conv channels: X has {in_ch}, W is {w:?}, group {g}"
             )));
         }
-        if let Some(b) = b {
-            if b != [out_ch] {
-                return Err(KernelError::Shape(format!("Conv bias shape {b:?}, expected [{out_ch}]")));
-            }
+        if let Some(b) = b
+            && b != [out_ch]
+        {
+            return Err(KernelError::Shape(format!(
+                "Conv bias shape {b:?}, expected [{out_ch}]"
+            )));
         }
         let geo = self.window.resolve(&x[2..], Some(&w[2..]), false)?;
-        Ok(Dims { batch, in_ch, out_ch, group: g, image: x[2..].to_vec(), geo })
+        Ok(Dims {
+            batch,
+            in_ch,
+            out_ch,
+            group: g,
+            image: x[2..].to_vec(),
+            geo,
+        })
     }
 }
 
@@ -105,7 +128,11 @@ fn conv_typed<T: Real>(d: &Dims, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> 
             dilations: &geo.dilations,
             pad_begin: &pad_begin,
         };
-        let mut col = if pointwise { Vec::new() } else { vec![T::ZERO; cg * klen * olen] };
+        let mut col = if pointwise {
+            Vec::new()
+        } else {
+            vec![T::ZERO; cg * klen * olen]
+        };
         for n in 0..d.batch {
             for g in 0..d.group {
                 let img = &xs[(n * d.in_ch + g * cg) * ilen..(n * d.in_ch + (g + 1) * cg) * ilen];
@@ -132,10 +159,12 @@ fn conv_typed<T: Real>(d: &Dims, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> 
     }
     if let Some(b) = b {
         let bs = contiguous::<T>(b)?;
-        y.par_chunks_mut(olen.max(1)).enumerate().for_each(|(r, plane)| {
-            let bias = bs[r % d.out_ch];
-            plane.iter_mut().for_each(|v| *v += bias);
-        });
+        y.par_chunks_mut(olen.max(1))
+            .enumerate()
+            .for_each(|(r, plane)| {
+                let bias = bs[r % d.out_ch];
+                plane.iter_mut().for_each(|v| *v += bias);
+            });
     }
     let mut shape = vec![d.batch, d.out_ch];
     shape.extend_from_slice(&geo.out);
@@ -146,7 +175,13 @@ fn conv_typed<T: Real>(d: &Dims, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> 
 /// handled as a 2-d image of height 1.
 fn depthwise_conv<T: Real>(xs: &[T], ws: &[T], d: &Dims, y: &mut [T]) {
     let geo = &d.geo;
-    let two = |v: &[usize], one: usize| if v.len() == 2 { [v[0], v[1]] } else { [one, v[0]] };
+    let two = |v: &[usize], one: usize| {
+        if v.len() == 2 {
+            [v[0], v[1]]
+        } else {
+            [one, v[0]]
+        }
+    };
     let [ih, iw] = two(&d.image, 1);
     let [oh, ow] = two(&geo.out, 1);
     let [kh, kw] = two(&geo.kernel, 1);
@@ -172,7 +207,11 @@ fn depthwise_conv<T: Real>(xs: &[T], ws: &[T], d: &Dims, y: &mut [T]) {
                     let start = (kx * dw) as i64 - pw as i64;
                     let s = sw as i64;
                     let lo = if start >= 0 { 0 } else { (-start + s - 1) / s };
-                    let hi = if start >= iw as i64 { 0 } else { (iw as i64 - start + s - 1) / s };
+                    let hi = if start >= iw as i64 {
+                        0
+                    } else {
+                        (iw as i64 - start + s - 1) / s
+                    };
                     let (lo, hi) = (lo.min(ow as i64) as usize, hi.min(ow as i64) as usize);
                     if lo >= hi {
                         continue;

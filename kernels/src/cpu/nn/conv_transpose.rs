@@ -7,9 +7,9 @@ use super::common::{Real, contiguous, min_opset, narrow, output, same_dtype, wid
 use super::im2col::{Sweep, col2im};
 use super::matrix::{Layout, gemm};
 use super::spatial::{AutoPad, WindowAttrs};
+use crate::Tensor;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
-use crate::Tensor;
 
 /// A built `ConvTranspose`.
 #[derive(Debug)]
@@ -21,7 +21,9 @@ pub struct ConvTranspose {
 }
 
 fn nonneg(spec: &NodeSpec<'_>, name: &str) -> Result<Option<Vec<usize>>> {
-    let Some(v) = spec.attrs.opt_ints(name)? else { return Ok(None) };
+    let Some(v) = spec.attrs.opt_ints(name)? else {
+        return Ok(None);
+    };
     v.iter()
         .map(|&x| usize::try_from(x))
         .collect::<Result<Vec<_>, _>>()
@@ -46,9 +48,13 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         "strides",
     ])?;
     let group = spec.attrs.int("group", 1)?;
-    let group = usize::try_from(group).ok().filter(|&g| g > 0).ok_or_else(|| {
-        KernelError::BadAttribute { name: "group".into(), reason: format!("must be >= 1, got {group}") }
-    })?;
+    let group = usize::try_from(group)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| KernelError::BadAttribute {
+            name: "group".into(),
+            reason: format!("must be >= 1, got {group}"),
+        })?;
     Ok(Box::new(ConvTranspose {
         window: WindowAttrs::parse(spec.attrs)?,
         group,
@@ -75,7 +81,10 @@ fn geometry(
     }
     // Size of the full (unpadded) result along each dim.
     let full: Vec<i64> = (0..n)
-        .map(|i| (strides[i] * (input[i].max(1) - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1) as i64)
+        .map(|i| {
+            (strides[i] * (input[i].max(1) - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1)
+                as i64
+        })
         .collect();
     let target: Option<Vec<usize>> = match (&ct.output_shape, ct.window.auto_pad) {
         (Some(s), _) if s.len() == n => Some(s.clone()),
@@ -156,22 +165,22 @@ impl ConvTranspose {
         }
         let (cg, mg) = (in_ch / g, wd[1]);
         let out_ch = mg * g;
-        if let Some(b) = b {
-            if b.shape() != [out_ch] {
-                return Err(KernelError::Shape(format!(
-                    "ConvTranspose bias shape {:?}, expected [{out_ch}]",
-                    b.shape()
-                )));
-            }
+        if let Some(b) = b
+            && b.shape() != [out_ch]
+        {
+            return Err(KernelError::Shape(format!(
+                "ConvTranspose bias shape {:?}, expected [{out_ch}]",
+                b.shape()
+            )));
         }
         let kernel = &wd[2..];
         let n = kernel.len();
-        if let Some(k) = &self.window.kernel_shape {
-            if k.as_slice() != kernel {
-                return Err(KernelError::Shape(format!(
-                    "kernel_shape {k:?} differs from the weights' spatial shape {kernel:?}"
-                )));
-            }
+        if let Some(k) = &self.window.kernel_shape
+            && k.as_slice() != kernel
+        {
+            return Err(KernelError::Shape(format!(
+                "kernel_shape {k:?} differs from the weights' spatial shape {kernel:?}"
+            )));
         }
         let strides = self.window.strides.clone().unwrap_or_else(|| vec![1; n]);
         let dilations = self.window.dilations.clone().unwrap_or_else(|| vec![1; n]);
@@ -218,10 +227,12 @@ impl ConvTranspose {
         }
         if let Some(b) = b {
             let bs = contiguous::<T>(b)?;
-            y.par_chunks_mut(olen.max(1)).enumerate().for_each(|(r, plane)| {
-                let bias = bs[r % out_ch];
-                plane.iter_mut().for_each(|v| *v += bias);
-            });
+            y.par_chunks_mut(olen.max(1))
+                .enumerate()
+                .for_each(|(r, plane)| {
+                    let bias = bs[r % out_ch];
+                    plane.iter_mut().for_each(|v| *v += bias);
+                });
         }
         let mut shape = vec![batch, out_ch];
         shape.extend_from_slice(&out);

@@ -25,14 +25,22 @@ pub struct Einsum {
 }
 
 fn bad(reason: String) -> KernelError {
-    KernelError::BadAttribute { name: "equation".into(), reason }
+    KernelError::BadAttribute {
+        name: "equation".into(),
+        reason,
+    }
 }
 
 /// Builds `Einsum`.
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 12, "Einsum")?;
     spec.attrs.only(&["equation"])?;
-    let eq: String = spec.attrs.string("equation", "")?.chars().filter(|c| !c.is_whitespace()).collect();
+    let eq: String = spec
+        .attrs
+        .string("equation", "")?
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
     let (lhs, out) = match eq.split_once("->") {
         Some((l, r)) => (l.to_string(), Some(r.to_string())),
         None => (eq.clone(), None),
@@ -51,7 +59,10 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             spec.num_inputs
         )));
     }
-    Ok(Box::new(Einsum { inputs, output: out }))
+    Ok(Box::new(Einsum {
+        inputs,
+        output: out,
+    }))
 }
 
 /// Expands a term for an operand of `rank` dims into labels (ellipsis dims right-aligned to
@@ -93,7 +104,10 @@ fn dedup<T: Copy>(a: ArrayD<T>, l: Vec<Label>) -> Result<Operand<T>> {
     if uniq.len() == l.len() {
         return Ok(Operand { a, l });
     }
-    let shape: Vec<usize> = uniq.iter().map(|u| a.shape()[l.iter().position(|x| x == u).unwrap_or(0)]).collect();
+    let shape: Vec<usize> = uniq
+        .iter()
+        .map(|u| a.shape()[l.iter().position(|x| x == u).unwrap_or(0)])
+        .collect();
     let mut out = Vec::with_capacity(shape.iter().product());
     let mut idx = vec![0usize; uniq.len()];
     let total: usize = shape.iter().product();
@@ -111,7 +125,8 @@ fn dedup<T: Copy>(a: ArrayD<T>, l: Vec<Label>) -> Result<Operand<T>> {
             idx[d] = 0;
         }
     }
-    let a = ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(|e| KernelError::Shape(e.to_string()))?;
+    let a = ArrayD::from_shape_vec(IxDyn(&shape), out)
+        .map_err(|e| KernelError::Shape(e.to_string()))?;
     Ok(Operand { a, l: uniq })
 }
 
@@ -141,11 +156,17 @@ fn contract<T: MatElem + num_traits::Zero>(
     let left: Vec<Label> = x.l.iter().copied().filter(|l| !both.contains(l)).collect();
     let right: Vec<Label> = y.l.iter().copied().filter(|l| !both.contains(l)).collect();
     let arrange = |op: &Operand<T>, order: &[Label]| -> Result<Vec<T>> {
-        let perm: Vec<usize> = order.iter().map(|l| op.l.iter().position(|x| x == l).unwrap_or(0)).collect();
+        let perm: Vec<usize> = order
+            .iter()
+            .map(|l| op.l.iter().position(|x| x == l).unwrap_or(0))
+            .collect();
         let shape: Vec<usize> = order.iter().map(|l| size[l]).collect();
         let v = op.a.view().permuted_axes(IxDyn(&perm));
         let v = v.broadcast(IxDyn(&shape)).ok_or_else(|| {
-            KernelError::Shape(format!("Einsum operand dims {:?} do not broadcast to {shape:?}", op.a.shape()))
+            KernelError::Shape(format!(
+                "Einsum operand dims {:?} do not broadcast to {shape:?}",
+                op.a.shape()
+            ))
         })?;
         Ok(v.iter().copied().collect())
     };
@@ -157,7 +178,8 @@ fn contract<T: MatElem + num_traits::Zero>(
     let out = batched(&p, &xa, &ya)?;
     let l = [batch.as_slice(), &left, &right].concat();
     let shape: Vec<usize> = l.iter().map(|x| size[x]).collect();
-    let a = ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(|e| KernelError::Shape(e.to_string()))?;
+    let a = ArrayD::from_shape_vec(IxDyn(&shape), out)
+        .map_err(|e| KernelError::Shape(e.to_string()))?;
     Ok(Operand { a, l })
 }
 
@@ -177,7 +199,9 @@ impl Einsum {
             for (&lab, &d) in l.iter().zip(t.shape()) {
                 let e = size.entry(lab).or_insert(d);
                 if *e != d && *e != 1 && d != 1 {
-                    return Err(KernelError::Shape(format!("Einsum label sizes {e} and {d} differ")));
+                    return Err(KernelError::Shape(format!(
+                        "Einsum label sizes {e} and {d} differ"
+                    )));
                 }
                 *e = (*e).max(d);
             }
@@ -185,9 +209,16 @@ impl Einsum {
         }
         let out: Vec<Label> = match &self.output {
             Some(o) => {
-                let l = labels(o, o.replace("...", "").len() + if o.contains("...") { ell } else { 0 }, ell)?;
+                let l = labels(
+                    o,
+                    o.replace("...", "").len() + if o.contains("...") { ell } else { 0 },
+                    ell,
+                )?;
                 if let Some(x) = l.iter().find(|x| !size.contains_key(x)) {
-                    return Err(bad(format!("output label {:?} is not in any input", char::from_u32(*x))));
+                    return Err(bad(format!(
+                        "output label {:?} is not in any input",
+                        char::from_u32(*x)
+                    )));
                 }
                 l
             }
@@ -204,7 +235,9 @@ impl Einsum {
             }
         };
         let mut ops = ops.into_iter();
-        let mut acc = ops.next().ok_or_else(|| KernelError::Arity("Einsum needs an input".into()))?;
+        let mut acc = ops
+            .next()
+            .ok_or_else(|| KernelError::Arity("Einsum needs an input".into()))?;
         let rest: Vec<Operand<T>> = ops.collect();
         if rest.is_empty() {
             acc = sum_out(acc, &out);
@@ -214,27 +247,47 @@ impl Einsum {
             for later in &rest[i + 1..] {
                 keep.extend(&later.l);
             }
-            let next = Operand { a: next.a.clone(), l: next.l.clone() };
+            let next = Operand {
+                a: next.a.clone(),
+                l: next.l.clone(),
+            };
             acc = contract(acc, next, &keep, &size)?;
         }
-        let perm: Vec<usize> = out.iter().map(|l| acc.l.iter().position(|x| x == l).unwrap_or(0)).collect();
+        let perm: Vec<usize> = out
+            .iter()
+            .map(|l| acc.l.iter().position(|x| x == l).unwrap_or(0))
+            .collect();
         let shape: Vec<usize> = out.iter().map(|l| size[l]).collect();
         let v = acc.a.view().permuted_axes(IxDyn(&perm));
-        let v = v.broadcast(IxDyn(&shape)).ok_or_else(|| KernelError::Shape("Einsum output broadcast".into()))?;
+        let v = v
+            .broadcast(IxDyn(&shape))
+            .ok_or_else(|| KernelError::Shape("Einsum output broadcast".into()))?;
         Ok(T::into_tensor(v.to_owned().into_shared()))
     }
 }
 
 impl Kernel for Einsum {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-        let ts: Vec<&Tensor> = (0..inputs.len()).map(|i| crate::kernel::input(inputs, i)).collect::<Result<_>>()?;
-        let dtype = ts.first().map(|t| t.dtype()).ok_or_else(|| KernelError::Arity("Einsum needs an input".into()))?;
+        let ts: Vec<&Tensor> = (0..inputs.len())
+            .map(|i| crate::kernel::input(inputs, i))
+            .collect::<Result<_>>()?;
+        let dtype = ts
+            .first()
+            .map(|t| t.dtype())
+            .ok_or_else(|| KernelError::Arity("Einsum needs an input".into()))?;
         if let Some(t) = ts.iter().find(|t| t.dtype() != dtype) {
-            return Err(KernelError::DTypeMismatch(format!("Einsum of {dtype} and {}", t.dtype())));
+            return Err(KernelError::DTypeMismatch(format!(
+                "Einsum of {dtype} and {}",
+                t.dtype()
+            )));
         }
         let y = match dtype {
             DType::F32 | DType::F16 | DType::BF16 => {
-                let w: Vec<Tensor> = ts.iter().enumerate().map(|(i, t)| widen(t, i)).collect::<Result<_>>()?;
+                let w: Vec<Tensor> = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| widen(t, i))
+                    .collect::<Result<_>>()?;
                 narrow(self.typed::<f32>(&w.iter().collect::<Vec<_>>())?, dtype)?
             }
             DType::F64 => self.typed::<f64>(&ts)?,
@@ -242,7 +295,12 @@ impl Kernel for Einsum {
             DType::I64 => self.typed::<i64>(&ts)?,
             DType::U32 => self.typed::<u32>(&ts)?,
             DType::U64 => self.typed::<u64>(&ts)?,
-            other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other }),
+            other => {
+                return Err(KernelError::UnsupportedDType {
+                    index: 0,
+                    dtype: other,
+                });
+            }
         };
         Ok(vec![y])
     }

@@ -25,7 +25,10 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         match spec.attrs.int(name, 0)? {
             0 => Ok(false),
             1 => Ok(true),
-            v => Err(KernelError::BadAttribute { name: name.into(), reason: format!("must be 0 or 1, got {v}") }),
+            v => Err(KernelError::BadAttribute {
+                name: name.into(),
+                reason: format!("must be 0 or 1, got {v}"),
+            }),
         }
     };
     Ok(Box::new(Gemm {
@@ -66,7 +69,9 @@ impl Gemm {
     fn typed<T: GemmElem>(&self, a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Result<Tensor> {
         let (sa, sb) = (a.shape(), b.shape());
         if sa.len() != 2 || sb.len() != 2 {
-            return Err(KernelError::Shape(format!("Gemm needs 2-d A and B, got {sa:?}, {sb:?}")));
+            return Err(KernelError::Shape(format!(
+                "Gemm needs 2-d A and B, got {sa:?}, {sb:?}"
+            )));
         }
         let la = Layout::row_major(sa[0], sa[1]);
         let la = if self.trans_a { la.t() } else { la };
@@ -103,13 +108,22 @@ impl Gemm {
             let cs = contiguous::<T>(c)?;
             for i in 0..m {
                 for j in 0..n {
-                    y[i * n + j] = cs[(if cr == 1 { 0 } else { i }) * cc + if cc == 1 { 0 } else { j }];
+                    y[i * n + j] =
+                        cs[(if cr == 1 { 0 } else { i }) * cc + if cc == 1 { 0 } else { j }];
                 }
             }
             beta_eff = beta;
         }
-        gemm(alpha, &contiguous::<T>(a)?, la, &contiguous::<T>(b)?, lb, beta_eff, &mut y,
-            Layout::row_major(m, n))?;
+        gemm(
+            alpha,
+            &contiguous::<T>(a)?,
+            la,
+            &contiguous::<T>(b)?,
+            lb,
+            beta_eff,
+            &mut y,
+            Layout::row_major(m, n),
+        )?;
         output(&[m, n], y)
     }
 }
@@ -117,17 +131,21 @@ impl Gemm {
 impl Kernel for Gemm {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let (a, b) = (input(inputs, 0)?, input(inputs, 1)?);
-        let c = if self.c_optional { opt_input(inputs, 2) } else { Some(input(inputs, 2)?) };
+        let c = if self.c_optional {
+            opt_input(inputs, 2)
+        } else {
+            Some(input(inputs, 2)?)
+        };
         let dtype = a.dtype();
         for (i, t) in [Some(b), c].into_iter().enumerate() {
-            if let Some(t) = t {
-                if t.dtype() != dtype {
-                    return Err(KernelError::DTypeMismatch(format!(
-                        "Gemm input {} is {}, A is {dtype}",
-                        i + 1,
-                        t.dtype()
-                    )));
-                }
+            if let Some(t) = t
+                && t.dtype() != dtype
+            {
+                return Err(KernelError::DTypeMismatch(format!(
+                    "Gemm input {} is {}, A is {dtype}",
+                    i + 1,
+                    t.dtype()
+                )));
             }
         }
         let y = match dtype {
@@ -141,7 +159,12 @@ impl Kernel for Gemm {
             DType::I64 => self.typed::<i64>(a, b, c)?,
             DType::U32 => self.typed::<u32>(a, b, c)?,
             DType::U64 => self.typed::<u64>(a, b, c)?,
-            other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other }),
+            other => {
+                return Err(KernelError::UnsupportedDType {
+                    index: 0,
+                    dtype: other,
+                });
+            }
         };
         Ok(vec![y])
     }

@@ -81,7 +81,11 @@ impl Sweep<'_> {
         let g = self.grid[last] as i64;
         // first o with start + o*s >= 0, and first o with start + o*s >= w.
         let lo = if start >= 0 { 0 } else { (-start + s - 1) / s };
-        let hi = if start >= w { 0 } else { (w - start + s - 1) / s };
+        let hi = if start >= w {
+            0
+        } else {
+            (w - start + s - 1) / s
+        };
         (lo.clamp(0, g) as usize, hi.clamp(0, g) as usize, start)
     }
 }
@@ -102,31 +106,34 @@ pub fn im2col<T: MatElem>(image: &[T], channels: usize, sweep: &Sweep<'_>, col: 
     }
     let last = sweep.image.len() - 1;
     let s = sweep.strides[last];
-    col[..channels * klen * glen].par_chunks_mut(glen).enumerate().for_each(|(r, dst)| {
-        let (c, k) = (r / klen, r % klen);
-        let plane = &image[c * ilen..(c + 1) * ilen];
-        let mut koff = vec![0; sweep.kernel.len()];
-        unravel(k, sweep.kernel, &mut koff);
-        let (lo, hi, start) = sweep.inner_range(koff[last]);
-        sweep.for_each_row(&koff, |g0, base| {
-            let row = &mut dst[g0..g0 + sweep.grid[last]];
-            match base {
-                Some(b) if lo < hi => {
-                    row[..lo].fill(T::ZERO);
-                    row[hi..].fill(T::ZERO);
-                    let first = (b as i64 + start + (lo * s) as i64) as usize;
-                    if s == 1 {
-                        row[lo..hi].copy_from_slice(&plane[first..first + (hi - lo)]);
-                    } else {
-                        for (j, v) in row[lo..hi].iter_mut().enumerate() {
-                            *v = plane[first + j * s];
+    col[..channels * klen * glen]
+        .par_chunks_mut(glen)
+        .enumerate()
+        .for_each(|(r, dst)| {
+            let (c, k) = (r / klen, r % klen);
+            let plane = &image[c * ilen..(c + 1) * ilen];
+            let mut koff = vec![0; sweep.kernel.len()];
+            unravel(k, sweep.kernel, &mut koff);
+            let (lo, hi, start) = sweep.inner_range(koff[last]);
+            sweep.for_each_row(&koff, |g0, base| {
+                let row = &mut dst[g0..g0 + sweep.grid[last]];
+                match base {
+                    Some(b) if lo < hi => {
+                        row[..lo].fill(T::ZERO);
+                        row[hi..].fill(T::ZERO);
+                        let first = (b as i64 + start + (lo * s) as i64) as usize;
+                        if s == 1 {
+                            row[lo..hi].copy_from_slice(&plane[first..first + (hi - lo)]);
+                        } else {
+                            for (j, v) in row[lo..hi].iter_mut().enumerate() {
+                                *v = plane[first + j * s];
+                            }
                         }
                     }
+                    _ => row.fill(T::ZERO),
                 }
-                _ => row.fill(T::ZERO),
-            }
+            });
         });
-    });
 }
 
 /// Adds `col` (`channels * kernel_len` rows by `grid_len` columns) into `image` (`channels`
@@ -143,23 +150,26 @@ pub fn col2im<T: MatElem + std::ops::AddAssign>(
     }
     let last = sweep.image.len() - 1;
     let s = sweep.strides[last];
-    image[..channels * ilen].par_chunks_mut(ilen).enumerate().for_each(|(c, plane)| {
-        let mut koff = vec![0; sweep.kernel.len()];
-        for k in 0..klen {
-            let src = &col[(c * klen + k) * glen..(c * klen + k + 1) * glen];
-            unravel(k, sweep.kernel, &mut koff);
-            let (lo, hi, start) = sweep.inner_range(koff[last]);
-            if lo >= hi {
-                continue;
-            }
-            sweep.for_each_row(&koff, |g0, base| {
-                if let Some(b) = base {
-                    let first = (b as i64 + start + (lo * s) as i64) as usize;
-                    for (j, &v) in src[g0 + lo..g0 + hi].iter().enumerate() {
-                        plane[first + j * s] += v;
-                    }
+    image[..channels * ilen]
+        .par_chunks_mut(ilen)
+        .enumerate()
+        .for_each(|(c, plane)| {
+            let mut koff = vec![0; sweep.kernel.len()];
+            for k in 0..klen {
+                let src = &col[(c * klen + k) * glen..(c * klen + k + 1) * glen];
+                unravel(k, sweep.kernel, &mut koff);
+                let (lo, hi, start) = sweep.inner_range(koff[last]);
+                if lo >= hi {
+                    continue;
                 }
-            });
-        }
-    });
+                sweep.for_each_row(&koff, |g0, base| {
+                    if let Some(b) = base {
+                        let first = (b as i64 + start + (lo * s) as i64) as usize;
+                        for (j, &v) in src[g0 + lo..g0 + hi].iter().enumerate() {
+                            plane[first + j * s] += v;
+                        }
+                    }
+                });
+            }
+        });
 }

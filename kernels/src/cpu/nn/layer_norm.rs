@@ -5,9 +5,9 @@ use ndarray::IxDyn;
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, widen};
+use crate::Tensor;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
-use crate::Tensor;
 
 /// A built `LayerNormalization`.
 #[derive(Debug)]
@@ -29,7 +29,10 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         });
     }
     if !(1..=3).contains(&spec.num_outputs) {
-        return Err(KernelError::Arity(format!("{} outputs, expected 1 to 3", spec.num_outputs)));
+        return Err(KernelError::Arity(format!(
+            "{} outputs, expected 1 to 3",
+            spec.num_outputs
+        )));
     }
     Ok(Box::new(LayerNorm {
         axis: spec.attrs.int("axis", -1)?,
@@ -43,13 +46,22 @@ fn param(t: &Tensor, norm: &[usize], what: &str) -> Result<Vec<f64>> {
     let a = ndarray::ArrayD::from_shape_vec(IxDyn(t.shape()), t.to_f64_vec()?)
         .map_err(|e| KernelError::Shape(e.to_string()))?;
     let b = a.broadcast(IxDyn(norm)).ok_or_else(|| {
-        KernelError::Shape(format!("{what} of shape {:?} does not broadcast to {norm:?}", t.shape()))
+        KernelError::Shape(format!(
+            "{what} of shape {:?} does not broadcast to {norm:?}",
+            t.shape()
+        ))
     })?;
     Ok(b.iter().copied().collect())
 }
 
 impl LayerNorm {
-    fn typed<T: Real>(&self, x: &Tensor, axis: usize, scale: &[f64], bias: Option<&[f64]>) -> Result<Vec<Tensor>> {
+    fn typed<T: Real>(
+        &self,
+        x: &Tensor,
+        axis: usize,
+        scale: &[f64],
+        bias: Option<&[f64]>,
+    ) -> Result<Vec<Tensor>> {
         let shape = x.shape();
         let inner: usize = shape[axis..].iter().product();
         let outer: usize = shape[..axis].iter().product();
@@ -57,8 +69,10 @@ impl LayerNorm {
         let mut y = vec![T::ZERO; xs.len()];
         let mut stats = vec![(0f32, 0f32); outer];
         if inner > 0 {
-            y.par_chunks_mut(inner).zip(xs.par_chunks(inner)).zip(stats.par_iter_mut()).for_each(
-                |((yr, xr), st)| {
+            y.par_chunks_mut(inner)
+                .zip(xs.par_chunks(inner))
+                .zip(stats.par_iter_mut())
+                .for_each(|((yr, xr), st)| {
                     let f = |v: &T| v.to_f64().unwrap_or(f64::NAN);
                     let mean = xr.iter().map(f).sum::<f64>() / inner as f64;
                     let var = xr.iter().map(|v| (f(v) - mean).powi(2)).sum::<f64>() / inner as f64;
@@ -68,8 +82,7 @@ impl LayerNorm {
                         *o = T::of((f(v) - mean) * inv * scale[i] + b);
                     }
                     *st = (mean as f32, inv as f32);
-                },
-            );
+                });
         }
         let mut outs = vec![output(shape, y)?];
         let mut sshape = shape[..axis].to_vec();
@@ -89,7 +102,11 @@ impl Kernel for LayerNorm {
         let x = input(inputs, 0)?;
         let dtype = x.dtype();
         let rank = x.rank() as i64;
-        let axis = if self.axis < 0 { self.axis + rank } else { self.axis };
+        let axis = if self.axis < 0 {
+            self.axis + rank
+        } else {
+            self.axis
+        };
         if axis < 0 || axis >= rank.max(1) {
             return Err(KernelError::BadAttribute {
                 name: "axis".into(),
@@ -100,10 +117,15 @@ impl Kernel for LayerNorm {
         let norm = &x.shape()[axis..];
         let scale = input(inputs, 1)?;
         if scale.dtype() != dtype {
-            return Err(KernelError::DTypeMismatch(format!("Scale is {}, X is {dtype}", scale.dtype())));
+            return Err(KernelError::DTypeMismatch(format!(
+                "Scale is {}, X is {dtype}",
+                scale.dtype()
+            )));
         }
         let scale = param(scale, norm, "Scale")?;
-        let bias = opt_input(inputs, 2).map(|b| param(b, norm, "B")).transpose()?;
+        let bias = opt_input(inputs, 2)
+            .map(|b| param(b, norm, "B"))
+            .transpose()?;
         let w = widen(x, 0)?;
         let mut outs = match w {
             Tensor::F64(_) => self.typed::<f64>(&w, axis, &scale, bias.as_deref())?,

@@ -4,9 +4,9 @@
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, widen};
+use crate::Tensor;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
-use crate::Tensor;
 
 /// A built `LRN`.
 #[derive(Debug)]
@@ -22,10 +22,13 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 1, "LRN")?;
     spec.attrs.only(&["alpha", "beta", "bias", "size"])?;
     let size = spec.attrs.req_int("size")?;
-    let size = usize::try_from(size).ok().filter(|&s| s > 0).ok_or_else(|| KernelError::BadAttribute {
-        name: "size".into(),
-        reason: format!("must be >= 1, got {size}"),
-    })?;
+    let size = usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .ok_or_else(|| KernelError::BadAttribute {
+            name: "size".into(),
+            reason: format!("must be >= 1, got {size}"),
+        })?;
     Ok(Box::new(Lrn {
         alpha: spec.attrs.float("alpha", 1e-4)? as f64,
         beta: spec.attrs.float("beta", 0.75)? as f64,
@@ -38,7 +41,9 @@ impl Lrn {
     fn typed<T: Real>(&self, x: &Tensor) -> Result<Tensor> {
         let shape = x.shape();
         if shape.len() < 3 {
-            return Err(KernelError::Shape(format!("LRN needs rank >= 3, got {shape:?}")));
+            return Err(KernelError::Shape(format!(
+                "LRN needs rank >= 3, got {shape:?}"
+            )));
         }
         let c = shape[1];
         let plane: usize = shape[2..].iter().product();
@@ -57,7 +62,8 @@ impl Lrn {
                         sq += v * v;
                     }
                     let v = xs[r * plane + i].to_f64().unwrap_or(f64::NAN);
-                    *o = T::of(v / (self.bias + self.alpha / self.size as f64 * sq).powf(self.beta));
+                    *o =
+                        T::of(v / (self.bias + self.alpha / self.size as f64 * sq).powf(self.beta));
                 }
             });
         }

@@ -42,23 +42,43 @@ pub struct BatchPlan {
 /// Plans `a @ b` for row-major contiguous operands of shapes `a` and `b` (numpy rules).
 pub fn plan(a: &[usize], b: &[usize]) -> Result<BatchPlan> {
     if a.is_empty() || b.is_empty() {
-        return Err(KernelError::Shape("MatMul operands must have rank >= 1".into()));
+        return Err(KernelError::Shape(
+            "MatMul operands must have rank >= 1".into(),
+        ));
     }
-    let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
-    let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     if k != kb {
-        return Err(KernelError::Shape(format!("MatMul inner dims differ: {a:?} @ {b:?}")));
+        return Err(KernelError::Shape(format!(
+            "MatMul inner dims differ: {a:?} @ {b:?}"
+        )));
     }
     let (ab, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
     let rank = ab.len().max(bb.len());
-    let dim = |s: &[usize], i: usize| if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 };
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= rank {
+            s[i + s.len() - rank]
+        } else {
+            1
+        }
+    };
     let mut batch = Vec::with_capacity(rank);
     for i in 0..rank {
         let (x, y) = (dim(ab, i), dim(bb, i));
         if x != y && x != 1 && y != 1 {
-            return Err(KernelError::Shape(format!("MatMul batch dims do not broadcast: {a:?} @ {b:?}")));
+            return Err(KernelError::Shape(format!(
+                "MatMul batch dims do not broadcast: {a:?} @ {b:?}"
+            )));
         }
         batch.push(if x == 1 { y } else { x });
     }
@@ -96,7 +116,13 @@ pub fn plan(a: &[usize], b: &[usize]) -> Result<BatchPlan> {
     if b.len() > 1 {
         out_shape.push(n);
     }
-    Ok(BatchPlan { m, k, n, offsets, out_shape })
+    Ok(BatchPlan {
+        m,
+        k,
+        n,
+        offsets,
+        out_shape,
+    })
 }
 
 /// Runs a planned batched product on contiguous data.
@@ -119,9 +145,15 @@ pub fn batched<T: MatElem>(p: &BatchPlan, a: &[T], b: &[T]) -> Result<Vec<T>> {
         )
     };
     if p.offsets.len() > 1 && m * k * n < SMALL_MATRIX_WORK {
-        p.offsets.par_iter().zip(y.par_chunks_mut(m * n)).try_for_each(one)?;
+        p.offsets
+            .par_iter()
+            .zip(y.par_chunks_mut(m * n))
+            .try_for_each(one)?;
     } else {
-        p.offsets.iter().zip(y.chunks_mut(m * n)).try_for_each(one)?;
+        p.offsets
+            .iter()
+            .zip(y.chunks_mut(m * n))
+            .try_for_each(one)?;
     }
     Ok(y)
 }
@@ -152,7 +184,12 @@ impl Kernel for MatMul {
             DType::I64 => typed::<i64>(a, b)?,
             DType::U32 => typed::<u32>(a, b)?,
             DType::U64 => typed::<u64>(a, b)?,
-            other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other }),
+            other => {
+                return Err(KernelError::UnsupportedDType {
+                    index: 0,
+                    dtype: other,
+                });
+            }
         };
         Ok(vec![y])
     }

@@ -27,12 +27,22 @@ pub struct Layout {
 impl Layout {
     /// A dense row-major `rows x cols` matrix.
     pub fn row_major(rows: usize, cols: usize) -> Self {
-        Layout { rows, cols, rs: cols, cs: 1 }
+        Layout {
+            rows,
+            cols,
+            rs: cols,
+            cs: 1,
+        }
     }
 
     /// The same storage read as its transpose.
     pub fn t(self) -> Self {
-        Layout { rows: self.cols, cols: self.rows, rs: self.cs, cs: self.rs }
+        Layout {
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+        }
     }
 
     /// Number of slice elements this layout needs (0 for an empty matrix).
@@ -107,7 +117,9 @@ pub fn gemm<T: MatElem>(
     lb.check(b.len(), "B")?;
     lc.check(c.len(), "C")?;
     if lc.rows > 1 && lc.cols > 1 && (lc.rs == 0 || lc.cs == 0) {
-        return Err(KernelError::Shape("output matrix rows or columns alias".into()));
+        return Err(KernelError::Shape(
+            "output matrix rows or columns alias".into(),
+        ));
     }
     // SAFETY: all three layouts were checked against their slices just above.
     unsafe { T::gemm_unchecked(alpha, a, la, b, lb, beta, c, lc) };
@@ -143,7 +155,11 @@ unsafe fn naive_gemm<T: MatElem>(
             // SAFETY: as above.
             unsafe {
                 let old = *c.get_unchecked(dst);
-                let scaled = if beta == T::ZERO { T::ZERO } else { T::mul(beta, old) };
+                let scaled = if beta == T::ZERO {
+                    T::ZERO
+                } else {
+                    T::mul(beta, old)
+                };
                 *c.get_unchecked_mut(dst) = T::mul_add(alpha, acc, scaled);
             }
         }
@@ -209,14 +225,33 @@ macro_rules! float_elem {
                     unsafe { gemv_cols(alpha, a, la.cs, b, lb, beta, c) };
                     return;
                 }
+                if m == 1 && lb.rs == 1 {
+                    // y^T = x^T B with B = W^T, W row-contiguous (Gemm transB): y = W x.
+                    unsafe { gemv_rows(alpha, b, lb.t(), a, la.cs, beta, c, lc.cs) };
+                    return;
+                }
+                if n == 1 && la.rs == 1 && lc.rs == 1 {
+                    // y = A x with A = V^T, V row-contiguous (Gemm transA): y^T = x^T V.
+                    unsafe { gemv_cols(alpha, b, lb.rs, a, la.t(), beta, c) };
+                    return;
+                }
                 // SAFETY: layouts checked by the caller; strides fit isize for any real buffer.
                 unsafe {
                     $mm(
-                        m, k, n, alpha,
-                        a.as_ptr(), la.rs as isize, la.cs as isize,
-                        b.as_ptr(), lb.rs as isize, lb.cs as isize,
+                        m,
+                        k,
+                        n,
+                        alpha,
+                        a.as_ptr(),
+                        la.rs as isize,
+                        la.cs as isize,
+                        b.as_ptr(),
+                        lb.rs as isize,
+                        lb.cs as isize,
                         beta,
-                        c.as_mut_ptr(), lc.rs as isize, lc.cs as isize,
+                        c.as_mut_ptr(),
+                        lc.rs as isize,
+                        lc.cs as isize,
                     )
                 }
             }
@@ -237,21 +272,21 @@ unsafe fn dot<T: MatElem + std::ops::Add<Output = T>>(row: &[T], x: &[T], xs: us
     let chunks = row.len() / 8;
     if xs == 1 {
         for ch in 0..chunks {
-            for l in 0..8 {
+            for (l, a) in acc.iter_mut().enumerate() {
                 let p = ch * 8 + l;
                 // SAFETY: p < row.len(), and x has at least row.len() elements (caller).
                 unsafe {
-                    acc[l] = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p), acc[l]);
+                    *a = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p), *a);
                 }
             }
         }
     } else {
         for ch in 0..chunks {
-            for l in 0..8 {
+            for (l, a) in acc.iter_mut().enumerate() {
                 let p = ch * 8 + l;
                 // SAFETY: as above with stride xs.
                 unsafe {
-                    acc[l] = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p * xs), acc[l]);
+                    *a = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p * xs), *a);
                 }
             }
         }
@@ -262,6 +297,32 @@ unsafe fn dot<T: MatElem + std::ops::Add<Output = T>>(row: &[T], x: &[T], xs: us
         unsafe { tail = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p * xs), tail) };
     }
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// [`dot`] compiled for AVX2 + FMA.
+///
+/// # Safety
+/// As [`dot`], and the CPU supports AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2<T: MatElem + std::ops::Add<Output = T>>(row: &[T], x: &[T], xs: usize) -> T {
+    // SAFETY: forwarded from the caller.
+    unsafe { dot(row, x, xs) }
+}
+
+/// [`dot`] with the widest vector instructions the CPU has.
+///
+/// # Safety
+/// As [`dot`].
+#[inline]
+unsafe fn dot_dispatch<T: MatElem + std::ops::Add<Output = T>>(row: &[T], x: &[T], xs: usize) -> T {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: features checked just above; bounds forwarded from the caller.
+        return unsafe { dot_avx2(row, x, xs) };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { dot(row, x, xs) }
 }
 
 /// `c[i * cs] = alpha * dot(A[i, :], x) + beta * c[i * cs]` for a row-contiguous A.
@@ -283,19 +344,25 @@ unsafe fn gemv_rows<T: MatElem + std::ops::Add<Output = T>>(
     let one_row = |i: usize, out: &mut T| {
         let row = &a[i * la.rs..i * la.rs + k];
         // SAFETY: x spans (k - 1) * xs + 1 elements (layout checked).
-        let d = unsafe { dot(row, x, xs) };
-        let scaled = if beta == T::ZERO { T::ZERO } else { T::mul(beta, *out) };
+        let d = unsafe { dot_dispatch(row, x, xs) };
+        let scaled = if beta == T::ZERO {
+            T::ZERO
+        } else {
+            T::mul(beta, *out)
+        };
         *out = T::mul_add(alpha, d, scaled);
     };
     if cs == 1 {
         let out = &mut c[..la.rows];
         if la.rows * k >= GEMV_PARALLEL_WORK {
             let rows_per_task = (GEMV_PARALLEL_WORK / k.max(1)).max(4);
-            out.par_chunks_mut(rows_per_task).enumerate().for_each(|(t, chunk)| {
-                for (r, o) in chunk.iter_mut().enumerate() {
-                    one_row(t * rows_per_task + r, o);
-                }
-            });
+            out.par_chunks_mut(rows_per_task)
+                .enumerate()
+                .for_each(|(t, chunk)| {
+                    for (r, o) in chunk.iter_mut().enumerate() {
+                        one_row(t * rows_per_task + r, o);
+                    }
+                });
         } else {
             for (i, o) in out.iter_mut().enumerate() {
                 one_row(i, o);
@@ -333,14 +400,20 @@ unsafe fn gemv_cols<T: MatElem>(
             }
         }
         for (o, a) in out.iter_mut().zip(acc) {
-            let scaled = if beta == T::ZERO { T::ZERO } else { T::mul(beta, *o) };
+            let scaled = if beta == T::ZERO {
+                T::ZERO
+            } else {
+                T::mul(beta, *o)
+            };
             *o = T::mul_add(alpha, a, scaled);
         }
     };
     let out = &mut c[..n];
     const BLOCK: usize = 512;
     if n * lb.rows >= GEMV_PARALLEL_WORK {
-        out.par_chunks_mut(BLOCK).enumerate().for_each(|(t, chunk)| columns(t * BLOCK, chunk));
+        out.par_chunks_mut(BLOCK)
+            .enumerate()
+            .for_each(|(t, chunk)| columns(t * BLOCK, chunk));
     } else {
         for (t, chunk) in out.chunks_mut(BLOCK).enumerate() {
             columns(t * BLOCK, chunk);
@@ -363,30 +436,97 @@ mod tests {
     }
 
     fn data(len: usize, seed: u64) -> Vec<f64> {
-        (0..len).map(|i| ((i as u64 * 2654435761 + seed) % 97) as f64 / 17.0 - 2.5).collect()
+        (0..len)
+            .map(|i| ((i as u64 * 2654435761 + seed) % 97) as f64 / 17.0 - 2.5)
+            .collect()
     }
 
     #[test]
     fn shapes_agree_with_triple_loop() {
-        for &(m, k, n) in &[(3, 4, 5), (1, 37, 19), (41, 33, 1), (1, 1, 1), (17, 0, 3), (70, 300, 1)] {
+        for &(m, k, n) in &[
+            (3, 4, 5),
+            (1, 37, 19),
+            (41, 33, 1),
+            (1, 1, 1),
+            (17, 0, 3),
+            (70, 300, 1),
+        ] {
             let a = data(m * k, 1);
             let b = data(k * n, 7);
             let want = reference(&a, &b, m, k, n);
             let mut c = vec![f64::NAN; m * n];
-            gemm(1.0, &a, Layout::row_major(m, k), &b, Layout::row_major(k, n), 0.0, &mut c,
-                Layout::row_major(m, n)).unwrap();
+            gemm(
+                1.0,
+                &a,
+                Layout::row_major(m, k),
+                &b,
+                Layout::row_major(k, n),
+                0.0,
+                &mut c,
+                Layout::row_major(m, n),
+            )
+            .unwrap();
             for (x, y) in c.iter().zip(&want) {
                 assert!((x - y).abs() < 1e-9, "{m}x{k}x{n}: {x} vs {y}");
             }
             let af: Vec<f32> = a.iter().map(|&v| v as f32).collect();
             let bf: Vec<f32> = b.iter().map(|&v| v as f32).collect();
             let mut cf = vec![1.0f32; m * n];
-            gemm(2.0, &af, Layout::row_major(m, k), &bf, Layout::row_major(k, n), 0.5, &mut cf,
-                Layout::row_major(m, n)).unwrap();
+            gemm(
+                2.0,
+                &af,
+                Layout::row_major(m, k),
+                &bf,
+                Layout::row_major(k, n),
+                0.5,
+                &mut cf,
+                Layout::row_major(m, n),
+            )
+            .unwrap();
             for (x, y) in cf.iter().zip(&want) {
                 assert!((*x as f64 - (2.0 * y + 0.5)).abs() < 1e-3, "{m}x{k}x{n}");
             }
         }
+    }
+
+    #[test]
+    fn transposed_vector_shapes() {
+        // x^T W^T (Gemm transB with one row) and V^T x (Gemm transA with one column).
+        let (k, n) = (37, 23);
+        let w = data(n * k, 3);
+        let x = data(k, 5);
+        let want: Vec<f64> = (0..n)
+            .map(|j| (0..k).map(|p| x[p] * w[j * k + p]).sum())
+            .collect();
+        let mut c = vec![0.0; n];
+        gemm(
+            1.0,
+            &x,
+            Layout::row_major(1, k),
+            &w,
+            Layout::row_major(n, k).t(),
+            0.0,
+            &mut c,
+            Layout::row_major(1, n),
+        )
+        .unwrap();
+        assert!(c.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-9));
+        let mut c = vec![0.0; n];
+        gemm(
+            1.0,
+            &w,
+            Layout::row_major(k, n).t(),
+            &x,
+            Layout::row_major(k, 1),
+            0.0,
+            &mut c,
+            Layout::row_major(n, 1),
+        )
+        .unwrap();
+        let want2: Vec<f64> = (0..n)
+            .map(|j| (0..k).map(|p| x[p] * w[p * n + j]).sum())
+            .collect();
+        assert!(c.iter().zip(&want2).all(|(a, b)| (a - b).abs() < 1e-9));
     }
 
     #[test]
@@ -395,8 +535,17 @@ mod tests {
         let at = [1i64, 3, 2, 4];
         let b = [5i64, 6];
         let mut c = [0i64; 2];
-        gemm(1, &at, Layout::row_major(2, 2).t(), &b, Layout::row_major(2, 1), 0, &mut c,
-            Layout::row_major(2, 1)).unwrap();
+        gemm(
+            1,
+            &at,
+            Layout::row_major(2, 2).t(),
+            &b,
+            Layout::row_major(2, 1),
+            0,
+            &mut c,
+            Layout::row_major(2, 1),
+        )
+        .unwrap();
         assert_eq!(c, [17, 39]);
     }
 
@@ -404,11 +553,27 @@ mod tests {
     fn mismatched_shapes_are_errors() {
         let a = [0f32; 6];
         let mut c = [0f32; 4];
-        let r = gemm(1.0, &a, Layout::row_major(2, 3), &a, Layout::row_major(2, 3), 0.0, &mut c,
-            Layout::row_major(2, 2));
+        let r = gemm(
+            1.0,
+            &a,
+            Layout::row_major(2, 3),
+            &a,
+            Layout::row_major(2, 3),
+            0.0,
+            &mut c,
+            Layout::row_major(2, 2),
+        );
         assert!(matches!(r, Err(KernelError::Shape(_))));
-        let r = gemm(1.0, &a, Layout::row_major(2, 4), &a, Layout::row_major(4, 2), 0.0, &mut c,
-            Layout::row_major(2, 2));
+        let r = gemm(
+            1.0,
+            &a,
+            Layout::row_major(2, 4),
+            &a,
+            Layout::row_major(4, 2),
+            0.0,
+            &mut c,
+            Layout::row_major(2, 2),
+        );
         assert!(matches!(r, Err(KernelError::Shape(_))));
     }
 }

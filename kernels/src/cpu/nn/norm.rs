@@ -52,7 +52,10 @@ pub fn build_batch(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         });
     }
     if spec.num_outputs > 3 {
-        return Err(KernelError::Arity(format!("{} outputs, at most 3", spec.num_outputs)));
+        return Err(KernelError::Arity(format!(
+            "{} outputs, at most 3",
+            spec.num_outputs
+        )));
     }
     Ok(Box::new(BatchNorm {
         epsilon: a.float("epsilon", 1e-5)? as f64,
@@ -64,7 +67,10 @@ pub fn build_batch(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 /// Reads a per-channel parameter of length `c`.
 fn channel_param(t: &Tensor, c: usize, what: &str) -> Result<Vec<f64>> {
     if t.shape() != [c] {
-        return Err(KernelError::Shape(format!("{what} has shape {:?}, expected [{c}]", t.shape())));
+        return Err(KernelError::Shape(format!(
+            "{what} has shape {:?}, expected [{c}]",
+            t.shape()
+        )));
     }
     t.to_f64_vec()
 }
@@ -75,18 +81,26 @@ fn affine<T: Real>(x: &[T], channels: usize, plane: usize, mul: &[f64], add: &[f
     if plane == 0 {
         return y;
     }
-    y.par_chunks_mut(plane).zip(x.par_chunks(plane)).enumerate().for_each(|(r, (yp, xp))| {
-        let c = r % channels;
-        let (m, a) = (T::of(mul[c]), T::of(add[c]));
-        for (o, &v) in yp.iter_mut().zip(xp) {
-            *o = v * m + a;
-        }
-    });
+    y.par_chunks_mut(plane)
+        .zip(x.par_chunks(plane))
+        .enumerate()
+        .for_each(|(r, (yp, xp))| {
+            let c = r % channels;
+            let (m, a) = (T::of(mul[c]), T::of(add[c]));
+            for (o, &v) in yp.iter_mut().zip(xp) {
+                *o = v * m + a;
+            }
+        });
     y
 }
 
 /// Per-channel mean and population variance over `(N, C, ...)` data (computed in f64).
-fn channel_stats<T: Real>(x: &[T], n: usize, channels: usize, plane: usize) -> (Vec<f64>, Vec<f64>) {
+fn channel_stats<T: Real>(
+    x: &[T],
+    n: usize,
+    channels: usize,
+    plane: usize,
+) -> (Vec<f64>, Vec<f64>) {
     (0..channels)
         .into_par_iter()
         .map(|c| {
@@ -94,13 +108,19 @@ fn channel_stats<T: Real>(x: &[T], n: usize, channels: usize, plane: usize) -> (
             let mut sum = 0.0;
             for b in 0..n {
                 let p = &x[(b * channels + c) * plane..(b * channels + c + 1) * plane];
-                sum += p.iter().map(|v| v.to_f64().unwrap_or(f64::NAN)).sum::<f64>();
+                sum += p
+                    .iter()
+                    .map(|v| v.to_f64().unwrap_or(f64::NAN))
+                    .sum::<f64>();
             }
             let mean = sum / count;
             let mut sq = 0.0;
             for b in 0..n {
                 let p = &x[(b * channels + c) * plane..(b * channels + c + 1) * plane];
-                sq += p.iter().map(|v| (v.to_f64().unwrap_or(f64::NAN) - mean).powi(2)).sum::<f64>();
+                sq += p
+                    .iter()
+                    .map(|v| (v.to_f64().unwrap_or(f64::NAN) - mean).powi(2))
+                    .sum::<f64>();
             }
             (mean, sq / count)
         })
@@ -109,25 +129,42 @@ fn channel_stats<T: Real>(x: &[T], n: usize, channels: usize, plane: usize) -> (
 
 fn nc(shape: &[usize], op: &str) -> Result<(usize, usize, usize)> {
     if shape.len() < 2 {
-        return Err(KernelError::Shape(format!("{op} needs rank >= 2, got {shape:?}")));
+        return Err(KernelError::Shape(format!(
+            "{op} needs rank >= 2, got {shape:?}"
+        )));
     }
     Ok((shape[0], shape[1], shape[2..].iter().product()))
 }
 
 impl BatchNorm {
-    fn typed<T: Real>(&self, x: &Tensor, p: [Vec<f64>; 4], stats_dtype: DType) -> Result<Vec<Tensor>> {
+    fn typed<T: Real>(
+        &self,
+        x: &Tensor,
+        p: [Vec<f64>; 4],
+        stats_dtype: DType,
+    ) -> Result<Vec<Tensor>> {
         let (n, c, plane) = nc(x.shape(), "BatchNormalization")?;
         let xs = contiguous::<T>(x)?;
         let [scale, bias, mean_in, var_in] = p;
-        let (mean, var) = if self.training { channel_stats(&xs, n, c, plane) } else { (mean_in.clone(), var_in.clone()) };
-        let mul: Vec<f64> = (0..c).map(|i| scale[i] / (var[i] + self.epsilon).sqrt()).collect();
+        let (mean, var) = if self.training {
+            channel_stats(&xs, n, c, plane)
+        } else {
+            (mean_in.clone(), var_in.clone())
+        };
+        let mul: Vec<f64> = (0..c)
+            .map(|i| scale[i] / (var[i] + self.epsilon).sqrt())
+            .collect();
         let add: Vec<f64> = (0..c).map(|i| bias[i] - mean[i] * mul[i]).collect();
         let y = output(x.shape(), affine(&xs, c, plane, &mul, &add))?;
         let mut outs = vec![y];
         if self.training {
             let mo = self.momentum;
             for (run, cur) in [(&mean_in, &mean), (&var_in, &var)] {
-                let v: Vec<f64> = run.iter().zip(cur).map(|(r, b)| r * mo + b * (1.0 - mo)).collect();
+                let v: Vec<f64> = run
+                    .iter()
+                    .zip(cur)
+                    .map(|(r, b)| r * mo + b * (1.0 - mo))
+                    .collect();
                 let t = output(&[c], v)?;
                 outs.push(cast_stats(t, stats_dtype)?);
             }
@@ -142,7 +179,10 @@ fn cast_stats(t: Tensor, dtype: DType) -> Result<Tensor> {
         DType::F64 => Ok(Tensor::F64(t.view::<f64>()?.to_owned().into_shared())),
         DType::F32 => Ok(Tensor::F32(a.into_shared())),
         DType::F16 | DType::BF16 => narrow(Tensor::F32(a.into_shared()), dtype),
-        other => Err(KernelError::UnsupportedDType { index: 3, dtype: other }),
+        other => Err(KernelError::UnsupportedDType {
+            index: 3,
+            dtype: other,
+        }),
     }
 }
 
@@ -150,13 +190,19 @@ impl Kernel for BatchNorm {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
         let dtype = x.dtype();
-        let c = *x.shape().get(1).ok_or_else(|| KernelError::Shape("BatchNormalization needs rank >= 2".into()))?;
+        let c = *x
+            .shape()
+            .get(1)
+            .ok_or_else(|| KernelError::Shape("BatchNormalization needs rank >= 2".into()))?;
         let names = ["scale", "B", "input_mean", "input_var"];
         let mut p: [Vec<f64>; 4] = Default::default();
         for (i, name) in names.iter().enumerate() {
             let t = input(inputs, i + 1)?;
             if !t.dtype().is_float() {
-                return Err(KernelError::UnsupportedDType { index: i + 1, dtype: t.dtype() });
+                return Err(KernelError::UnsupportedDType {
+                    index: i + 1,
+                    dtype: t.dtype(),
+                });
             }
             p[i] = channel_param(t, c, name)?;
         }
@@ -181,7 +227,9 @@ pub struct InstanceNorm {
 pub fn build_instance(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 6, "InstanceNormalization")?;
     spec.attrs.only(&["epsilon"])?;
-    Ok(Box::new(InstanceNorm { epsilon: spec.attrs.float("epsilon", 1e-5)? as f64 }))
+    Ok(Box::new(InstanceNorm {
+        epsilon: spec.attrs.float("epsilon", 1e-5)? as f64,
+    }))
 }
 
 impl InstanceNorm {
@@ -205,10 +253,15 @@ impl Kernel for InstanceNorm {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
         let dtype = x.dtype();
-        let c = *x.shape().get(1).ok_or_else(|| KernelError::Shape("InstanceNormalization needs rank >= 2".into()))?;
+        let c = *x
+            .shape()
+            .get(1)
+            .ok_or_else(|| KernelError::Shape("InstanceNormalization needs rank >= 2".into()))?;
         for i in 1..3 {
             if input(inputs, i)?.dtype() != dtype {
-                return Err(KernelError::DTypeMismatch(format!("input {i} differs from X ({dtype})")));
+                return Err(KernelError::DTypeMismatch(format!(
+                    "input {i} differs from X ({dtype})"
+                )));
             }
         }
         let scale = channel_param(input(inputs, 1)?, c, "scale")?;

@@ -29,7 +29,10 @@ fn flag(spec: &NodeSpec<'_>, name: &str) -> Result<bool> {
     match spec.attrs.int(name, 0)? {
         0 => Ok(false),
         1 => Ok(true),
-        v => Err(KernelError::BadAttribute { name: name.into(), reason: format!("must be 0 or 1, got {v}") }),
+        v => Err(KernelError::BadAttribute {
+            name: name.into(),
+            reason: format!("must be 0 or 1, got {v}"),
+        }),
     }
 }
 
@@ -53,20 +56,32 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     spec.attrs.only(&known)?;
     let kind = if max {
         if spec.num_outputs > 2 || (spec.num_outputs == 2 && spec.opset < 8) {
-            return Err(KernelError::Arity(format!("MaxPool with {} outputs", spec.num_outputs)));
+            return Err(KernelError::Arity(format!(
+                "MaxPool with {} outputs",
+                spec.num_outputs
+            )));
         }
         Kind::Max {
             storage_order: usize::from(flag(spec, "storage_order")?),
             indices: spec.num_outputs == 2,
         }
     } else {
-        Kind::Average { count_include_pad: flag(spec, "count_include_pad")? }
+        Kind::Average {
+            count_include_pad: flag(spec, "count_include_pad")?,
+        }
     };
     let window = WindowAttrs::parse(spec.attrs)?;
     if window.kernel_shape.is_none() {
-        return Err(KernelError::BadAttribute { name: "kernel_shape".into(), reason: "required but absent".into() });
+        return Err(KernelError::BadAttribute {
+            name: "kernel_shape".into(),
+            reason: "required but absent".into(),
+        });
     }
-    Ok(Box::new(Pool { kind, window, ceil_mode: flag(spec, "ceil_mode")? }))
+    Ok(Box::new(Pool {
+        kind,
+        window,
+        ceil_mode: flag(spec, "ceil_mode")?,
+    }))
 }
 
 /// Per spatial dim and output coordinate: the in-image input positions of the window and the
@@ -79,7 +94,8 @@ fn taps(geo: &Geometry, image: &[usize]) -> Vec<Vec<(Vec<usize>, usize)>> {
                     let mut valid = Vec::new();
                     let mut padded = 0;
                     for k in 0..geo.kernel[i] {
-                        let p = (o * geo.strides[i] + k * geo.dilations[i]) as i64 - geo.pad_begin[i] as i64;
+                        let p = (o * geo.strides[i] + k * geo.dilations[i]) as i64
+                            - geo.pad_begin[i] as i64;
                         if p < (image[i] + geo.pad_end[i]) as i64 {
                             padded += 1;
                         }
@@ -96,14 +112,16 @@ fn taps(geo: &Geometry, image: &[usize]) -> Vec<Vec<(Vec<usize>, usize)>> {
 
 /// Visits the cartesian product of per-dim position lists, calling `f(flat_row_major_index,
 /// flat_column_major_index)`.
-fn for_window(
-    lists: &[&[usize]],
-    rm: &[usize],
-    cm: &[usize],
-    f: &mut impl FnMut(usize, usize),
-) {
-    fn rec(d: usize, lists: &[&[usize]], rm: &[usize], cm: &[usize], a: usize, b: usize,
-        f: &mut impl FnMut(usize, usize)) {
+fn for_window(lists: &[&[usize]], rm: &[usize], cm: &[usize], f: &mut impl FnMut(usize, usize)) {
+    fn rec(
+        d: usize,
+        lists: &[&[usize]],
+        rm: &[usize],
+        cm: &[usize],
+        a: usize,
+        b: usize,
+        f: &mut impl FnMut(usize, usize),
+    ) {
         if d == lists.len() {
             f(a, b);
             return;
@@ -135,18 +153,28 @@ impl MaxElem for i8 {
 impl Pool {
     fn geometry(&self, shape: &[usize]) -> Result<Geometry> {
         if shape.len() < 3 {
-            return Err(KernelError::Shape(format!("pooling needs rank >= 3, got {shape:?}")));
+            return Err(KernelError::Shape(format!(
+                "pooling needs rank >= 3, got {shape:?}"
+            )));
         }
         self.window.resolve(&shape[2..], None, self.ceil_mode)
     }
 
-    fn max<T: MaxElem>(&self, x: &Tensor, storage_order: usize, indices: bool) -> Result<Vec<Tensor>> {
+    fn max<T: MaxElem>(
+        &self,
+        x: &Tensor,
+        storage_order: usize,
+        indices: bool,
+    ) -> Result<Vec<Tensor>> {
         let shape = x.shape();
         let geo = self.geometry(shape)?;
         let image = &shape[2..];
         let taps = taps(&geo, image);
         let xs = contiguous::<T>(x)?;
-        let (ilen, olen) = (image.iter().product::<usize>(), geo.out.iter().product::<usize>());
+        let (ilen, olen) = (
+            image.iter().product::<usize>(),
+            geo.out.iter().product::<usize>(),
+        );
         let planes = shape[0] * shape[1];
         let rm = strides_of(image);
         let cm = {
@@ -161,8 +189,11 @@ impl Pool {
             let plane = &xs[p * ilen..(p + 1) * ilen];
             let mut ip = ip;
             let mut o = vec![0usize; image.len()];
+            let mut lists: Vec<&[usize]> = vec![&[]; image.len()];
             for (flat, out) in yp.iter_mut().enumerate() {
-                let lists: Vec<&[usize]> = (0..image.len()).map(|d| taps[d][o[d]].0.as_slice()).collect();
+                for (d, l) in lists.iter_mut().enumerate() {
+                    *l = taps[d][o[d]].0.as_slice();
+                }
                 let mut best = T::LOWEST;
                 let mut arg = None;
                 for_window(&lists, &rm, &cm, &mut |a, b| {
@@ -187,10 +218,14 @@ impl Pool {
         };
         if olen > 0 {
             if indices {
-                y.par_chunks_mut(olen).zip(idx.par_chunks_mut(olen)).enumerate()
+                y.par_chunks_mut(olen)
+                    .zip(idx.par_chunks_mut(olen))
+                    .enumerate()
                     .for_each(|(p, (yp, ip))| work(p, yp, Some(ip)));
             } else {
-                y.par_chunks_mut(olen).enumerate().for_each(|(p, yp)| work(p, yp, None));
+                y.par_chunks_mut(olen)
+                    .enumerate()
+                    .for_each(|(p, yp)| work(p, yp, None));
             }
         }
         let mut oshape = shape[..2].to_vec();
@@ -208,15 +243,21 @@ impl Pool {
         let image = &shape[2..];
         let taps = taps(&geo, image);
         let xs = contiguous::<T>(x)?;
-        let (ilen, olen) = (image.iter().product::<usize>(), geo.out.iter().product::<usize>());
+        let (ilen, olen) = (
+            image.iter().product::<usize>(),
+            geo.out.iter().product::<usize>(),
+        );
         let rm = strides_of(image);
         let mut y = vec![T::ZERO; shape[0] * shape[1] * olen];
         if olen > 0 {
             y.par_chunks_mut(olen).enumerate().for_each(|(p, yp)| {
                 let plane = &xs[p * ilen..(p + 1) * ilen];
                 let mut o = vec![0usize; image.len()];
+                let mut lists: Vec<&[usize]> = vec![&[]; image.len()];
                 for out in yp.iter_mut() {
-                    let lists: Vec<&[usize]> = (0..image.len()).map(|d| taps[d][o[d]].0.as_slice()).collect();
+                    for (d, l) in lists.iter_mut().enumerate() {
+                        *l = taps[d][o[d]].0.as_slice();
+                    }
                     let mut sum = T::ZERO;
                     let mut count = 0usize;
                     for_window(&lists, &rm, &rm, &mut |a, _| {
@@ -226,7 +267,11 @@ impl Pool {
                     if include_pad {
                         count = (0..image.len()).map(|d| taps[d][o[d]].1).product();
                     }
-                    *out = if count == 0 { T::nan() } else { sum / T::of(count as f64) };
+                    *out = if count == 0 {
+                        T::nan()
+                    } else {
+                        sum / T::of(count as f64)
+                    };
                     for d in (0..o.len()).rev() {
                         o[d] += 1;
                         if o[d] < geo.out[d] {
@@ -248,7 +293,10 @@ impl Kernel for Pool {
         let x = input(inputs, 0)?;
         let dtype = x.dtype();
         match self.kind {
-            Kind::Max { storage_order, indices } => match dtype {
+            Kind::Max {
+                storage_order,
+                indices,
+            } => match dtype {
                 DType::F32 => self.max::<f32>(x, storage_order, indices),
                 DType::F64 => self.max::<f64>(x, storage_order, indices),
                 DType::U8 => self.max::<u8>(x, storage_order, indices),
@@ -258,7 +306,10 @@ impl Kernel for Pool {
                     outs[0] = narrow(outs[0].clone(), dtype)?;
                     Ok(outs)
                 }
-                other => Err(KernelError::UnsupportedDType { index: 0, dtype: other }),
+                other => Err(KernelError::UnsupportedDType {
+                    index: 0,
+                    dtype: other,
+                }),
             },
             Kind::Average { count_include_pad } => {
                 let w = widen(x, 0)?;
@@ -282,14 +333,18 @@ pub struct GlobalPool {
 pub fn build_global(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 1, spec.op_type)?;
     spec.attrs.only(&[])?;
-    Ok(Box::new(GlobalPool { max: spec.op_type == "GlobalMaxPool" }))
+    Ok(Box::new(GlobalPool {
+        max: spec.op_type == "GlobalMaxPool",
+    }))
 }
 
 impl GlobalPool {
     fn typed<T: Real>(&self, x: &Tensor) -> Result<Tensor> {
         let shape = x.shape();
         if shape.len() < 3 {
-            return Err(KernelError::Shape(format!("global pooling needs rank >= 3, got {shape:?}")));
+            return Err(KernelError::Shape(format!(
+                "global pooling needs rank >= 3, got {shape:?}"
+            )));
         }
         let ilen: usize = shape[2..].iter().product();
         let xs = contiguous::<T>(x)?;
@@ -299,7 +354,10 @@ impl GlobalPool {
             .map(|p| {
                 let plane = &xs[p * ilen..(p + 1) * ilen];
                 if self.max {
-                    plane.iter().copied().fold(T::neg_infinity(), |m, v| if v > m { v } else { m })
+                    plane
+                        .iter()
+                        .copied()
+                        .fold(T::neg_infinity(), |m, v| if v > m { v } else { m })
                 } else {
                     plane.iter().copied().sum::<T>() / T::of(ilen as f64)
                 }

@@ -1,8 +1,8 @@
 //! Sliding-window geometry shared by Conv and the pools: `auto_pad`, `pads`, `strides`,
 //! `dilations`, `kernel_shape` and the output size they imply.
 
-use crate::error::{KernelError, Result};
 use crate::Attributes;
+use crate::error::{KernelError, Result};
 
 /// The `auto_pad` attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,13 +49,18 @@ pub struct WindowAttrs {
 }
 
 fn positive(attrs: &Attributes, name: &str) -> Result<Option<Vec<usize>>> {
-    let Some(v) = attrs.opt_ints(name)? else { return Ok(None) };
+    let Some(v) = attrs.opt_ints(name)? else {
+        return Ok(None);
+    };
     v.iter()
         .map(|&x| {
-            usize::try_from(x).ok().filter(|&u| u > 0).ok_or_else(|| KernelError::BadAttribute {
-                name: name.into(),
-                reason: format!("values must be positive, got {v:?}"),
-            })
+            usize::try_from(x)
+                .ok()
+                .filter(|&u| u > 0)
+                .ok_or_else(|| KernelError::BadAttribute {
+                    name: name.into(),
+                    reason: format!("values must be positive, got {v:?}"),
+                })
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)
@@ -140,11 +145,11 @@ impl WindowAttrs {
                     }
                 }
                 AutoPad::Valid | AutoPad::NotSet => {
-                    if self.auto_pad == AutoPad::NotSet {
-                        if let Some(p) = &self.pads {
-                            check_len("pads", p.len(), 2 * n)?;
-                            (pad_begin[i], pad_end[i]) = (p[i], p[i + n]);
-                        }
+                    if self.auto_pad == AutoPad::NotSet
+                        && let Some(p) = &self.pads
+                    {
+                        check_len("pads", p.len(), 2 * n)?;
+                        (pad_begin[i], pad_end[i]) = (p[i], p[i + n]);
                     }
                     let padded = input[i] + pad_begin[i] + pad_end[i];
                     if padded < dk {
@@ -154,7 +159,11 @@ impl WindowAttrs {
                         )));
                     }
                     let span = padded - dk;
-                    out[i] = if ceil_mode { span.div_ceil(strides[i]) } else { span / strides[i] } + 1;
+                    out[i] = if ceil_mode {
+                        span.div_ceil(strides[i])
+                    } else {
+                        span / strides[i]
+                    } + 1;
                     // A last window that would start inside the end padding is dropped.
                     if ceil_mode && (out[i] - 1) * strides[i] >= input[i] + pad_begin[i] {
                         out[i] -= 1;
@@ -162,7 +171,14 @@ impl WindowAttrs {
                 }
             }
         }
-        Ok(Geometry { kernel, strides, dilations, pad_begin, pad_end, out })
+        Ok(Geometry {
+            kernel,
+            strides,
+            dilations,
+            pad_begin,
+            pad_end,
+            out,
+        })
     }
 }
 
@@ -202,7 +218,10 @@ mod tests {
         // in 5, kernel 4, stride 1: out 5, total pad 3.
         for (mode, begin) in [("SAME_UPPER", 1), ("SAME_LOWER", 2)] {
             let a = Attributes::new().with("auto_pad", AttrValue::String(mode.into()));
-            let g = WindowAttrs::parse(&a).unwrap().resolve(&[5], Some(&[4]), false).unwrap();
+            let g = WindowAttrs::parse(&a)
+                .unwrap()
+                .resolve(&[5], Some(&[4]), false)
+                .unwrap();
             assert_eq!(g.out, vec![5]);
             assert_eq!((g.pad_begin[0], g.pad_end[0]), (begin, 3 - begin));
         }
@@ -211,7 +230,8 @@ mod tests {
     #[test]
     fn ceil_mode_drops_window_starting_in_padding() {
         // torch: in 4, k 2, s 2, pad 1 each side, ceil -> 3 (not 4).
-        let a = Attributes::new().with("pads", AttrValue::Ints(vec![1, 1]))
+        let a = Attributes::new()
+            .with("pads", AttrValue::Ints(vec![1, 1]))
             .with("strides", AttrValue::Ints(vec![2]));
         let w = WindowAttrs::parse(&a).unwrap();
         assert_eq!(w.resolve(&[4], Some(&[2]), true).unwrap().out, vec![3]);
@@ -228,8 +248,18 @@ mod tests {
         let a = Attributes::new().with("strides", AttrValue::Ints(vec![0]));
         assert!(WindowAttrs::parse(&a).is_err());
         let a = Attributes::new().with("pads", AttrValue::Ints(vec![1, 1, 1]));
-        assert!(WindowAttrs::parse(&a).unwrap().resolve(&[4, 4], Some(&[2, 2]), false).is_err());
+        assert!(
+            WindowAttrs::parse(&a)
+                .unwrap()
+                .resolve(&[4, 4], Some(&[2, 2]), false)
+                .is_err()
+        );
         let a = Attributes::new();
-        assert!(WindowAttrs::parse(&a).unwrap().resolve(&[1], Some(&[3]), false).is_err());
+        assert!(
+            WindowAttrs::parse(&a)
+                .unwrap()
+                .resolve(&[1], Some(&[3]), false)
+                .is_err()
+        );
     }
 }
