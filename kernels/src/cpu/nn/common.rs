@@ -58,13 +58,13 @@ pub fn narrow(t: Tensor, dtype: DType) -> Result<Tensor> {
 pub fn same_dtype(inputs: &[Option<&Tensor>]) -> Result<DType> {
     let first = crate::kernel::input(inputs, 0)?.dtype();
     for (i, t) in inputs.iter().enumerate() {
-        if let Some(t) = t {
-            if t.dtype() != first {
-                return Err(KernelError::DTypeMismatch(format!(
-                    "input {i} is {}, input 0 is {first}",
-                    t.dtype()
-                )));
-            }
+        if let Some(t) = t
+            && t.dtype() != first
+        {
+            return Err(KernelError::DTypeMismatch(format!(
+                "input {i} is {}, input 0 is {first}",
+                t.dtype()
+            )));
         }
     }
     Ok(first)

@@ -67,12 +67,12 @@ impl Conv {
                 "Conv channels: X has {in_ch}, W is {w:?}, group {g}"
             )));
         }
-        if let Some(b) = b {
-            if b != [out_ch] {
-                return Err(KernelError::Shape(format!(
-                    "Conv bias shape {b:?}, expected [{out_ch}]"
-                )));
-            }
+        if let Some(b) = b
+            && b != [out_ch]
+        {
+            return Err(KernelError::Shape(format!(
+                "Conv bias shape {b:?}, expected [{out_ch}]"
+            )));
         }
         let geo = self.window.resolve(&x[2..], Some(&w[2..]), false)?;
         Ok(Dims {

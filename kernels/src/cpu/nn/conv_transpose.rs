@@ -165,22 +165,22 @@ impl ConvTranspose {
         }
         let (cg, mg) = (in_ch / g, wd[1]);
         let out_ch = mg * g;
-        if let Some(b) = b {
-            if b.shape() != [out_ch] {
-                return Err(KernelError::Shape(format!(
-                    "ConvTranspose bias shape {:?}, expected [{out_ch}]",
-                    b.shape()
-                )));
-            }
+        if let Some(b) = b
+            && b.shape() != [out_ch]
+        {
+            return Err(KernelError::Shape(format!(
+                "ConvTranspose bias shape {:?}, expected [{out_ch}]",
+                b.shape()
+            )));
         }
         let kernel = &wd[2..];
         let n = kernel.len();
-        if let Some(k) = &self.window.kernel_shape {
-            if k.as_slice() != kernel {
-                return Err(KernelError::Shape(format!(
-                    "kernel_shape {k:?} differs from the weights' spatial shape {kernel:?}"
-                )));
-            }
+        if let Some(k) = &self.window.kernel_shape
+            && k.as_slice() != kernel
+        {
+            return Err(KernelError::Shape(format!(
+                "kernel_shape {k:?} differs from the weights' spatial shape {kernel:?}"
+            )));
         }
         let strides = self.window.strides.clone().unwrap_or_else(|| vec![1; n]);
         let dilations = self.window.dilations.clone().unwrap_or_else(|| vec![1; n]);

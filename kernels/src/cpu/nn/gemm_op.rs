@@ -138,14 +138,14 @@ impl Kernel for Gemm {
         };
         let dtype = a.dtype();
         for (i, t) in [Some(b), c].into_iter().enumerate() {
-            if let Some(t) = t {
-                if t.dtype() != dtype {
-                    return Err(KernelError::DTypeMismatch(format!(
-                        "Gemm input {} is {}, A is {dtype}",
-                        i + 1,
-                        t.dtype()
-                    )));
-                }
+            if let Some(t) = t
+                && t.dtype() != dtype
+            {
+                return Err(KernelError::DTypeMismatch(format!(
+                    "Gemm input {} is {}, A is {dtype}",
+                    i + 1,
+                    t.dtype()
+                )));
             }
         }
         let y = match dtype {

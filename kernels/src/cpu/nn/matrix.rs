@@ -225,6 +225,16 @@ macro_rules! float_elem {
                     unsafe { gemv_cols(alpha, a, la.cs, b, lb, beta, c) };
                     return;
                 }
+                if m == 1 && lb.rs == 1 {
+                    // y^T = x^T B with B = W^T, W row-contiguous (Gemm transB): y = W x.
+                    unsafe { gemv_rows(alpha, b, lb.t(), a, la.cs, beta, c, lc.cs) };
+                    return;
+                }
+                if n == 1 && la.rs == 1 && lc.rs == 1 {
+                    // y = A x with A = V^T, V row-contiguous (Gemm transA): y^T = x^T V.
+                    unsafe { gemv_cols(alpha, b, lb.rs, a, la.t(), beta, c) };
+                    return;
+                }
                 // SAFETY: layouts checked by the caller; strides fit isize for any real buffer.
                 unsafe {
                     $mm(
@@ -262,21 +272,21 @@ unsafe fn dot<T: MatElem + std::ops::Add<Output = T>>(row: &[T], x: &[T], xs: us
     let chunks = row.len() / 8;
     if xs == 1 {
         for ch in 0..chunks {
-            for l in 0..8 {
+            for (l, a) in acc.iter_mut().enumerate() {
                 let p = ch * 8 + l;
                 // SAFETY: p < row.len(), and x has at least row.len() elements (caller).
                 unsafe {
-                    acc[l] = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p), acc[l]);
+                    *a = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p), *a);
                 }
             }
         }
     } else {
         for ch in 0..chunks {
-            for l in 0..8 {
+            for (l, a) in acc.iter_mut().enumerate() {
                 let p = ch * 8 + l;
                 // SAFETY: as above with stride xs.
                 unsafe {
-                    acc[l] = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p * xs), acc[l]);
+                    *a = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p * xs), *a);
                 }
             }
         }
@@ -287,6 +297,32 @@ unsafe fn dot<T: MatElem + std::ops::Add<Output = T>>(row: &[T], x: &[T], xs: us
         unsafe { tail = T::mul_add(*row.get_unchecked(p), *x.get_unchecked(p * xs), tail) };
     }
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// [`dot`] compiled for AVX2 + FMA.
+///
+/// # Safety
+/// As [`dot`], and the CPU supports AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2<T: MatElem + std::ops::Add<Output = T>>(row: &[T], x: &[T], xs: usize) -> T {
+    // SAFETY: forwarded from the caller.
+    unsafe { dot(row, x, xs) }
+}
+
+/// [`dot`] with the widest vector instructions the CPU has.
+///
+/// # Safety
+/// As [`dot`].
+#[inline]
+unsafe fn dot_dispatch<T: MatElem + std::ops::Add<Output = T>>(row: &[T], x: &[T], xs: usize) -> T {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: features checked just above; bounds forwarded from the caller.
+        return unsafe { dot_avx2(row, x, xs) };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { dot(row, x, xs) }
 }
 
 /// `c[i * cs] = alpha * dot(A[i, :], x) + beta * c[i * cs]` for a row-contiguous A.
@@ -308,7 +344,7 @@ unsafe fn gemv_rows<T: MatElem + std::ops::Add<Output = T>>(
     let one_row = |i: usize, out: &mut T| {
         let row = &a[i * la.rs..i * la.rs + k];
         // SAFETY: x spans (k - 1) * xs + 1 elements (layout checked).
-        let d = unsafe { dot(row, x, xs) };
+        let d = unsafe { dot_dispatch(row, x, xs) };
         let scaled = if beta == T::ZERO {
             T::ZERO
         } else {
@@ -451,6 +487,46 @@ mod tests {
                 assert!((*x as f64 - (2.0 * y + 0.5)).abs() < 1e-3, "{m}x{k}x{n}");
             }
         }
+    }
+
+    #[test]
+    fn transposed_vector_shapes() {
+        // x^T W^T (Gemm transB with one row) and V^T x (Gemm transA with one column).
+        let (k, n) = (37, 23);
+        let w = data(n * k, 3);
+        let x = data(k, 5);
+        let want: Vec<f64> = (0..n)
+            .map(|j| (0..k).map(|p| x[p] * w[j * k + p]).sum())
+            .collect();
+        let mut c = vec![0.0; n];
+        gemm(
+            1.0,
+            &x,
+            Layout::row_major(1, k),
+            &w,
+            Layout::row_major(n, k).t(),
+            0.0,
+            &mut c,
+            Layout::row_major(1, n),
+        )
+        .unwrap();
+        assert!(c.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-9));
+        let mut c = vec![0.0; n];
+        gemm(
+            1.0,
+            &w,
+            Layout::row_major(k, n).t(),
+            &x,
+            Layout::row_major(k, 1),
+            0.0,
+            &mut c,
+            Layout::row_major(n, 1),
+        )
+        .unwrap();
+        let want2: Vec<f64> = (0..n)
+            .map(|j| (0..k).map(|p| x[p] * w[p * n + j]).sum())
+            .collect();
+        assert!(c.iter().zip(&want2).all(|(a, b)| (a - b).abs() < 1e-9));
     }
 
     #[test]

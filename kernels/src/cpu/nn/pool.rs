@@ -189,10 +189,11 @@ impl Pool {
             let plane = &xs[p * ilen..(p + 1) * ilen];
             let mut ip = ip;
             let mut o = vec![0usize; image.len()];
+            let mut lists: Vec<&[usize]> = vec![&[]; image.len()];
             for (flat, out) in yp.iter_mut().enumerate() {
-                let lists: Vec<&[usize]> = (0..image.len())
-                    .map(|d| taps[d][o[d]].0.as_slice())
-                    .collect();
+                for (d, l) in lists.iter_mut().enumerate() {
+                    *l = taps[d][o[d]].0.as_slice();
+                }
                 let mut best = T::LOWEST;
                 let mut arg = None;
                 for_window(&lists, &rm, &cm, &mut |a, b| {
@@ -252,10 +253,11 @@ impl Pool {
             y.par_chunks_mut(olen).enumerate().for_each(|(p, yp)| {
                 let plane = &xs[p * ilen..(p + 1) * ilen];
                 let mut o = vec![0usize; image.len()];
+                let mut lists: Vec<&[usize]> = vec![&[]; image.len()];
                 for out in yp.iter_mut() {
-                    let lists: Vec<&[usize]> = (0..image.len())
-                        .map(|d| taps[d][o[d]].0.as_slice())
-                        .collect();
+                    for (d, l) in lists.iter_mut().enumerate() {
+                        *l = taps[d][o[d]].0.as_slice();
+                    }
                     let mut sum = T::ZERO;
                     let mut count = 0usize;
                     for_window(&lists, &rm, &rm, &mut |a, _| {

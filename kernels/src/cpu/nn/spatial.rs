@@ -145,11 +145,11 @@ impl WindowAttrs {
                     }
                 }
                 AutoPad::Valid | AutoPad::NotSet => {
-                    if self.auto_pad == AutoPad::NotSet {
-                        if let Some(p) = &self.pads {
-                            check_len("pads", p.len(), 2 * n)?;
-                            (pad_begin[i], pad_end[i]) = (p[i], p[i + n]);
-                        }
+                    if self.auto_pad == AutoPad::NotSet
+                        && let Some(p) = &self.pads
+                    {
+                        check_len("pads", p.len(), 2 * n)?;
+                        (pad_begin[i], pad_end[i]) = (p[i], p[i + n]);
                     }
                     let padded = input[i] + pad_begin[i] + pad_end[i];
                     if padded < dk {

@@ -10,8 +10,18 @@ use crate::kernel::NodeSpec;
 use crate::{AttrValue, Attributes, Tensor};
 
 fn tensor(v: &Value) -> Tensor {
-    let shape: Vec<usize> = v["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
-    let data: Vec<f64> = v["data"].as_array().unwrap().iter().map(|d| d.as_f64().unwrap()).collect();
+    let shape: Vec<usize> = v["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect();
+    let data: Vec<f64> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_f64().unwrap())
+        .collect();
     match v["dtype"].as_str().unwrap() {
         "float32" => Tensor::from_shape_vec(&shape, data.iter().map(|&x| x as f32).collect()),
         "float64" => Tensor::from_shape_vec(&shape, data),
@@ -34,10 +44,22 @@ fn attrs(v: &Value) -> Attributes {
         } else if let Some(s) = x.get("s") {
             AttrValue::String(s.as_str().unwrap().into())
         } else if let Some(l) = x.get("ints") {
-            AttrValue::Ints(l.as_array().unwrap().iter().map(|i| i.as_i64().unwrap()).collect())
+            AttrValue::Ints(
+                l.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| i.as_i64().unwrap())
+                    .collect(),
+            )
         } else {
             let l = &x["floats"];
-            AttrValue::Floats(l.as_array().unwrap().iter().map(|f| f.as_f64().unwrap() as f32).collect())
+            AttrValue::Floats(
+                l.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f.as_f64().unwrap() as f32)
+                    .collect(),
+            )
         };
         a.insert(k, val);
     }
@@ -45,9 +67,21 @@ fn attrs(v: &Value) -> Attributes {
 }
 
 /// Runs one op like the engine would.
-pub(super) fn run_op(op: &str, opset: i64, a: &Attributes, inputs: &[Option<&Tensor>], n_out: usize)
-    -> crate::error::Result<Vec<Tensor>> {
-    let spec = NodeSpec { op_type: op, domain: "", opset, attrs: a, num_inputs: inputs.len(), num_outputs: n_out };
+pub(super) fn run_op(
+    op: &str,
+    opset: i64,
+    a: &Attributes,
+    inputs: &[Option<&Tensor>],
+    n_out: usize,
+) -> crate::error::Result<Vec<Tensor>> {
+    let spec = NodeSpec {
+        op_type: op,
+        domain: "",
+        opset,
+        attrs: a,
+        num_inputs: inputs.len(),
+        num_outputs: n_out,
+    };
     let k = super::build(&spec)?;
     k.run(inputs)
 }
@@ -58,11 +92,26 @@ fn cases_match_the_onnx_reference() {
     let mut failures = Vec::new();
     for c in cases.as_array().unwrap() {
         let name = c["name"].as_str().unwrap();
-        let inputs: Vec<Option<Tensor>> =
-            c["inputs"].as_array().unwrap().iter().map(|v| (!v.is_null()).then(|| tensor(v))).collect();
+        let inputs: Vec<Option<Tensor>> = c["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (!v.is_null()).then(|| tensor(v)))
+            .collect();
         let refs: Vec<Option<&Tensor>> = inputs.iter().map(Option::as_ref).collect();
-        let want: Vec<Tensor> = c["outputs"].as_array().unwrap().iter().map(tensor).collect();
-        let got = match run_op(c["op"].as_str().unwrap(), c["opset"].as_i64().unwrap(), &attrs(&c["attrs"]), &refs, want.len()) {
+        let want: Vec<Tensor> = c["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(tensor)
+            .collect();
+        let got = match run_op(
+            c["op"].as_str().unwrap(),
+            c["opset"].as_i64().unwrap(),
+            &attrs(&c["attrs"]),
+            &refs,
+            want.len(),
+        ) {
             Ok(g) => g,
             Err(e) => {
                 failures.push(format!("{name}: error {e}"));
@@ -70,16 +119,29 @@ fn cases_match_the_onnx_reference() {
             }
         };
         if got.len() != want.len() {
-            failures.push(format!("{name}: {} outputs, want {}", got.len(), want.len()));
+            failures.push(format!(
+                "{name}: {} outputs, want {}",
+                got.len(),
+                want.len()
+            ));
             continue;
         }
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             if g.dtype() != w.dtype() || g.shape() != w.shape() {
-                failures.push(format!("{name} output {i}: got {} {:?}, want {} {:?}", g.dtype(), g.shape(), w.dtype(), w.shape()));
+                failures.push(format!(
+                    "{name} output {i}: got {} {:?}, want {} {:?}",
+                    g.dtype(),
+                    g.shape(),
+                    w.dtype(),
+                    w.shape()
+                ));
                 continue;
             }
             let (gf, wf) = (g.to_f32_array().unwrap(), w.to_f32_array().unwrap());
-            let bad = gf.iter().zip(wf.iter()).position(|(x, y)| (x - y).abs() > 1e-4 + 1e-4 * y.abs());
+            let bad = gf
+                .iter()
+                .zip(wf.iter())
+                .position(|(x, y)| (x - y).abs() > 1e-4 + 1e-4 * y.abs());
             if let Some(p) = bad {
                 failures.push(format!(
                     "{name} output {i}: element {p}: got {} want {}",
@@ -89,5 +151,10 @@ fn cases_match_the_onnx_reference() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failing cases:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failing cases:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
