@@ -9,6 +9,11 @@ pub mod prelu;
 pub mod variadic;
 pub mod where_op;
 
+#[cfg(test)]
+pub(crate) mod test_util;
+#[cfg(test)]
+mod tests;
+
 use arith::{ArithKernel, ArithOp};
 use compare::{CompareKernel, CompareOp};
 use variadic::{VariadicKernel, VariadicOp};

@@ -8,6 +8,9 @@ pub mod engine;
 pub mod reduce_ops;
 pub mod softmax;
 
+#[cfg(test)]
+mod tests;
+
 use reduce_ops::{ReduceKernel, ReduceOp};
 
 use crate::cpu::binary::check_opset;

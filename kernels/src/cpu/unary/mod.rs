@@ -5,6 +5,9 @@ pub mod float_ops;
 pub mod int_ops;
 pub mod real;
 
+#[cfg(test)]
+mod tests;
+
 use float_ops::FloatOp;
 
 use crate::Tensor;
