@@ -55,11 +55,29 @@ def timed(sess, feed):
     return outs, time.perf_counter() - t0
 
 
+def _nms_score_inputs(graph, top_level):
+    """Top-level value names holding the scores that enter each NonMaxSuppression node. torchvision
+    puts NMS in the else branch of an If (`boxes.numel() == 0`), so from the node's scores input we
+    follow first inputs back (Unsqueeze, Reshape...) to the value that comes from the outer graph."""
+    found = []
+    produced = {o: n for n in graph.node for o in n.output}
+    for n in graph.node:
+        if n.op_type == "NonMaxSuppression":
+            name = n.input[1]
+            while name in produced and name not in top_level:
+                name = produced[name].input[0]
+            found.append(name)
+        for a in n.attribute:
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                found += _nms_score_inputs(g, top_level)
+    return found
+
+
 def nms_counts(path, entry):
     """Per photo: boxes into each NMS node, detections out, top scores."""
     m = onnx.load(path)
-    nms = [n for n in m.graph.node if n.op_type == "NonMaxSuppression"]
-    names = [n.input[1] for n in nms]
+    top_level = {o for n in m.graph.node for o in n.output}
+    names = _nms_score_inputs(m.graph, top_level)
     for n in names:
         m.graph.output.append(onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None))
     sess = session(m)
