@@ -135,6 +135,9 @@ def main():
             r["second_run_seconds"] = round(dt, 3)
             r["input_shapes"] = {k: list(v.shape) for k, v in feed.items()}
             r["output_shapes"] = {o.name: list(v.shape) for o, v in zip(sess.get_outputs(), outs)}
+            named = dict(zip([o.name for o in sess.get_outputs()], outs))
+            if "labels" in named and named["labels"].dtype != np.int64:
+                raise ValueError(f"output 'labels' is {named['labels'].dtype}: outputs misnamed")
             r["outputs_finite"] = all(np.isfinite(v).all() for v in outs if v.dtype.kind == "f")
             print(f"[ok] {e['name']}: load {r['load_seconds']} s, run {r['second_run_seconds']} s, "
                   f"outputs {r['output_shapes']}", flush=True)

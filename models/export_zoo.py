@@ -185,8 +185,9 @@ def detection(name, n_active, fraction, masks=False):
         calib = [photos.photo(p) for p in photos.CALIBRATION]
         info = det_heads.calibrate(name, model, calib, SEED, n_active, fraction)
         info["calibration_photos"] = photos.CALIBRATION
-        # The order of the keys of torchvision's result dicts: SSD's differs from the others'.
-        if name.startswith("ssd"):
+        # The order of the keys of torchvision's result dicts: SSD's and RetinaNet's differ from
+        # the R-CNNs'.
+        if name.startswith(("ssd", "retinanet")):
             outs = ["boxes", "scores", "labels"]
         else:
             outs = ["boxes", "labels", "scores"] + (["masks"] if masks else [])
