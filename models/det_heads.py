@@ -1,0 +1,178 @@
+"""Realistic initialization of randomly initialized torchvision detection heads.
+
+With random weights every class score of a detector is about the same (about 1/91 after a
+softmax), so nearly every (anchor or proposal, class) pair passes the score threshold and the
+post-processing sorts and suppresses tens of thousands of boxes, which no trained detector does.
+This module re-initializes the last classification layer of each head so that, as in a trained
+detector, most classes are never above the threshold and a few classes are confident on a small
+fraction of the anchors/proposals.
+
+The method (data-driven, seeded, run once before export on calibration photos):
+
+1. Run the random model on the calibration photos and record the raw class logits z (the layer's
+   output minus its bias) of the classification layer(s), per class.
+2. Pick `n_active` classes at random (seeded). For each active class c, rescale its weights by a
+   and set its bias b (an affine map of its logit) so that the (1 - f) quantile of z_c lands
+   on the score threshold (so a fraction f of the anchors/proposals pass it) and the maximum of
+   z_c lands on logit +3 (score about 0.95, like a trained detector's top detections); quantile
+   and maximum are taken per photo and averaged over the photos.
+3. Every other class is normalized to unit logit spread and its bias puts its largest calibration
+   logit 4 spreads below the threshold: it keeps its (random) computation but is never detected.
+4. For softmax heads (Faster/Mask R-CNN, SSD, SSDlite) the background row gets weight 0 and bias 0,
+   so the background logit is 0 and a class's probability is about sigmoid(its logit); RetinaNet's
+   sigmoid head scores every class independently.
+0. First the BatchNorm running statistics are recomputed on the calibration photos (BN layers in
+   training mode, cumulative average, no gradient): a random network's BN layers have mean 0 and
+   variance 1, so in eval mode they normalize nothing and activations vanish or explode (SSDlite's
+   random backbone, initialized N(0, 0.03), gives features of 1e-13). With measured statistics the
+   features have a trained network's scale. Weights stay seeded random.
+5. The box-regression layers are scaled so their raw deltas have the spread of a trained model's
+   small refinements (std 1 with box-coder weights 10/5, i.e. about 0.1 box size; RetinaNet 0.1),
+   so decoded boxes stay near their anchors/proposals instead of being clipped to the border.
+"""
+import math
+
+import torch
+
+# Logit the most confident calibration anchor of an active class is mapped to (score ~0.95).
+TOP_LOGIT = 3.0
+# How many spreads below the threshold an inactive class's largest calibration logit lands.
+INACTIVE_MARGIN = 4.0
+
+
+def _logit(p):
+    return math.log(p / (1.0 - p))
+
+
+class _Capture:
+    """Forward hooks that record the outputs of a set of modules (one list per module)."""
+
+    def __init__(self, modules):
+        self.outputs = {id(m): [] for m in modules}
+        self.handles = [m.register_forward_hook(self._hook) for m in modules]
+
+    def _hook(self, module, _inp, out):
+        self.outputs[id(module)].append(out.detach().clone())
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
+def _class_logits(module, outs, k):
+    """Raw logits (without bias) of a Linear [P, K] or Conv [1, A*K, H, W] layer as [K, M]."""
+    cols = []
+    for o in outs:
+        o = o - module.bias.view(1, -1, *([1] * (o.dim() - 2)))
+        if o.dim() == 2:
+            cols.append(o.t())
+        else:
+            n, ak, h, w = o.shape
+            cols.append(o.view(n, ak // k, k, h, w).permute(2, 0, 1, 3, 4).reshape(k, -1))
+    return torch.cat(cols, dim=1)
+
+
+def _set_class(module, k, c, scale, bias):
+    """Scales class c's weights and sets its bias in a Linear or per-anchor Conv layer."""
+    with torch.no_grad():
+        rows = range(c, module.weight.shape[0], k)
+        for r in rows:
+            module.weight[r] *= scale
+            module.bias[r] = bias
+
+
+def _calibrate_layer(module, outs, k, active, threshold, fraction, softmax, n_images):
+    z = _class_logits(module, outs, k)
+    per = len(outs) // n_images
+    z_img = [_class_logits(module, outs[i * per:(i + 1) * per], k) for i in range(n_images)]
+    t_lo = _logit(threshold)
+    info = {}
+    for c in range(k):
+        zc = z[c]
+        if softmax and c == 0:
+            _set_class(module, k, 0, 0.0, 0.0)
+            continue
+        if c in active:
+            # Per-photo quantile and maximum, averaged over the photos.
+            q = sum(torch.quantile(zi[c], 1.0 - fraction).item() for zi in z_img) / n_images
+            top = sum(zi[c].max().item() for zi in z_img) / n_images
+            a = (TOP_LOGIT - t_lo) / max(top - q, 1e-6)
+            _set_class(module, k, c, a, t_lo - a * q)
+            info[c] = {"scale": round(a, 4), "bias": round(t_lo - a * q, 4)}
+        else:
+            a = 1.0 / max(zc.std().item(), 1e-6)
+            _set_class(module, k, c, a, t_lo - INACTIVE_MARGIN - a * zc.max().item())
+    return info
+
+
+def _scale_to_std(module, outs, target):
+    with torch.no_grad():
+        y = torch.cat([(o - module.bias.view(1, -1, *([1] * (o.dim() - 2)))).flatten() for o in outs])
+        s = target / max(y.std().item(), 1e-12)
+        module.weight *= s
+        module.bias.zero_()
+    return s
+
+
+def recalibrate_bn(model, images):
+    """Recomputes every BatchNorm's running mean/variance from the images (model stays in eval)."""
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None
+        bn.train()
+    # One batch (the photos and their mirror images), so even 1x1 feature maps have a variance.
+    with torch.no_grad():
+        model(list(images) + [img.flip(-1) for img in images])
+    for bn in bns:
+        bn.eval()
+    return len(bns)
+
+
+def head_layers(name, model):
+    """(classification layers, box-regression layers, num classes, threshold, softmax?)"""
+    if name.startswith(("fasterrcnn", "maskrcnn")):
+        p = model.roi_heads.box_predictor
+        return [p.cls_score], [(p.bbox_pred, 1.0)], p.cls_score.out_features, model.roi_heads.score_thresh, True
+    if name.startswith("retinanet"):
+        h = model.head
+        k = h.classification_head.num_classes
+        return [h.classification_head.cls_logits], [(h.regression_head.bbox_reg, 0.1)], k, model.score_thresh, False
+    if name.startswith("ssdlite"):
+        cls = [m[-1] for m in model.head.classification_head.module_list]
+        reg = [(m[-1], 1.0) for m in model.head.regression_head.module_list]
+        return cls, reg, model.head.classification_head.num_columns, model.score_thresh, True
+    if name.startswith("ssd"):
+        cls = list(model.head.classification_head.module_list)
+        reg = [(m, 1.0) for m in model.head.regression_head.module_list]
+        return cls, reg, model.head.classification_head.num_columns, model.score_thresh, True
+    raise ValueError(f"no detection head known for {name}")
+
+
+def calibrate(name, model, images, seed, n_active, fraction):
+    """Re-initializes the heads of `model` (in eval mode) as described in the module doc.
+    `images` is a list of 3xHxW float tensors in [0, 1]. Returns a JSON-able description."""
+    n_bn = recalibrate_bn(model, images)
+    cls_layers, reg_layers, k, threshold, softmax = head_layers(name, model)
+    g = torch.Generator().manual_seed(seed)
+    active = sorted((torch.randperm(k - 1, generator=g)[:n_active] + 1).tolist())
+    cap = _Capture(cls_layers + [m for m, _ in reg_layers])
+    with torch.no_grad():
+        for img in images:
+            model([img])
+    cap.close()
+    per_layer = []
+    for m in cls_layers:
+        per_layer.append(_calibrate_layer(m, cap.outputs[id(m)], k, active, threshold, fraction, softmax,
+                                          len(images)))
+    reg_scales = [round(_scale_to_std(m, cap.outputs[id(m)], t), 6) for m, t in reg_layers]
+    return {
+        "active_classes": active,
+        "fraction_above_threshold": fraction,
+        "score_threshold": threshold,
+        "top_logit": TOP_LOGIT,
+        "softmax": softmax,
+        "class_layers": len(cls_layers),
+        "box_regression_scales": reg_scales,
+        "batchnorm_layers_recalibrated": n_bn,
+    }
