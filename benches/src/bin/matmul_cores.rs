@@ -99,6 +99,9 @@ const SHAPES: &[Shape] = &[
 
 const ROUNDS: usize = 11;
 
+/// Pause before each timed call, in milliseconds.
+const SETTLE_MS: u64 = 200;
+
 type Runner = fn(&Shape, &[f32], &[f32], &mut [f32]);
 
 fn run_matrixmultiply(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
@@ -257,6 +260,9 @@ fn main() -> Result<()> {
             let (a, b) = &inputs[si];
             for (ci, (name, run)) in cands.iter().enumerate() {
                 let mut c = vec![0.0f32; s.m * s.n];
+                // Let the previous candidate's worker threads (OpenBLAS, rayon) stop spinning so
+                // they do not steal cores from this one.
+                std::thread::sleep(std::time::Duration::from_millis(SETTLE_MS));
                 let t = Instant::now();
                 run(s, a, b, &mut c);
                 let dt = t.elapsed().as_secs_f64();
@@ -283,7 +289,7 @@ fn main() -> Result<()> {
     let mut md = format!(
         "# Matrix cores on conv-shaped GEMMs ({date})\n\nCPU: {cpu}, {threads} hardware threads \
          visible. f32, row-major, `C = A * B`. Median of {ROUNDS} interleaved rounds after one \
-         warm-up round; GFLOP/s = 2*m*k*n / time.\n\n| shape (m x k x n) | what |"
+         warm-up round, {SETTLE_MS} ms pause before each call; GFLOP/s = 2*m*k*n / time.\n\n| shape (m x k x n) | what |"
     );
     for (name, _) in &cands {
         md.push_str(&format!(" {name} |"));
