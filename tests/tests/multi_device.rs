@@ -26,8 +26,14 @@ const POLICIES: &[Placement] = &[
 ];
 
 fn devices() -> Devices {
-    let link = CopyCost { latency: Duration::from_micros(20), bandwidth_bytes_per_s: 4e9 };
-    Devices::cpu().with_cpu_lanes(1).with_virtual(2, link).with_virtual(1, link)
+    let link = CopyCost {
+        latency: Duration::from_micros(20),
+        bandwidth_bytes_per_s: 4e9,
+    };
+    Devices::cpu()
+        .with_cpu_lanes(1)
+        .with_virtual(2, link)
+        .with_virtual(1, link)
 }
 
 fn seeded(shape: &[usize], seed: u64) -> Tensor {
@@ -49,7 +55,13 @@ fn inputs(session: &Session, seed: u64) -> Vec<(String, Tensor)> {
         .inputs()
         .iter()
         .map(|i| {
-            let shape: Vec<usize> = i.shape.as_ref().unwrap().iter().map(|d| d.fixed().unwrap_or(1)).collect();
+            let shape: Vec<usize> = i
+                .shape
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|d| d.fixed().unwrap_or(1))
+                .collect();
             (i.name.clone(), seeded(&shape, seed))
         })
         .collect()
@@ -57,7 +69,12 @@ fn inputs(session: &Session, seed: u64) -> Vec<(String, Tensor)> {
 
 fn models() -> Vec<std::path::PathBuf> {
     let mut v = vec![workspace_root().join("models/small/inception_block.onnx")];
-    for name in ["light_squeezenet", "light_inception_v1", "light_shufflenet", "light_densenet121"] {
+    for name in [
+        "light_squeezenet",
+        "light_inception_v1",
+        "light_shufflenet",
+        "light_densenet121",
+    ] {
         v.push(onnx_test_data().join(format!("light/{name}.onnx")));
     }
     v
@@ -77,15 +94,26 @@ fn every_policy_matches_the_sequential_cpu_engine() {
                 .unwrap_or_else(|e| panic!("{}: {policy:?}: {e}", model.display()));
             let plan = session.execution_plan().expect("a multi-device plan");
             let report = session.placement_report().unwrap();
-            let got = session.run(input.clone()).unwrap_or_else(|e| panic!("{}: {policy:?}: {e}", model.display()));
+            let got = session
+                .run(input.clone())
+                .unwrap_or_else(|e| panic!("{}: {policy:?}: {e}", model.display()));
             for i in 0..expected.len() {
                 // Kernels are deterministic and see the same inputs on every device: bitwise equal.
-                assert_eq!(got[i], expected[i], "{}: {policy:?}: output {i}", model.display());
+                assert_eq!(
+                    got[i],
+                    expected[i],
+                    "{}: {policy:?}: output {i}",
+                    model.display()
+                );
             }
             assert!(report.predicted_makespan_us > 0.0);
-            let devices_used: std::collections::BTreeSet<&str> = report.nodes.iter().map(|n| n.2.as_str()).collect();
+            let devices_used: std::collections::BTreeSet<&str> =
+                report.nodes.iter().map(|n| n.2.as_str()).collect();
             if devices_used.len() > 1 {
-                assert!(plan.copy_count() > 0, "{policy:?} spans devices, so values must be copied");
+                assert!(
+                    plan.copy_count() > 0,
+                    "{policy:?} spans devices, so values must be copied"
+                );
             }
         }
     }
@@ -94,9 +122,16 @@ fn every_policy_matches_the_sequential_cpu_engine() {
 #[test]
 fn concurrent_runs_on_one_session_agree_with_the_single_thread_run() {
     let model = workspace_root().join("models/small/inception_block.onnx");
-    let session = Session::builder().with_devices(devices()).with_placement(Placement::Greedy).commit_from_file(&model).unwrap();
+    let session = Session::builder()
+        .with_devices(devices())
+        .with_placement(Placement::Greedy)
+        .commit_from_file(&model)
+        .unwrap();
     let inputs: Vec<_> = (0..4).map(|s| inputs(&session, s + 1)).collect();
-    let expected: Vec<Tensor> = inputs.iter().map(|i| session.run(i.clone()).unwrap()[0].clone()).collect();
+    let expected: Vec<Tensor> = inputs
+        .iter()
+        .map(|i| session.run(i.clone()).unwrap()[0].clone())
+        .collect();
     std::thread::scope(|scope| {
         for t in 0..8 {
             let (session, inputs, expected) = (&session, &inputs, &expected);
@@ -114,20 +149,35 @@ fn concurrent_runs_on_one_session_agree_with_the_single_thread_run() {
 #[test]
 fn injected_failures_name_the_node_and_the_next_run_succeeds() {
     let model = workspace_root().join("models/small/inception_block.onnx");
-    let session = Session::builder().with_devices(devices()).with_placement(Placement::Heft).commit_from_file(&model).unwrap();
+    let session = Session::builder()
+        .with_devices(devices())
+        .with_placement(Placement::Heft)
+        .commit_from_file(&model)
+        .unwrap();
     let input = inputs(&session, 3);
     let expected = session.run(input.clone()).unwrap()[0].clone();
-    let nodes: Vec<String> = session.graph().nodes.iter().map(|n| n.name.clone()).collect();
+    let nodes: Vec<String> = session
+        .graph()
+        .nodes
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
     let mut state = 99u64;
     for _ in 0..1000 {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         let victim = (state % nodes.len() as u64) as usize;
-        let options = RunOptions { inject_failure_at: Some(victim), ..Default::default() };
+        let options = RunOptions {
+            inject_failure_at: Some(victim),
+            ..Default::default()
+        };
         match session.run_with_options(input.clone(), &options) {
             Err(spillway::Error::Kernel { node, .. }) => assert_eq!(node, nodes[victim]),
-            other => panic!("expected the injected failure at {}, got {other:?}", nodes[victim]),
+            other => panic!(
+                "expected the injected failure at {}, got {other:?}",
+                nodes[victim]
+            ),
         }
     }
     assert_eq!(session.run(input).unwrap()[0], expected);
@@ -136,12 +186,27 @@ fn injected_failures_name_the_node_and_the_next_run_succeeds() {
 #[test]
 fn traces_record_every_task_and_the_arena_plan_is_proven() {
     let model = workspace_root().join("models/small/inception_block.onnx");
-    let session = Session::builder().with_devices(devices()).with_placement(Placement::Heft).commit_from_file(&model).unwrap();
-    let (_, report) = session.run_with_options(inputs(&session, 5), &RunOptions { trace: true, ..Default::default() }).unwrap();
+    let session = Session::builder()
+        .with_devices(devices())
+        .with_placement(Placement::Heft)
+        .commit_from_file(&model)
+        .unwrap();
+    let (_, report) = session
+        .run_with_options(
+            inputs(&session, 5),
+            &RunOptions {
+                trace: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     let trace = report.trace.unwrap();
     let plan = session.execution_plan().unwrap();
     assert_eq!(trace.len(), plan.tasks.len(), "one trace event per task");
-    let json = spillway::exec::chrome_trace_json(&trace, &["cpu".into(), "virtual0".into(), "virtual1".into()]);
+    let json = spillway::exec::chrome_trace_json(
+        &trace,
+        &["cpu".into(), "virtual0".into(), "virtual1".into()],
+    );
     assert!(json.contains("\"traceEvents\""));
 
     let graph = session.graph();
@@ -159,8 +224,14 @@ fn traces_record_every_task_and_the_arena_plan_is_proven() {
 #[test]
 fn unavailable_devices_fail_unless_fallback_is_allowed() {
     let model = workspace_root().join("models/small/inception_block.onnx");
-    let err = Session::builder().with_devices(Devices::cpu().with_cuda(0, 4)).commit_from_file(&model).unwrap_err();
-    assert!(matches!(err, spillway::Error::DeviceUnavailable { .. }), "{err}");
+    let err = Session::builder()
+        .with_devices(Devices::cpu().with_cuda(0, 4))
+        .commit_from_file(&model)
+        .unwrap_err();
+    assert!(
+        matches!(err, spillway::Error::DeviceUnavailable { .. }),
+        "{err}"
+    );
     let session = Session::builder()
         .with_devices(Devices::cpu().with_cuda(0, 4).allow_fallback(true))
         .commit_from_file(&model)

@@ -9,6 +9,12 @@ use super::{Dim, Graph, Node};
 /// Infers dtypes and shapes of node outputs in topological order. Declared infos are kept
 /// where inference knows less.
 pub fn infer(graph: &mut Graph) {
+    // Constants made by passes (folded weights) know their type and shape from the tensor.
+    for (v, t) in &graph.constants {
+        let info = &mut graph.values[v.index()];
+        info.dtype = Some(t.dtype());
+        info.shape = Some(t.shape().iter().map(|&d| Dim::Fixed(d)).collect());
+    }
     for i in 0..graph.nodes.len() {
         let node = &graph.nodes[i];
         let (dtype, shapes) = infer_node(graph, node);
