@@ -1,6 +1,8 @@
 //! Unit tests of the unary family. Expected values come from `onnx.reference`
 //! (onnx 1.22) or numpy, not from these kernels.
 
+#![allow(clippy::excessive_precision, clippy::approx_constant)]
+
 use crate::cpu::binary::test_util::{assert_f32, run1, t, values};
 use crate::{AttrValue, DType, KernelError, Tensor};
 
