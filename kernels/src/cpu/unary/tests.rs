@@ -12,9 +12,12 @@ fn x() -> Tensor {
     t(&[7], X.to_vec())
 }
 
+/// Op type, attributes, expected outputs for [`X`].
+type Case<'a> = (&'a str, &'a [(&'a str, AttrValue)], [f32; 7]);
+
 #[test]
 fn activations_match_reference() {
-    let cases: &[(&str, &[(&str, AttrValue)], [f32; 7])] = &[
+    let cases: &[Case] = &[
         (
             "Sigmoid",
             &[],
