@@ -48,6 +48,7 @@ impl Default for OrtConfig {
         OrtConfig {
             intra_threads: 1,
             parallel: false,
+            optimize: true,
         }
     }
 }

@@ -327,10 +327,11 @@ fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> 
             .filter(|(i, _)| *i != pos)
             .map(|(_, d)| d.fixed())
             .product::<Option<usize>>();
-        if let (Some(total), Some(rest)) = (total, rest) {
-            if rest > 0 && total % rest == 0 {
-                out[pos] = Dim::Fixed(total / rest);
-            }
+        if let (Some(total), Some(rest)) = (total, rest)
+            && rest > 0
+            && total % rest == 0
+        {
+            out[pos] = Dim::Fixed(total / rest);
         }
     }
     Some(out)
