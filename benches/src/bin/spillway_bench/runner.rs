@@ -11,7 +11,7 @@ use crate::inputs::ZooModel;
 /// One engine configuration.
 pub enum Engine {
     /// A Spillway session.
-    Spillway(Session),
+    Spillway(Box<Session>),
     /// ONNX Runtime through `spillway_tests::oracle`.
     Ort(Oracle),
 }
@@ -43,9 +43,9 @@ impl Engine {
             )?))
         };
         match label {
-            "spillway-1lane" => Ok(Engine::Spillway(
+            "spillway-1lane" => Ok(Engine::Spillway(Box::new(
                 Session::builder().commit_from_file(&model.path)?,
-            )),
+            ))),
             "spillway-2lane-auto" => {
                 let mut b = Session::builder()
                     .with_devices(Devices::cpu().with_cpu_lanes(2))
@@ -53,7 +53,7 @@ impl Engine {
                 for (name, _, shape) in &model.inputs {
                     b = b.with_profile_shape(name, shape);
                 }
-                Ok(Engine::Spillway(b.commit_from_file(&model.path)?))
+                Ok(Engine::Spillway(Box::new(b.commit_from_file(&model.path)?)))
             }
             "ort-seq-1t" => ort(1, false),
             "ort-seq-2t" => ort(2, false),
