@@ -209,7 +209,16 @@ fn traces_record_every_task_and_the_arena_plan_is_proven() {
     );
     assert!(json.contains("\"traceEvents\""));
 
-    let graph = session.graph();
+    // Bind the symbolic batch to 1 so every intermediate has a size.
+    let mut graph = session.graph().clone();
+    let input = graph.inputs[0];
+    graph.values[input.index()].shape = Some(
+        [1, 3, 64, 64]
+            .iter()
+            .map(|&d| spillway::graph::Dim::Fixed(d))
+            .collect(),
+    );
+    spillway::graph::shape_inference::infer(&mut graph);
     let size = |slot: usize| {
         let info = graph.value(plan.slots[slot].value);
         Some(info.fixed_shape()?.iter().product::<usize>() * info.dtype?.size_of())
