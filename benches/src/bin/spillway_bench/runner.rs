@@ -39,6 +39,7 @@ impl Engine {
                 OrtConfig {
                     intra_threads,
                     parallel,
+                    optimize: true,
                 },
             )?))
         };
