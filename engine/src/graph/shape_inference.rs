@@ -264,6 +264,9 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
 }
 
 fn product(dims: &[Dim]) -> Dim {
+    if let [single] = dims {
+        return single.clone();
+    }
     dims.iter()
         .map(Dim::fixed)
         .product::<Option<usize>>()
