@@ -159,3 +159,18 @@ pub fn relative_l2(expected: &Tensor, actual: &Tensor) -> Result<f64, String> {
     let norm: f64 = e.iter().map(|x| x * x).sum::<f64>().sqrt();
     Ok(if norm == 0.0 { diff } else { diff / norm })
 }
+
+/// Seeded floats in [-1, 1) of the given shape (xorshift64; the same seed gives the same tensor).
+pub fn seeded_f32(shape: &[usize], seed: u64) -> Tensor {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let n: usize = shape.iter().product();
+    let data = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_shape_vec(shape, data).expect("length matches the shape")
+}

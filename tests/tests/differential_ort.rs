@@ -8,7 +8,7 @@ use spillway::Session;
 use spillway_kernels::Tensor;
 use spillway_tests::build::{Attr, ModelBuilder};
 use spillway_tests::oracle::{Oracle, OrtConfig};
-use spillway_tests::{onnx_test_data, relative_l2, workspace_root};
+use spillway_tests::{onnx_test_data, relative_l2, seeded_f32, workspace_root};
 
 const TOLERANCE: f64 = 1e-4;
 
@@ -19,20 +19,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
     "relative L2 4.3e-4 while ORT optimized vs unoptimized differ by 1.3e-7: a real numerical \
      difference in one of its kernels (Conv/BN/AveragePool/Concat chain), not yet located",
 )];
-
-fn seeded_input(shape: &[usize], seed: u64) -> Tensor {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let n: usize = shape.iter().product();
-    let data = (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect();
-    Tensor::from_shape_vec(shape, data).unwrap()
-}
 
 /// Random inputs for every declared input (symbolic dims take `batch`).
 fn inputs_for(session: &Session, batch: usize) -> Vec<(String, Tensor)> {
@@ -48,7 +34,7 @@ fn inputs_for(session: &Session, batch: usize) -> Vec<(String, Tensor)> {
                 .iter()
                 .map(|d| d.fixed().unwrap_or(batch))
                 .collect();
-            (info.name.clone(), seeded_input(&shape, 17 + i as u64))
+            (info.name.clone(), seeded_f32(&shape, 17 + i as u64))
         })
         .collect()
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use spillway::{CopyCost, Devices, Placement, RunOptions, Session, Tensor};
-use spillway_tests::{onnx_test_data, workspace_root};
+use spillway_tests::{onnx_test_data, seeded_f32, workspace_root};
 
 /// Policies whose schedules the executor must honour. `Ios` and `Milp` are exponential/slow
 /// and refuse big graphs; they are exercised on the small model only.
@@ -36,20 +36,6 @@ fn devices() -> Devices {
         .with_virtual(1, link)
 }
 
-fn seeded(shape: &[usize], seed: u64) -> Tensor {
-    let mut s = seed | 1;
-    let n: usize = shape.iter().product();
-    let data = (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect();
-    Tensor::from_shape_vec(shape, data).unwrap()
-}
-
 fn inputs(session: &Session, seed: u64) -> Vec<(String, Tensor)> {
     session
         .inputs()
@@ -62,7 +48,7 @@ fn inputs(session: &Session, seed: u64) -> Vec<(String, Tensor)> {
                 .iter()
                 .map(|d| d.fixed().unwrap_or(1))
                 .collect();
-            (i.name.clone(), seeded(&shape, seed))
+            (i.name.clone(), seeded_f32(&shape, seed))
         })
         .collect()
 }
