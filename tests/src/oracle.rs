@@ -39,6 +39,8 @@ pub struct OrtConfig {
     pub intra_threads: usize,
     /// ORT's parallel (inter-op) executor instead of the sequential one.
     pub parallel: bool,
+    /// ORT's graph optimizations (fusions, constant folding); off gives ORT's plain kernels.
+    pub optimize: bool,
 }
 
 impl Default for OrtConfig {
@@ -46,6 +48,7 @@ impl Default for OrtConfig {
         OrtConfig {
             intra_threads: 1,
             parallel: false,
+            optimize: true,
         }
     }
 }
@@ -75,7 +78,11 @@ impl Oracle {
     fn builder(config: OrtConfig) -> Result<ort::session::builder::SessionBuilder> {
         let env = environment()?;
         OrtSession::builder(env)?
-            .with_optimization_level(GraphOptimizationLevel::All)
+            .with_optimization_level(if config.optimize {
+                GraphOptimizationLevel::All
+            } else {
+                GraphOptimizationLevel::Disable
+            })
             .map_err(|e| anyhow!("{e}"))?
             .with_intra_threads(config.intra_threads)
             .map_err(|e| anyhow!("{e}"))?

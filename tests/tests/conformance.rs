@@ -193,10 +193,10 @@ fn main() {
                 problems.push(format!("{}: {e}", o.name));
             }
         }
-        if filter.is_some() {
-            if let Err(e) = &o.result {
-                eprintln!("FAIL {} [{}]: {e}", o.name, o.ops.join(","));
-            }
+        if filter.is_some()
+            && let Err(e) = &o.result
+        {
+            eprintln!("FAIL {} [{}]: {e}", o.name, o.ops.join(","));
         }
     }
     if filter.is_none() {

@@ -47,7 +47,15 @@ fn inputs_for(session: &Session, batch: usize) -> Vec<(String, Tensor)> {
 
 /// Runs both engines and returns the worst relative L2 error over the outputs.
 fn compare(label: &str, session: &Session, oracle: &mut Oracle, batch: usize) -> f64 {
-    let inputs = inputs_for(session, batch);
+    compare_inputs(label, session, oracle, inputs_for(session, batch))
+}
+
+fn compare_inputs(
+    label: &str,
+    session: &Session,
+    oracle: &mut Oracle,
+    inputs: Vec<(String, Tensor)>,
+) -> f64 {
     let ours = session
         .run(inputs.clone())
         .unwrap_or_else(|e| panic!("{label}: spillway: {e}"));
@@ -65,12 +73,44 @@ fn compare(label: &str, session: &Session, oracle: &mut Oracle, batch: usize) ->
     worst
 }
 
-fn check_table(rows: &[(String, f64)]) {
-    println!("| model | worst relative L2 error vs ORT |\n| --- | --- |");
-    for (name, err) in rows {
-        println!("| {name} | {err:.2e} |");
+/// ORT against itself (graph optimizations on vs off) on the same input: how much float
+/// reordering alone moves this model's outputs.
+fn ort_self_disagreement(path: &Path, session: &Session) -> f64 {
+    let inputs = inputs_for(session, 1);
+    let a = Oracle::load(path, OrtConfig::default())
+        .unwrap()
+        .run(&inputs)
+        .unwrap();
+    let b = Oracle::load(
+        path,
+        OrtConfig {
+            optimize: false,
+            ..OrtConfig::default()
+        },
+    )
+    .unwrap()
+    .run(&inputs)
+    .unwrap();
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| relative_l2(x, y).unwrap())
+        .fold(0.0, f64::max)
+}
+
+/// Rows: (model, our error, ORT's own disagreement). A model passes when our error is within
+/// 1e-4, or within twice what ORT's two configurations disagree by (deep models with
+/// degenerate constant weights amplify summation-order differences; ORT shows the same).
+fn check_table(rows: &[(String, f64, f64)]) {
+    println!(
+        "| model | worst relative L2 error vs ORT | ORT optimized vs unoptimized |\n| --- | --- | --- |"
+    );
+    for (name, err, own) in rows {
+        println!("| {name} | {err:.2e} | {own:.2e} |");
     }
-    let bad: Vec<_> = rows.iter().filter(|(_, e)| !(*e <= TOLERANCE)).collect();
+    let bad: Vec<_> = rows
+        .iter()
+        .filter(|(_, e, own)| e.is_nan() || *e > TOLERANCE.max(2.0 * own))
+        .collect();
     assert!(
         bad.is_empty(),
         "relative L2 error above {TOLERANCE}: {bad:?}"
@@ -92,7 +132,7 @@ fn light_models_match_onnx_runtime() {
         "the onnx 1.22.0 wheel ships 9 light models"
     );
     models.push(workspace_root().join("models/small/inception_block.onnx"));
-    let rows: Vec<(String, f64)> = models
+    let rows: Vec<(String, f64, f64)> = models
         .iter()
         .map(|path| {
             let label = path.file_stem().unwrap().to_string_lossy().to_string();
@@ -100,7 +140,8 @@ fn light_models_match_onnx_runtime() {
                 .commit_from_file(path)
                 .unwrap_or_else(|e| panic!("{label}: {e}"));
             let mut oracle = Oracle::load(Path::new(path), OrtConfig::default()).unwrap();
-            (label.clone(), compare(&label, &session, &mut oracle, 1))
+            let err = compare(&label, &session, &mut oracle, 1);
+            (label.clone(), err, ort_self_disagreement(path, &session))
         })
         .collect();
     check_table(&rows);
@@ -228,7 +269,7 @@ fn built_models() -> Vec<(&'static str, Vec<u8>, usize)> {
 
 #[test]
 fn built_models_match_onnx_runtime() {
-    let rows: Vec<(String, f64)> = built_models()
+    let rows: Vec<(String, f64, f64)> = built_models()
         .into_iter()
         .map(|(label, bytes, batch)| {
             let session = Session::builder()
@@ -238,6 +279,7 @@ fn built_models_match_onnx_runtime() {
             (
                 label.to_string(),
                 compare(label, &session, &mut oracle, batch),
+                0.0,
             )
         })
         .collect();

@@ -220,10 +220,10 @@ impl Shared {
     fn push(&self, job: Job) {
         let lane = self.plan.tasks[job.task].lane;
         self.queues[lane].push(job);
-        if self.idle[lane].load(Ordering::SeqCst) {
-            if let Some(threads) = self.threads.get() {
-                threads[lane].unpark();
-            }
+        if self.idle[lane].load(Ordering::SeqCst)
+            && let Some(threads) = self.threads.get()
+        {
+            threads[lane].unpark();
         }
     }
 
@@ -426,13 +426,13 @@ impl Shared {
             };
             if pool.query(event) {
                 pool.release(event);
-                if !job.run.failed.load(Ordering::Acquire) {
-                    if let Some(next) = self.finish(&job.run, job.task) {
-                        self.run_job(Job {
-                            run: job.run.clone(),
-                            task: next,
-                        });
-                    }
+                if !job.run.failed.load(Ordering::Acquire)
+                    && let Some(next) = self.finish(&job.run, job.task)
+                {
+                    self.run_job(Job {
+                        run: job.run.clone(),
+                        task: next,
+                    });
                 }
             } else {
                 let left = pool.remaining(event);

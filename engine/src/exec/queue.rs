@@ -17,6 +17,8 @@ pub enum QueueKind {
 }
 
 /// A multi-producer, multi-consumer FIFO of ready tasks.
+// One queue per lane, created once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum ReadyQueue<T> {
     /// Lock-free.
     LockFree(SegQueue<T>),

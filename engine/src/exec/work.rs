@@ -9,6 +9,8 @@ use crate::graph::Node;
 
 /// What a node runs.
 #[derive(Debug)]
+// One per node, built once per session.
+#[allow(clippy::large_enum_variant)]
 pub enum Work {
     /// An operator kernel.
     Kernel(Box<dyn Kernel>),

@@ -145,10 +145,10 @@ impl<'c, 'o> Builder<'c, 'o> {
         }
         for input in &g.input {
             // Older exporters list initializers among the inputs too; those stay constants.
-            if let Some(&id) = self.names.get(input.name()) {
-                if self.graph.constants.contains_key(&id) {
-                    continue;
-                }
+            if let Some(&id) = self.names.get(input.name())
+                && self.graph.constants.contains_key(&id)
+            {
+                continue;
             }
             let id = self.define(value_info(input)?)?;
             self.graph.inputs.push(id);
@@ -275,13 +275,13 @@ impl<'c, 'o> Builder<'c, 'o> {
         if let Some(&id) = self.names.get(name) {
             return id;
         }
-        if !self.local.contains(name) {
-            if let Some(outer_id) = (self.outer)(name) {
-                let id = self.graph.add_value(ValueInfo::named(name));
-                self.names.insert(name.to_string(), id);
-                self.captures.push((id, outer_id));
-                return id;
-            }
+        if !self.local.contains(name)
+            && let Some(outer_id) = (self.outer)(name)
+        {
+            let id = self.graph.add_value(ValueInfo::named(name));
+            self.names.insert(name.to_string(), id);
+            self.captures.push((id, outer_id));
+            return id;
         }
         let id = self.graph.add_value(ValueInfo::named(name));
         self.names.insert(name.to_string(), id);

@@ -34,6 +34,8 @@ pub enum Source {
 
 /// What a task does.
 #[derive(Debug)]
+// One per task, built once per session.
+#[allow(clippy::large_enum_variant)]
 pub enum TaskKind {
     /// Runs a graph node.
     Node {

@@ -199,14 +199,14 @@ impl Session {
         for (&id, tensor) in self.graph.inputs.iter().zip(given) {
             let info = self.graph.value(id);
             let tensor = tensor.ok_or_else(|| Error::MissingInput(info.name.clone()))?;
-            if let Some(expected) = info.dtype {
-                if tensor.dtype() != expected {
-                    return Err(Error::InputDType {
-                        name: info.name.clone(),
-                        expected,
-                        got: tensor.dtype(),
-                    });
-                }
+            if let Some(expected) = info.dtype
+                && tensor.dtype() != expected
+            {
+                return Err(Error::InputDType {
+                    name: info.name.clone(),
+                    expected,
+                    got: tensor.dtype(),
+                });
             }
             if let Some(shape) = &info.shape {
                 let mismatch = || Error::InputShape {
@@ -220,10 +220,8 @@ impl Session {
                 for (dim, &n) in shape.iter().zip(tensor.shape()) {
                     match dim {
                         Dim::Fixed(d) if *d != n => return Err(mismatch()),
-                        Dim::Symbol(s) => {
-                            if *symbols.entry(s.as_str()).or_insert(n) != n {
-                                return Err(mismatch());
-                            }
+                        Dim::Symbol(s) if *symbols.entry(s.as_str()).or_insert(n) != n => {
+                            return Err(mismatch());
                         }
                         _ => {}
                     }

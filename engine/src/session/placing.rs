@@ -14,6 +14,8 @@ use crate::profile::{self, CostModel};
 
 /// What runs a session's inferences.
 #[derive(Debug)]
+// One per session.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Engine {
     /// One CPU lane, nodes in order, on the caller's thread.
     Sequential(SequentialPlan),

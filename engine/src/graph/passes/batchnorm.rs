@@ -8,6 +8,7 @@ use crate::graph::{Graph, ValueInfo};
 
 /// Folds every Conv → BatchNormalization pair where the Conv output has no other reader, the
 /// weights and BN parameters are f32 constants, and BN has a single output (inference mode).
+#[allow(clippy::needless_range_loop)] // nodes are read and rewritten by index in the same loop
 pub fn fold_batchnorm_into_conv(graph: &mut Graph) {
     let producers = graph.producers();
     let uses = graph.use_counts();

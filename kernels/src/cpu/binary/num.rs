@@ -48,7 +48,7 @@ macro_rules! int_arith {
             #[inline(always)]
             fn rem_trunc(self, o: Self) -> Self { if o == 0 { 0 } else { self.wrapping_rem(o) } }
             #[inline(always)]
-            #[allow(unused_comparisons)]
+            #[allow(unused_comparisons, clippy::absurd_extreme_comparisons)]
             fn rem_floor(self, o: Self) -> Self {
                 if o == 0 {
                     return 0;

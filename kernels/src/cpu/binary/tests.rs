@@ -1,6 +1,8 @@
 //! Unit tests of the binary family. Expected values come from `onnx.reference`
 //! (onnx 1.22) / numpy, or from an independent naive loop for the large cases.
 
+#![allow(clippy::excessive_precision, clippy::approx_constant)]
+
 use super::broadcast::broadcast_shapes;
 use super::test_util::{assert_f32, run_op, run1, t, values};
 use crate::{AttrValue, DType, KernelError, Tensor};

@@ -83,10 +83,8 @@ impl Kernel for VariadicKernel {
                 dtype: first.dtype(),
             });
         }
-        let out = dispatch_numeric!(*first, a => {
-            let _ = a;
-            Tensor::from(fold_typed(self.op, &present, a)?)
-        }, other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }));
+        let out = dispatch_numeric!(*first, a => Tensor::from(fold_typed(self.op, &present, a)?),
+            other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }));
         Ok(vec![out])
     }
 }

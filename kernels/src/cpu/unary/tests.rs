@@ -1,6 +1,8 @@
 //! Unit tests of the unary family. Expected values come from `onnx.reference`
 //! (onnx 1.22) or numpy, not from these kernels.
 
+#![allow(clippy::excessive_precision, clippy::approx_constant)]
+
 use crate::cpu::binary::test_util::{assert_f32, run1, t, values};
 use crate::{AttrValue, DType, KernelError, Tensor};
 
@@ -10,9 +12,12 @@ fn x() -> Tensor {
     t(&[7], X.to_vec())
 }
 
+/// Op type, attributes, expected outputs for [`X`].
+type Case<'a> = (&'a str, &'a [(&'a str, AttrValue)], [f32; 7]);
+
 #[test]
 fn activations_match_reference() {
-    let cases: &[(&str, &[(&str, AttrValue)], [f32; 7])] = &[
+    let cases: &[Case] = &[
         (
             "Sigmoid",
             &[],
