@@ -305,6 +305,8 @@ fn matmul(a: Option<Shape>, b: Option<Shape>) -> Option<Shape> {
 
 fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> Option<Shape> {
     let target = target?;
+    // An unknown input shape must not read as rank 0 (element count 1): `-1` stays unknown then.
+    let input_known = input.is_some();
     let input = input.unwrap_or_default();
     let mut out: Shape = target
         .iter()
@@ -316,7 +318,9 @@ fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> 
         })
         .collect();
     if let Some(pos) = target.iter().position(|&t| t == -1) {
-        let total = input.iter().map(Dim::fixed).product::<Option<usize>>();
+        let total = input_known
+            .then(|| input.iter().map(Dim::fixed).product::<Option<usize>>())
+            .flatten();
         let rest = out
             .iter()
             .enumerate()
@@ -412,4 +416,23 @@ fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
         });
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reshape_of_unknown_shape_leaves_minus_one_unknown() {
+        // torchvision's anchor generator: Reshape(Range(..) of data-dependent length, [-1, 1]).
+        assert_eq!(
+            reshape(None, Some(vec![-1, 1]), false),
+            Some(vec![Dim::Unknown, Dim::Fixed(1)])
+        );
+        // With the input known, -1 takes the remaining element count: 20 / 1.
+        assert_eq!(
+            reshape(Some(vec![Dim::Fixed(20)]), Some(vec![-1, 1]), false),
+            Some(vec![Dim::Fixed(20), Dim::Fixed(1)])
+        );
+    }
 }
