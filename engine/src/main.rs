@@ -86,6 +86,21 @@ enum Command {
     },
     /// List the operators the CPU supports (markdown).
     Ops,
+    /// Run a torchvision-style detector on photos; write `<name>.detections.{png,json}`.
+    Detect {
+        /// JPEG or PNG files.
+        #[arg(required = true)]
+        images: Vec<PathBuf>,
+        /// The detector (.onnx; input `image` 3×H×W in [0, 1]).
+        #[arg(long)]
+        model: PathBuf,
+        /// Where the results go.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+        /// Detections scoring below this are dropped.
+        #[arg(long, default_value_t = 0.5)]
+        score_threshold: f32,
+    },
 }
 
 fn main() -> Result<()> {
@@ -132,6 +147,28 @@ fn main() -> Result<()> {
             repeat,
             dim_default,
         }),
+        Command::Detect {
+            images,
+            model,
+            out,
+            score_threshold,
+        } => {
+            let session = Session::builder()
+                .commit_from_file(&model)
+                .with_context(|| format!("loading {}", model.display()))?;
+            for image in &images {
+                let r = spillway::detect::detect_file(&session, image, &out, score_threshold)?;
+                println!(
+                    "{}: {} detections in {:.3} s -> {}, {}",
+                    image.display(),
+                    r.kept,
+                    r.seconds,
+                    r.png.display(),
+                    r.json.display()
+                );
+            }
+            Ok(())
+        }
         Command::Ops => {
             for op in spillway_kernels::cpu::supported_ops() {
                 println!("- {op}");
