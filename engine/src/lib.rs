@@ -11,6 +11,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod detect;
 pub mod device;
 pub mod error;
 pub mod exec;

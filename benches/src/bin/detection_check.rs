@@ -1,0 +1,313 @@
+//! Detection correctness study: every zoo detector present × every photo in `models/images`,
+//! Spillway against ONNX Runtime (1 intra-op thread) on the same input tensor.
+//!
+//! Checks: same detection count; labels equal; scores within 1e-4 absolute; boxes within 1e-3
+//! relative (|a - b| <= 1e-3 · max(|b|, 1)); where ORT's scores tie (within 1e-6) the tied run is
+//! compared as a set; masks (Mask R-CNN) binarized at 0.5 with IoU >= 0.99. Writes
+//! `benches/results/detection-<date>.{md,json}`.
+//!
+//! `cargo run --release -p spillway-benches --bin detection_check -- [--zoo DIR] [--only a,b]`
+//! (ORT comes from the project venv, `SPILLWAY_VENV` or `<root>/.venv`).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use spillway::detect::{read_rgb, to_chw_tensor};
+use spillway::{Session, Tensor};
+use spillway_tests::assert_close;
+use spillway_tests::oracle::{Oracle, OrtConfig};
+
+const MODELS: [&str; 6] = [
+    "ssdlite320_mobilenet_v3_large",
+    "fasterrcnn_mobilenet_v3_large_320_fpn",
+    "ssd300_vgg16",
+    "retinanet_resnet50_fpn",
+    "fasterrcnn_resnet50_fpn",
+    "maskrcnn_resnet50_fpn",
+];
+
+/// One engine's result for one photo, by output name.
+struct Out {
+    boxes: Vec<f32>,
+    scores: Vec<f32>,
+    labels: Vec<i64>,
+    /// Binarized masks, one `H·W` plane per detection.
+    masks: Option<Vec<Vec<bool>>>,
+}
+
+fn extract(names: &[String], tensors: &[Tensor]) -> Result<Out> {
+    let get = |n: &str| -> Result<&Tensor> {
+        names
+            .iter()
+            .position(|x| x == n)
+            .and_then(|i| tensors.get(i))
+            .with_context(|| format!("no output '{n}'"))
+    };
+    let masks = match get("masks") {
+        Ok(m) => {
+            let v: Vec<f32> = m.view::<f32>()?.iter().copied().collect();
+            let n = m.shape().first().copied().unwrap_or(0);
+            let plane = if n == 0 { 0 } else { v.len() / n };
+            Some(
+                (0..n)
+                    .map(|i| {
+                        v[i * plane..(i + 1) * plane]
+                            .iter()
+                            .map(|&p| p > 0.5)
+                            .collect()
+                    })
+                    .collect(),
+            )
+        }
+        Err(_) => None,
+    };
+    Ok(Out {
+        boxes: get("boxes")?.view::<f32>()?.iter().copied().collect(),
+        scores: get("scores")?.view::<f32>()?.iter().copied().collect(),
+        labels: get("labels")?.view::<i64>()?.iter().copied().collect(),
+        masks,
+    })
+}
+
+fn iou(a: &[bool], b: &[bool]) -> f64 {
+    let (mut inter, mut union) = (0usize, 0usize);
+    for (&x, &y) in a.iter().zip(b) {
+        inter += usize::from(x && y);
+        union += usize::from(x || y);
+    }
+    if union == 0 {
+        1.0
+    } else {
+        inter as f64 / union as f64
+    }
+}
+
+/// Worst differences over matched detections.
+#[derive(Default)]
+struct Cmp {
+    max_box_rel: f64,
+    max_score_abs: f64,
+    min_mask_iou: f64,
+    ties: usize,
+}
+
+fn box_rel(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).abs() / f64::from(y).abs().max(1.0))
+        .fold(0.0, f64::max)
+}
+
+/// Matches Spillway's detections (`s`) to ORT's (`o`): in order, except inside runs of tied
+/// ORT scores, where each ORT detection takes any unused Spillway detection of that run.
+fn compare(o: &Out, s: &Out) -> Result<Cmp, String> {
+    let n = o.scores.len();
+    if s.scores.len() != n {
+        return Err(format!("count: ORT {n}, Spillway {}", s.scores.len()));
+    }
+    let mut cmp = Cmp {
+        min_mask_iou: 1.0,
+        ..Cmp::default()
+    };
+    let ok = |i: usize, j: usize| {
+        o.labels[i] == s.labels[j]
+            && (o.scores[i] - s.scores[j]).abs() <= 1e-4
+            && box_rel(&s.boxes[4 * j..4 * j + 4], &o.boxes[4 * i..4 * i + 4]) <= 1e-3
+    };
+    let mut start = 0;
+    while start < n {
+        let mut end = start + 1;
+        while end < n
+            && (o.scores[end] - o.scores[start]).abs() <= 1e-6 * o.scores[start].abs().max(1.0)
+        {
+            end += 1;
+        }
+        if end - start > 1 {
+            cmp.ties += end - start;
+        }
+        let mut used = vec![false; end - start];
+        for i in start..end {
+            let j = if ok(i, i) && !used[i - start] {
+                i
+            } else {
+                (start..end).find(|&j| !used[j - start] && ok(i, j)).ok_or_else(|| {
+                    format!(
+                        "detection {i}: ORT label {} score {} box {:?}; Spillway label {} score {} box {:?}",
+                        o.labels[i], o.scores[i], &o.boxes[4 * i..4 * i + 4],
+                        s.labels[i], s.scores[i], &s.boxes[4 * i..4 * i + 4]
+                    )
+                })?
+            };
+            used[j - start] = true;
+            cmp.max_score_abs = cmp
+                .max_score_abs
+                .max(f64::from((o.scores[i] - s.scores[j]).abs()));
+            cmp.max_box_rel = cmp.max_box_rel.max(box_rel(
+                &s.boxes[4 * j..4 * j + 4],
+                &o.boxes[4 * i..4 * i + 4],
+            ));
+            if let (Some(om), Some(sm)) = (&o.masks, &s.masks) {
+                let v = iou(&om[i], &sm[j]);
+                cmp.min_mask_iou = cmp.min_mask_iou.min(v);
+                if v < 0.99 {
+                    return Err(format!("detection {i}: mask IoU {v:.4} < 0.99"));
+                }
+            }
+        }
+        start = end;
+    }
+    Ok(cmp)
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("root")?
+        .to_path_buf();
+    let mut zoo = root.join("models/zoo");
+    let mut only: Option<Vec<String>> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--zoo" => zoo = PathBuf::from(it.next().context("--zoo DIR")?),
+            "--only" => {
+                only = Some(
+                    it.next()
+                        .context("--only a,b")?
+                        .split(',')
+                        .map(String::from)
+                        .collect(),
+                )
+            }
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    let mut photos: Vec<PathBuf> = std::fs::read_dir(root.join("models/images"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jpg" || x == "png"))
+        .collect();
+    photos.sort();
+    let mut rows = Vec::new();
+    let mut md = String::from(
+        "| model | photo | detections (ORT / Spillway) | max box rel diff | max score diff | min mask IoU | tied | Spillway s | ORT 1-thread s | result |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    let mut summary =
+        String::from("| model | Spillway / ORT-1-thread time (sum over photos) |\n|---|---:|\n");
+    for model in MODELS {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|m| m == model)) {
+            continue;
+        }
+        let path = zoo.join(format!("{model}.onnx"));
+        if !path.exists() {
+            eprintln!("{model}: not present at {}", path.display());
+            continue;
+        }
+        eprintln!("{model}: loading");
+        let session = match Session::builder()
+            .with_intra_op_threads(1)
+            .commit_from_file(&path)
+        {
+            Ok(s) => s,
+            Err(e) => {
+                let err = format!("Spillway load: {e}");
+                eprintln!("{model}: {err}");
+                md += &format!("| {model} | all | - | - | - | - | - | - | - | FAIL: {err} |\n");
+                rows.push(json!({"model": model, "error": err}));
+                continue;
+            }
+        };
+        let names: Vec<String> = session.outputs().iter().map(|v| v.name.clone()).collect();
+        let mut ort = Oracle::load(&path, OrtConfig::default())?;
+        let (mut t_s, mut t_o) = (0.0, 0.0);
+        for photo in &photos {
+            let stem = photo
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let input = to_chw_tensor(&read_rgb(photo)?)?;
+            let inputs = vec![("image".to_string(), input)];
+            let t0 = Instant::now();
+            let ort_out = ort.run(&inputs)?;
+            let ort_s = t0.elapsed().as_secs_f64();
+            let t0 = Instant::now();
+            let sp = session.run(inputs.clone());
+            let sp_s = t0.elapsed().as_secs_f64();
+            let o = extract(&names, &ort_out)?;
+            let (result, cmp, count_s) = match sp {
+                Err(e) => (format!("FAIL: Spillway run: {e}"), None, None),
+                Ok(out) => {
+                    let tensors = out.into_tensors();
+                    let s = extract(&names, &tensors)?;
+                    let n = s.scores.len();
+                    // The strict in-order check first (numpy-style allclose on each output).
+                    let in_order = ["boxes", "scores", "labels"].iter().all(|k| {
+                        let i = names.iter().position(|x| x == k);
+                        i.is_some_and(|i| {
+                            assert_close(&ort_out[i], &tensors[i], 1e-3, 1e-4).is_ok()
+                        })
+                    });
+                    t_s += sp_s;
+                    t_o += ort_s;
+                    match compare(&o, &s) {
+                        Ok(c) => (
+                            if in_order {
+                                "ok (in order)".into()
+                            } else {
+                                "ok (ties as sets)".into()
+                            },
+                            Some(c),
+                            Some(n),
+                        ),
+                        Err(e) => (format!("FAIL: {e}"), None, Some(n)),
+                    }
+                }
+            };
+            eprintln!("{model} {stem}: {result} (Spillway {sp_s:.3} s, ORT {ort_s:.3} s)");
+            let f = |v: Option<f64>, p: usize| v.map_or("-".into(), |x| format!("{x:.p$e}"));
+            md += &format!(
+                "| {model} | {stem} | {} / {} | {} | {} | {} | {} | {sp_s:.3} | {ort_s:.3} | {result} |\n",
+                o.scores.len(),
+                count_s.map_or("-".into(), |n| n.to_string()),
+                f(cmp.as_ref().map(|c| c.max_box_rel), 1),
+                f(cmp.as_ref().map(|c| c.max_score_abs), 1),
+                cmp.as_ref()
+                    .filter(|_| o.masks.is_some())
+                    .map_or("-".into(), |c| format!("{:.4}", c.min_mask_iou)),
+                cmp.as_ref().map_or("-".into(), |c| c.ties.to_string()),
+            );
+            rows.push(json!({
+                "model": model, "photo": stem, "ort_count": o.scores.len(), "spillway_count": count_s,
+                "max_box_rel": cmp.as_ref().map(|c| c.max_box_rel),
+                "max_score_abs": cmp.as_ref().map(|c| c.max_score_abs),
+                "min_mask_iou": cmp.as_ref().filter(|_| o.masks.is_some()).map(|c| c.min_mask_iou),
+                "tied": cmp.as_ref().map(|c| c.ties),
+                "spillway_s": sp_s, "ort_1thread_s": ort_s, "result": result,
+            }));
+        }
+        if t_o > 0.0 {
+            summary += &format!("| {model} | {:.2} |\n", t_s / t_o);
+        }
+    }
+    let date = std::process::Command::new("date").arg("+%F").output()?;
+    let date = String::from_utf8_lossy(&date.stdout).trim().to_string();
+    let dir = root.join("benches/results");
+    let doc = format!(
+        "# Detection correctness: Spillway vs ONNX Runtime ({date})\n\n\
+         `cargo run --release -p spillway-benches --bin detection_check`. Both engines get the same \
+         3×480×640 tensor decoded from `models/images/*.jpg`; Spillway and ORT each use 1 intra-op \
+         thread; one timed run per photo, no warm-up (the first photo's time includes first-run costs).\n\n\
+         Tolerances: labels equal, scores ≤ 1e-4 absolute, boxes ≤ 1e-3 relative, tied scores (≤ 1e-6) \
+         compared as sets, masks binarized at 0.5 with IoU ≥ 0.99. \"in order\" means numpy-style \
+         allclose also passes output by output without any re-ordering.\n\n{md}\n{summary}"
+    );
+    std::fs::write(dir.join(format!("detection-{date}.md")), doc)?;
+    std::fs::write(
+        dir.join(format!("detection-{date}.json")),
+        serde_json::to_string_pretty(&json!({"date": date, "rows": rows}))?,
+    )?;
+    println!("{md}\n{summary}");
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! The commands of the `spillway` binary.
+
+pub mod devices;
+pub mod inputs;
+pub mod profile;
+pub mod run;
+pub mod schedule;

@@ -1,0 +1,81 @@
+//! `spillway run`: run a model, print its outputs and median latency.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use spillway::{Session, Tensor};
+
+use super::inputs::model_inputs;
+
+/// The small multi-branch model `spillway run` uses when no model is given
+/// (built by `models/make_small.py`).
+const DEFAULT_MODEL: &[u8] = include_bytes!("../../../models/small/inception_block.onnx");
+
+/// Runs `model` (or the bundled one) `repeat` times after one warm-up run.
+pub fn run(
+    model: Option<PathBuf>,
+    given: &[String],
+    repeat: usize,
+    dim_default: usize,
+) -> Result<()> {
+    let session = match &model {
+        Some(path) => Session::builder()
+            .commit_from_file(path)
+            .with_context(|| format!("loading {}", path.display()))?,
+        None => Session::builder()
+            .commit_from_memory(DEFAULT_MODEL)
+            .context("loading the bundled model")?,
+    };
+    let label = model
+        .as_ref()
+        .map_or("bundled inception_block.onnx".to_string(), |p| {
+            p.display().to_string()
+        });
+    println!("model: {label}");
+    let inputs = model_inputs(&session.inputs(), given, dim_default)?;
+    for (name, t) in &inputs {
+        println!("input  {name}: {:?} {}", t.shape(), t.dtype());
+    }
+    let (outputs, stats) = session.run_with_stats(inputs.clone())?;
+    let mut times = Vec::with_capacity(repeat);
+    for _ in 0..repeat {
+        let start = Instant::now();
+        session.run(inputs.clone())?;
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    for (name, t) in outputs.iter() {
+        println!(
+            "output {name}: {:?} {} first values {}",
+            t.shape(),
+            t.dtype(),
+            first_values(t, 6)
+        );
+    }
+    println!(
+        "peak intermediate memory: {:.1} KiB",
+        stats.peak_intermediate_bytes as f64 / 1024.0
+    );
+    if !times.is_empty() {
+        times.sort_by(f64::total_cmp);
+        println!(
+            "median latency: {:.3} ms over {repeat} runs",
+            times[times.len() / 2]
+        );
+    }
+    Ok(())
+}
+
+fn first_values(t: &Tensor, n: usize) -> String {
+    match t.to_f64_vec() {
+        Ok(v) => {
+            let shown: Vec<String> = v.iter().take(n).map(|x| format!("{x:.6}")).collect();
+            format!(
+                "[{}{}]",
+                shown.join(", "),
+                if v.len() > n { ", …" } else { "" }
+            )
+        }
+        Err(_) => format!("({} elements)", t.len()),
+    }
+}
