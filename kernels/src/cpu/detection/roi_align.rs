@@ -242,9 +242,14 @@ impl RoiAlign {
         batch: &[usize],
         geo: Geometry,
     ) -> Result<Vec<F>> {
-        let bins = self.pooled_h * self.pooled_w;
-        let per_roi = geo.c * bins;
-        let mut out = vec![F::zero(); batch.len() * per_roi];
+        let too_big = || KernelError::Shape("RoiAlign output size overflows".into());
+        let bins = self
+            .pooled_h
+            .checked_mul(self.pooled_w)
+            .ok_or_else(too_big)?;
+        let per_roi = geo.c.checked_mul(bins).ok_or_else(too_big)?;
+        let len = batch.len().checked_mul(per_roi).ok_or_else(too_big)?;
+        let mut out = vec![F::zero(); len];
         if out.is_empty() {
             return Ok(out);
         }
@@ -307,7 +312,9 @@ impl RoiAlign {
         };
         let (grid_h, grid_w) = (grid(roi_h, ph), grid(roi_w, pw));
         let per_bin = grid_h.saturating_mul(grid_w);
-        let total = per_bin.saturating_mul(self.pooled_h * self.pooled_w);
+        let total = per_bin
+            .saturating_mul(self.pooled_h)
+            .saturating_mul(self.pooled_w);
         if total > MAX_SAMPLES_PER_ROI {
             return Err(KernelError::InvalidValue(format!(
                 "roi {:?} needs {grid_h}×{grid_w} samples per bin, more than supported",
