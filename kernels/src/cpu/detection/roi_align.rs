@@ -194,11 +194,44 @@ struct Sample<F> {
 
 /// One roi's sampling plan, shared by all its channels.
 struct RoiPlan<F> {
-    /// `pooled_h * pooled_w * grid_h * grid_w` samples, bin-major.
+    /// Max mode only: `pooled_h * pooled_w * grid_h * grid_w` samples, bin-major.
     samples: Vec<Sample<F>>,
     per_bin: usize,
-    /// Divisor of the average (at least 1).
-    count: F,
+    /// Average mode only: each bin's distinct `(position, weight / count)` taps, bin `b` in
+    /// `taps[tap_bounds[b]..tap_bounds[b + 1]]`. The average is linear in the corners, and the
+    /// samples of a small bin share corners, so this does fewer loads than the samples would.
+    taps: Vec<(usize, F)>,
+    tap_bounds: Vec<usize>,
+}
+
+/// Bins with more samples than this keep duplicate taps (the merge scan is quadratic).
+const MERGE_LIMIT: usize = 16;
+
+/// Builds the average-mode taps of [`RoiPlan`] from its samples.
+fn merge_taps<F: Float>(samples: &[Sample<F>], per_bin: usize) -> (Vec<(usize, F)>, Vec<usize>) {
+    let mut taps: Vec<(usize, F)> = Vec::with_capacity(samples.len() * 4);
+    let mut bounds = vec![0];
+    if per_bin == 0 {
+        return (taps, bounds);
+    }
+    let count = F::from(per_bin).unwrap_or_else(F::one);
+    for bin in samples.chunks_exact(per_bin) {
+        let start = taps.len();
+        for s in bin {
+            for (&pos, &w) in s.pos.iter().zip(&s.weight) {
+                let w = w / count;
+                if per_bin <= MERGE_LIMIT
+                    && let Some(t) = taps[start..].iter_mut().find(|t| t.0 == pos)
+                {
+                    t.1 = t.1 + w;
+                    continue;
+                }
+                taps.push((pos, w));
+            }
+        }
+        bounds.push(taps.len());
+    }
+    (taps, bounds)
 }
 
 impl RoiAlign {
@@ -209,9 +242,14 @@ impl RoiAlign {
         batch: &[usize],
         geo: Geometry,
     ) -> Result<Vec<F>> {
-        let bins = self.pooled_h * self.pooled_w;
-        let per_roi = geo.c * bins;
-        let mut out = vec![F::zero(); batch.len() * per_roi];
+        let too_big = || KernelError::Shape("RoiAlign output size overflows".into());
+        let bins = self
+            .pooled_h
+            .checked_mul(self.pooled_w)
+            .ok_or_else(too_big)?;
+        let per_roi = geo.c.checked_mul(bins).ok_or_else(too_big)?;
+        let len = batch.len().checked_mul(per_roi).ok_or_else(too_big)?;
+        let mut out = vec![F::zero(); len];
         if out.is_empty() {
             return Ok(out);
         }
@@ -274,7 +312,9 @@ impl RoiAlign {
         };
         let (grid_h, grid_w) = (grid(roi_h, ph), grid(roi_w, pw));
         let per_bin = grid_h.saturating_mul(grid_w);
-        let total = per_bin.saturating_mul(self.pooled_h * self.pooled_w);
+        let total = per_bin
+            .saturating_mul(self.pooled_h)
+            .saturating_mul(self.pooled_w);
         if total > MAX_SAMPLES_PER_ROI {
             return Err(KernelError::InvalidValue(format!(
                 "roi {:?} needs {grid_h}×{grid_w} samples per bin, more than supported",
@@ -302,10 +342,17 @@ impl RoiAlign {
                 }
             }
         }
+        let (samples, taps, tap_bounds) = if self.max_mode {
+            (samples, Vec::new(), Vec::new())
+        } else {
+            let (taps, bounds) = merge_taps(&samples, per_bin);
+            (Vec::new(), taps, bounds)
+        };
         Ok(RoiPlan {
             samples,
             per_bin,
-            count: cast(per_bin.max(1) as f64),
+            taps,
+            tap_bounds,
         })
     }
 
@@ -313,6 +360,13 @@ impl RoiAlign {
     fn pool_channel<F: Float>(&self, src: &[F], plan: &RoiPlan<F>, dst: &mut [F]) {
         if plan.per_bin == 0 {
             dst.fill(F::zero());
+            return;
+        }
+        if !self.max_mode {
+            for (o, b) in dst.iter_mut().zip(plan.tap_bounds.windows(2)) {
+                let taps = &plan.taps[b[0]..b[1]];
+                *o = taps.iter().fold(F::zero(), |acc, &(p, w)| acc + w * src[p]);
+            }
             return;
         }
         for (o, bin) in dst.iter_mut().zip(plan.samples.chunks_exact(plan.per_bin)) {
@@ -324,20 +378,13 @@ impl RoiAlign {
                     s.weight[3] * src[s.pos[3]],
                 ]
             };
-            *o = if self.max_mode {
-                bin.iter()
-                    .map(|s| {
-                        let [a, b, c, d] = terms(s);
-                        a.max(b).max(c).max(d)
-                    })
-                    .fold(F::neg_infinity(), F::max)
-            } else {
-                let sum = bin.iter().fold(F::zero(), |acc, s| {
+            *o = bin
+                .iter()
+                .map(|s| {
                     let [a, b, c, d] = terms(s);
-                    acc + (a + b + c + d)
-                });
-                sum / plan.count
-            };
+                    a.max(b).max(c).max(d)
+                })
+                .fold(F::neg_infinity(), F::max);
         }
     }
 }

@@ -21,6 +21,8 @@ pub(crate) struct TopK {
     largest: bool,
     /// `k` from the attribute (opset 1); from the second input otherwise.
     k_attr: Option<i64>,
+    /// How many outputs the node lists (1 when it only wants the values).
+    num_outputs: usize,
 }
 
 /// Builds TopK.
@@ -45,6 +47,7 @@ pub(crate) fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         axis: a.int("axis", -1)?,
         largest,
         k_attr,
+        num_outputs: spec.num_outputs.clamp(1, 2),
     }))
 }
 
@@ -71,8 +74,10 @@ impl Kernel for TopK {
         let k = usize::try_from(k).ok().filter(|&k| k <= n).ok_or_else(|| {
             KernelError::InvalidValue(format!("k = {k} is outside [0, {n}] on axis {axis}"))
         })?;
-        dispatch_numeric!(x, a => topk(a, axis, k, self.largest),
-            other => Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }))
+        let mut out = dispatch_numeric!(x, a => topk(a, axis, k, self.largest),
+            other => Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }))?;
+        out.truncate(self.num_outputs);
+        Ok(out)
     }
 }
 

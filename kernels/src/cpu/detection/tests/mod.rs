@@ -10,12 +10,23 @@ use crate::error::Result;
 use crate::kernel::NodeSpec;
 use crate::{AttrValue, Attributes, Element, KernelError, Tensor};
 
-/// Builds `op` at `opset` with `attrs` and runs it.
+/// Builds `op` at `opset` with `attrs` (as a node listing two outputs) and runs it.
 fn run(
     op: &str,
     opset: i64,
     attrs: &[(&str, AttrValue)],
     inputs: &[Option<Tensor>],
+) -> Result<Vec<Tensor>> {
+    run_with_outputs(op, opset, attrs, inputs, 2)
+}
+
+/// Builds `op` as a node listing `num_outputs` outputs and runs it.
+fn run_with_outputs(
+    op: &str,
+    opset: i64,
+    attrs: &[(&str, AttrValue)],
+    inputs: &[Option<Tensor>],
+    num_outputs: usize,
 ) -> Result<Vec<Tensor>> {
     let mut a = Attributes::new();
     for (name, value) in attrs {
@@ -27,7 +38,7 @@ fn run(
         opset,
         attrs: &a,
         num_inputs: inputs.len(),
-        num_outputs: 2,
+        num_outputs,
     };
     let kernel = super::build(&spec)?;
     let refs: Vec<Option<&Tensor>> = inputs.iter().map(Option::as_ref).collect();

@@ -21,6 +21,13 @@ fn middle_axis_largest_with_ties() {
 }
 
 #[test]
+fn values_only_node_gets_one_output() {
+    let out = run_with_outputs("TopK", 11, &[("axis", int(1))], &[x3(), k(2)], 1).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(parts::<i32>(&out[0]).1, vec![5, 7, 3, 5, 5, 9, 5, 9]);
+}
+
+#[test]
 fn negative_axis_smallest() {
     let out = run(
         "TopK",
