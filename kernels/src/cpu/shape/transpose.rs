@@ -59,8 +59,61 @@ impl Kernel for Transpose {
     }
 }
 
+/// Side of the square tiles the inner two axes are copied in (keeps reads and writes in cache).
+const TILE: usize = 32;
+
+/// Copies the permuted tensor. When the output's last axis is contiguous in the
+/// input, whole runs are copied; otherwise the inner two output axes are copied
+/// tile by tile.
 fn transpose_typed<T: Element>(a: &ArcArray<T, IxDyn>, perm: &[usize]) -> Result<Tensor> {
-    view_to_tensor(a.view().permuted_axes(IxDyn(perm)))
+    let rank = perm.len();
+    let std = a.as_standard_layout();
+    let src = std.as_slice().expect("standard layout");
+    let mut in_strides = vec![1usize; rank];
+    for i in (0..rank.saturating_sub(1)).rev() {
+        in_strides[i] = in_strides[i + 1] * a.shape()[i + 1];
+    }
+    let out_shape: Vec<usize> = perm.iter().map(|&p| a.shape()[p]).collect();
+    let st: Vec<usize> = perm.iter().map(|&p| in_strides[p]).collect();
+    let total: usize = out_shape.iter().product();
+    if rank < 2 || st[rank - 1] == 1 || total == 0 {
+        return view_to_tensor(std.view().permuted_axes(IxDyn(perm)));
+    }
+    let (n0, n1, s0, s1) = (
+        out_shape[rank - 2],
+        out_shape[rank - 1],
+        st[rank - 2],
+        st[rank - 1],
+    );
+    let mut out = vec![T::default(); total];
+    let mut counter = vec![0usize; rank - 2];
+    for block in out.chunks_mut(n0 * n1) {
+        let base: usize = counter.iter().zip(&st).map(|(c, s)| c * s).sum();
+        for i0 in (0..n0).step_by(TILE) {
+            for j0 in (0..n1).step_by(TILE) {
+                for i in i0..(i0 + TILE).min(n0) {
+                    let row = &mut block[i * n1..(i + 1) * n1];
+                    let bi = base + i * s0;
+                    for (j, d) in row
+                        .iter_mut()
+                        .enumerate()
+                        .take((j0 + TILE).min(n1))
+                        .skip(j0)
+                    {
+                        *d = src[bi + j * s1].clone();
+                    }
+                }
+            }
+        }
+        for d in (0..rank - 2).rev() {
+            counter[d] += 1;
+            if counter[d] < out_shape[d] {
+                break;
+            }
+            counter[d] = 0;
+        }
+    }
+    super::util::tensor_from(&out_shape, out)
 }
 
 #[cfg(test)]
@@ -91,6 +144,31 @@ mod tests {
             build(&spec).unwrap().run(&[Some(&y)]),
             Err(KernelError::Shape(_))
         ));
+    }
+
+    #[test]
+    fn tiled_path_matches_ndarray() {
+        // Larger than one tile with the last axis moved: compare with ndarray's own permuted iteration.
+        let attrs = Attributes::new().with("perm", AttrValue::Ints(vec![1, 2, 0]));
+        let spec = NodeSpec {
+            op_type: "Transpose",
+            domain: "",
+            opset: 13,
+            attrs: &attrs,
+            num_inputs: 1,
+            num_outputs: 1,
+        };
+        let x =
+            Tensor::from_shape_vec(&[37, 3, 70], (0..37 * 3 * 70).collect::<Vec<i32>>()).unwrap();
+        let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
+        let exp: Vec<i32> = x
+            .view::<i32>()
+            .unwrap()
+            .permuted_axes(IxDyn(&[1, 2, 0]))
+            .iter()
+            .copied()
+            .collect();
+        assert_eq!(out, Tensor::from_shape_vec(&[3, 70, 37], exp).unwrap());
     }
 
     #[test]
