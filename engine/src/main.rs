@@ -4,8 +4,9 @@ mod cli;
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use spillway::Session;
 use spillway::profile::ProfileOptions;
 
 use cli::devices::{DeviceArgs, parse_policy};

@@ -49,7 +49,7 @@ fn extract(names: &[String], tensors: &[Tensor]) -> Result<Out> {
         Ok(m) => {
             let v: Vec<f32> = m.view::<f32>()?.iter().copied().collect();
             let n = m.shape().first().copied().unwrap_or(0);
-            let plane = if n == 0 { 0 } else { v.len() / n };
+            let plane = v.len().checked_div(n).unwrap_or(0);
             Some(
                 (0..n)
                     .map(|i| {

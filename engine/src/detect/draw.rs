@@ -150,8 +150,8 @@ mod tests {
         assert_eq!(*img.get_pixel(20, 34), c);
         // Blended: 0.45 of the colour over black, inside the masked quarter only.
         let p = img.get_pixel(25, 25).0;
-        for k in 0..3 {
-            assert_eq!(p[k], (f32::from(c.0[k]) * 0.45) as u8);
+        for (got, full) in p.iter().zip(c.0) {
+            assert_eq!(*got, (f32::from(full) * 0.45) as u8);
         }
         assert_eq!(img.get_pixel(5, 5).0, [0, 0, 0]);
     }
