@@ -12,6 +12,7 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
+use smallvec::SmallVec;
 use spillway_kernels::{KernelError, Tensor};
 
 use super::events::{Event, EventPool};
@@ -59,7 +60,8 @@ struct Shared {
     plan: ExecutionPlan,
     queues: Vec<ReadyQueue<Job>>,
     idle: Vec<AtomicBool>,
-    threads: OnceLock<Vec<Thread>>,
+    /// Per lane: the thread its worker loop runs on, set by the worker when it starts.
+    threads: Vec<OnceLock<Thread>>,
     /// Per device.
     events: Vec<EventPool>,
     /// Per lane: asynchronous work waiting for its event.
@@ -111,7 +113,7 @@ impl ParallelExecutor {
         let shared = Arc::new(Shared {
             queues: (0..lanes).map(|_| ReadyQueue::new(queue)).collect(),
             idle: (0..lanes).map(|_| AtomicBool::new(false)).collect(),
-            threads: OnceLock::new(),
+            threads: (0..lanes).map(|_| OnceLock::new()).collect(),
             events: (0..devices).map(|_| EventPool::new(256)).collect(),
             in_flight: (0..lanes).map(|_| SegQueue::new()).collect(),
             pools,
@@ -128,14 +130,18 @@ impl ParallelExecutor {
                 if l.copy_engine { "copy" } else { "lane" },
                 l.lane
             );
+            // A compute lane's worker loop runs on one of its kernel pool's own threads, so
+            // a kernel starts without a cross-thread hand-off and its parallel parts share the
+            // pool with it.
             let handle = std::thread::Builder::new()
                 .name(name)
-                .spawn(move || worker(&s, lane))
+                .spawn(move || match &s.pools[lane] {
+                    Some(pool) => pool.install(|| worker(&s, lane)),
+                    None => worker(&s, lane),
+                })
                 .map_err(|e| Error::Internal(format!("cannot start a worker thread: {e}")))?;
             workers.push(handle);
         }
-        let threads = workers.iter().map(|h| h.thread().clone()).collect();
-        let _ = shared.threads.set(threads);
         Ok(ParallelExecutor { shared, workers })
     }
 
@@ -207,8 +213,8 @@ impl ParallelExecutor {
 impl Drop for ParallelExecutor {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
-        if let Some(threads) = self.shared.threads.get() {
-            threads.iter().for_each(Thread::unpark);
+        for t in self.shared.threads.iter().filter_map(OnceLock::get) {
+            t.unpark();
         }
         for w in self.workers.drain(..) {
             let _ = w.join();
@@ -221,9 +227,9 @@ impl Shared {
         let lane = self.plan.tasks[job.task].lane;
         self.queues[lane].push(job);
         if self.idle[lane].load(Ordering::SeqCst)
-            && let Some(threads) = self.threads.get()
+            && let Some(thread) = self.threads[lane].get()
         {
-            threads[lane].unpark();
+            thread.unpark();
         }
     }
 
@@ -251,14 +257,14 @@ impl Shared {
                 declared_inputs,
                 outputs,
             } => {
-                let held: Vec<Option<Tensor>> = inputs
+                let held: SmallVec<[Option<Tensor>; 4]> = inputs
                     .iter()
                     .map(|s| match s {
                         Some(Source::Slot(s)) => lock(&run.slots[*s]).clone(),
                         _ => None,
                     })
                     .collect();
-                let args: Vec<Option<&Tensor>> = inputs
+                let args: SmallVec<[Option<&Tensor>; 4]> = inputs
                     .iter()
                     .zip(&held)
                     .map(|(s, h)| match s {
@@ -286,13 +292,8 @@ impl Shared {
                         task.name
                     )))
                 } else {
-                    let call =
-                        || catch_unwind(AssertUnwindSafe(|| work.run(&args, *declared_inputs)));
-                    let caught = match &self.pools[task.lane] {
-                        Some(pool) => pool.install(call),
-                        None => call(),
-                    };
-                    match caught {
+                    // The worker already runs inside this lane's kernel pool.
+                    match catch_unwind(AssertUnwindSafe(|| work.run(&args, *declared_inputs))) {
                         Ok(Ok(Ok(values))) => Ok(values),
                         Ok(Ok(Err(cause))) => Err(fail(cause)),
                         Ok(Err(e)) => Err(e),
@@ -374,23 +375,7 @@ impl Shared {
     /// Marks `t` done: frees inputs read for the last time, releases successors.
     fn finish(&self, run: &Arc<RunState>, t: TaskId) -> Option<TaskId> {
         let task = &self.plan.tasks[t];
-        let mut reads: Vec<usize> = match &task.kind {
-            TaskKind::Node { inputs, .. } => inputs
-                .iter()
-                .flatten()
-                .filter_map(|s| {
-                    if let Source::Slot(s) = s {
-                        Some(*s)
-                    } else {
-                        None
-                    }
-                })
-                .collect(),
-            TaskKind::Copy { from, .. } => vec![*from],
-        };
-        reads.sort_unstable();
-        reads.dedup();
-        for s in reads {
+        for &s in &task.reads {
             if run.readers[s].fetch_sub(1, Ordering::AcqRel) == 1 && !self.plan.slots[s].is_output {
                 lock(&run.slots[s]).take();
             }
@@ -456,6 +441,7 @@ impl RunState {
 }
 
 fn worker(shared: &Shared, lane: usize) {
+    let _ = shared.threads[lane].set(std::thread::current());
     loop {
         if shared.shutdown.load(Ordering::Acquire) {
             return;

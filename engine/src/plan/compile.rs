@@ -82,6 +82,15 @@ pub fn compile(graph: &Graph, schedule: &Schedule, devices: &Devices) -> Result<
             });
         }
         let task = b.tasks.len();
+        let mut reads: Vec<SlotId> = inputs
+            .iter()
+            .filter_map(|s| match s {
+                Some(Source::Slot(s)) => Some(*s),
+                _ => None,
+            })
+            .collect();
+        reads.sort_unstable();
+        reads.dedup();
         let outputs = node
             .outputs
             .iter()
@@ -101,6 +110,7 @@ pub fn compile(graph: &Graph, schedule: &Schedule, devices: &Devices) -> Result<
             successors: Vec::new(),
             predecessors: 0,
             chain_next: None,
+            reads,
         });
         node_task[i] = task;
     }
@@ -221,6 +231,7 @@ impl Builder {
             successors: Vec::new(),
             predecessors: 0,
             chain_next: None,
+            reads: vec![from],
         });
         Ok(Source::Slot(to))
     }

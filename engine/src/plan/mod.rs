@@ -78,6 +78,8 @@ pub struct Task {
     pub predecessors: u32,
     /// The successor to run inline right after this task (a fused chain).
     pub chain_next: Option<TaskId>,
+    /// The slots this task reads, each once (their reader counts drop when it finishes).
+    pub reads: Vec<SlotId>,
 }
 
 /// A worker: one lane of one device.

@@ -12,6 +12,7 @@ pub mod matmul;
 pub mod matrix;
 pub mod norm;
 pub mod pool;
+pub mod pool2d;
 pub mod spatial;
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, widen};
+use super::pool2d::{self, AxisWindows};
 use super::spatial::{Geometry, WindowAttrs, strides_of};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
@@ -216,7 +217,21 @@ impl Pool {
                 }
             }
         };
-        if olen > 0 {
+        if !indices && pool2d::applies(&geo) {
+            let rows = AxisWindows::new(&geo, 0, image[0]);
+            let cols = AxisWindows::new(&geo, 1, image[1]);
+            // Like ONNX Runtime, a NaN never wins a window.
+            pool2d::pool_planes(
+                &xs,
+                (image[0], image[1]),
+                &rows,
+                &cols,
+                &mut y,
+                T::LOWEST,
+                |a, v| if v > a { v } else { a },
+                |a, _, _| a,
+            );
+        } else if olen > 0 {
             if indices {
                 y.par_chunks_mut(olen)
                     .zip(idx.par_chunks_mut(olen))
@@ -249,7 +264,28 @@ impl Pool {
         );
         let rm = strides_of(image);
         let mut y = vec![T::ZERO; shape[0] * shape[1] * olen];
-        if olen > 0 {
+        if pool2d::applies(&geo) {
+            let rows = AxisWindows::new(&geo, 0, image[0]);
+            let cols = AxisWindows::new(&geo, 1, image[1]);
+            pool2d::pool_planes(
+                &xs,
+                (image[0], image[1]),
+                &rows,
+                &cols,
+                &mut y,
+                T::ZERO,
+                |a, v| a + v,
+                |sum, oh, ow| {
+                    let (inside, padded) = pool2d::window_counts(&rows, &cols, oh, ow);
+                    let count = if include_pad { padded } else { inside };
+                    if count == 0 {
+                        T::nan()
+                    } else {
+                        sum / T::of(count as f64)
+                    }
+                },
+            );
+        } else if olen > 0 {
             y.par_chunks_mut(olen).enumerate().for_each(|(p, yp)| {
                 let plane = &xs[p * ilen..(p + 1) * ilen];
                 let mut o = vec![0usize; image.len()];
