@@ -14,11 +14,7 @@ const TOLERANCE: f64 = 1e-4;
 
 /// Models known to differ from ORT beyond tolerance, with the reason. Like the conformance list,
 /// this only shrinks: the test fails when a listed model comes within tolerance.
-const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
-    "light_densenet121",
-    "relative L2 4.3e-4 while ORT optimized vs unoptimized differ by 1.3e-7: a real numerical \
-     difference in one of its kernels (Conv/BN/AveragePool/Concat chain), not yet located",
-)];
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
 
 /// Random inputs for every declared input (symbolic dims take `batch`).
 fn inputs_for(session: &Session, batch: usize) -> Vec<(String, Tensor)> {

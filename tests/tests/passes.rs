@@ -140,7 +140,13 @@ fn symbolic_dims_flow_through_shape_inference() {
     assert_eq!(g.value(g.outputs[0]).shape, Some(vec![n, Dim::Fixed(512)]));
 }
 
-fn conv_bn_model() -> Vec<u8> {
+/// Conv (with or without its own bias) → BatchNormalization.
+fn conv_bn_model(conv_bias: bool) -> Vec<u8> {
+    let conv_inputs: &[&str] = if conv_bias {
+        &["x", "w", "b"]
+    } else {
+        &["x", "w"]
+    };
     let mut m = ModelBuilder::new(8);
     m.input("x", &[1, 3, 12, 12])
         .weight("w", &[6, 3, 3, 3], 0.5)
@@ -151,7 +157,7 @@ fn conv_bn_model() -> Vec<u8> {
         .positive("var", &[6], 0.2, 2.0)
         .node(
             "Conv",
-            &["x", "w", "b"],
+            conv_inputs,
             &["c"],
             &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
         )
@@ -167,12 +173,14 @@ fn conv_bn_model() -> Vec<u8> {
 
 #[test]
 fn batchnorm_folds_into_conv() {
-    let bytes = conv_bn_model();
-    let mut g = load(&bytes);
-    passes::fold_batchnorm_into_conv(&mut g);
-    assert_eq!(ops(&g), ["Conv"]);
-    assert_eq!(g.nodes[0].outputs[0], Some(g.outputs[0]));
-    assert_same_outputs(&bytes, g, input(&[1, 3, 12, 12]), 1e-5);
+    for conv_bias in [true, false] {
+        let bytes = conv_bn_model(conv_bias);
+        let mut g = load(&bytes);
+        passes::fold_batchnorm_into_conv(&mut g);
+        assert_eq!(ops(&g), ["Conv"]);
+        assert_eq!(g.nodes[0].outputs[0], Some(g.outputs[0]));
+        assert_same_outputs(&bytes, g, input(&[1, 3, 12, 12]), 1e-5);
+    }
 }
 
 #[test]

@@ -64,19 +64,21 @@ pub fn fold_batchnorm_into_conv(graph: &mut Graph) {
             },
             None => vec![0.0; out_channels],
         };
-        let flat = |a: &ArrayD<f32>| a.iter().copied().collect::<Vec<f32>>();
+        // In f64, then rounded once: the folded bias subtracts two products that nearly cancel
+        // when the variance is tiny, and f32 intermediates lose digits there.
+        let flat = |a: &ArrayD<f32>| a.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
         let (scale, bias, mean, var) = (flat(&scale), flat(&bias), flat(&mean), flat(&var));
-        let factor: Vec<f32> = scale
+        let factor: Vec<f64> = scale
             .iter()
             .zip(var.iter())
-            .map(|(s, v)| s / (v + epsilon).sqrt())
+            .map(|(s, v)| s / (v + f64::from(epsilon)).sqrt())
             .collect();
         let mut new_w = w;
         for (c, mut slice) in new_w.axis_iter_mut(Axis(0)).enumerate() {
-            slice.mapv_inplace(|x| x * factor[c]);
+            slice.mapv_inplace(|x| (f64::from(x) * factor[c]) as f32);
         }
         let new_b: Vec<f32> = (0..out_channels)
-            .map(|c| (conv_bias[c] - mean[c]) * factor[c] + bias[c])
+            .map(|c| ((f64::from(conv_bias[c]) - mean[c]) * factor[c] + bias[c]) as f32)
             .collect();
         let bn_out = bn.outputs[0];
         let conv_name = conv.name.clone();
@@ -92,6 +94,8 @@ pub fn fold_batchnorm_into_conv(graph: &mut Graph) {
         );
         let conv = &mut graph.nodes[conv_index];
         conv.inputs.resize(3, None);
+        // The bias may be new: the kernel must see three declared inputs.
+        conv.declared_inputs = 3;
         conv.inputs[1] = Some(w_id);
         conv.inputs[2] = Some(b_id);
         conv.outputs[0] = bn_out;

@@ -1,0 +1,127 @@
+//! Finds where Spillway and ONNX Runtime part ways inside a model: every node output becomes a
+//! graph output, both engines run the rewritten model unoptimized on the same seeded inputs,
+//! and each value's relative L2 error is printed in node order (the first value above the
+//! threshold is where to look).
+//!
+//! `cargo run --release -p spillway-tests --bin node_diff -- MODEL.onnx [THRESHOLD] [BATCH] [optimized]`
+//!
+//! With `optimized`, Spillway runs its graph passes (values they remove are skipped).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use prost::Message;
+use spillway::onnx::proto::{ModelProto, ValueInfoProto};
+use spillway::{OptimizationLevel, Session, Tensor};
+use spillway_tests::oracle::{Oracle, OrtConfig};
+use spillway_tests::{relative_l2, seeded_f32};
+
+/// The model with every node output that is not already a graph output appended as one.
+/// With `keep_folds`, values that feed a BatchNormalization stay internal, so Spillway can still
+/// fold the BatchNormalization into the Conv that produces them.
+fn expose_all_values(bytes: &[u8], keep_folds: bool) -> Result<(Vec<u8>, Vec<String>)> {
+    let mut model = ModelProto::decode(bytes).context("decoding the model")?;
+    let graph = model.graph.as_mut().context("the model has no graph")?;
+    let mut seen: HashSet<String> = graph.output.iter().filter_map(|o| o.name.clone()).collect();
+    if keep_folds {
+        for node in graph
+            .node
+            .iter()
+            .filter(|n| n.op_type() == "BatchNormalization")
+        {
+            seen.extend(node.input.first().cloned());
+        }
+    }
+    let mut added = Vec::new();
+    for node in &graph.node {
+        for out in node.output.iter().filter(|o| !o.is_empty()) {
+            if seen.insert(out.clone()) {
+                added.push(out.clone());
+            }
+        }
+    }
+    for name in &added {
+        graph.output.push(ValueInfoProto {
+            name: Some(name.clone()),
+            ..Default::default()
+        });
+    }
+    let names = graph.output.iter().filter_map(|o| o.name.clone()).collect();
+    Ok((model.encode_to_vec(), names))
+}
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let Some(path) = args.next().map(PathBuf::from) else {
+        bail!("usage: node_diff MODEL.onnx [THRESHOLD] [BATCH]");
+    };
+    let threshold: f64 = args.next().map_or(Ok(1e-5), |s| s.parse())?;
+    let batch: usize = args.next().map_or(Ok(1), |s| s.parse())?;
+    let optimized = args.next().is_some_and(|s| s == "optimized");
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let (exposed, names) = expose_all_values(&bytes, optimized)?;
+    let ours = Session::builder()
+        .with_optimization(if optimized {
+            OptimizationLevel::All
+        } else {
+            OptimizationLevel::Disabled
+        })
+        .commit_from_memory(&exposed)?;
+    let inputs: Vec<(String, Tensor)> = ours
+        .inputs()
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            let shape: Vec<usize> = info
+                .shape
+                .as_ref()
+                .map(|s| s.iter().map(|d| d.fixed().unwrap_or(batch)).collect())
+                .unwrap_or_default();
+            (info.name.clone(), seeded_f32(&shape, 17 + i as u64))
+        })
+        .collect();
+    let mut oracle = Oracle::load_bytes(
+        &exposed,
+        OrtConfig {
+            optimize: false,
+            ..OrtConfig::default()
+        },
+    )?;
+    let theirs = oracle.run(&inputs)?;
+    println!("Graph outputs of the model as written, against ORT unoptimized:");
+    for level in [OptimizationLevel::Disabled, OptimizationLevel::All] {
+        let plain = Session::builder()
+            .with_optimization(level)
+            .commit_from_memory(&bytes)?;
+        let got = plain.run(inputs.clone())?;
+        let worst = (0..got.len())
+            .map(|i| relative_l2(&theirs[i], &got[i]).unwrap_or(f64::INFINITY))
+            .fold(0.0, f64::max);
+        println!("- Spillway {level:?}: worst rel L2 {worst:.3e}");
+    }
+    let mine = ours.run(inputs)?;
+    let mut shown = 0;
+    println!("| value | rel L2 |\n| --- | ---: |");
+    for (i, name) in names.iter().enumerate() {
+        let (Some(a), Some(b)) = (theirs.get(i), mine.get(name)) else {
+            if !optimized {
+                println!("| {name} | missing |");
+            }
+            continue;
+        };
+        let err = relative_l2(a, b).unwrap_or(f64::INFINITY);
+        if err > threshold || !err.is_finite() {
+            println!("| {name} | {err:.3e} |");
+            shown += 1;
+            if shown >= 40 {
+                println!("(more values differ; stopping)");
+                break;
+            }
+        }
+    }
+    if shown == 0 {
+        println!("every value within {threshold:e}");
+    }
+    Ok(())
+}
