@@ -3,7 +3,9 @@
 //! and each value's relative L2 error is printed in node order (the first value above the
 //! threshold is where to look).
 //!
-//! `cargo run --release -p spillway-tests --bin node_diff -- MODEL.onnx [THRESHOLD] [BATCH] [optimized]`
+//! `cargo run --release -p spillway-tests --bin node_diff -- MODEL.onnx [THRESHOLD] [BATCH] [optimized|plain] [ROWS]`
+//!
+//! At most ROWS (default 40) differing values are listed.
 //!
 //! With `optimized`, Spillway runs its graph passes (values they remove are skipped).
 
@@ -51,6 +53,28 @@ fn expose_all_values(bytes: &[u8], keep_folds: bool) -> Result<(Vec<u8>, Vec<Str
     Ok((model.encode_to_vec(), names))
 }
 
+/// Where two tensors differ most: flat index, ORT's value, Spillway's, and how many elements
+/// differ at all.
+fn worst_element(expected: &Tensor, actual: &Tensor) -> String {
+    let (Ok(e), Ok(a)) = (expected.to_f64_vec(), actual.to_f64_vec()) else {
+        return String::new();
+    };
+    if e.len() != a.len() {
+        return format!("{} vs {} elements", e.len(), a.len());
+    }
+    let differing = e.iter().zip(&a).filter(|(x, y)| x != y).count();
+    let worst = (0..e.len()).max_by(|&i, &j| (e[i] - a[i]).abs().total_cmp(&(e[j] - a[j]).abs()));
+    match worst {
+        Some(i) => format!(
+            "[{i}]: ORT {:e}, Spillway {:e}; {differing} of {} differ",
+            e[i],
+            a[i],
+            e.len()
+        ),
+        None => String::new(),
+    }
+}
+
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let Some(path) = args.next().map(PathBuf::from) else {
@@ -59,6 +83,7 @@ fn main() -> Result<()> {
     let threshold: f64 = args.next().map_or(Ok(1e-5), |s| s.parse())?;
     let batch: usize = args.next().map_or(Ok(1), |s| s.parse())?;
     let optimized = args.next().is_some_and(|s| s == "optimized");
+    let rows: usize = args.next().map_or(Ok(40), |s| s.parse())?;
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
     let (exposed, names) = expose_all_values(&bytes, optimized)?;
     let ours = Session::builder()
@@ -102,7 +127,7 @@ fn main() -> Result<()> {
     }
     let mine = ours.run(inputs)?;
     let mut shown = 0;
-    println!("| value | rel L2 |\n| --- | ---: |");
+    println!("| value | rel L2 | largest difference |\n| --- | ---: | --- |");
     for (i, name) in names.iter().enumerate() {
         let (Some(a), Some(b)) = (theirs.get(i), mine.get(name)) else {
             if !optimized {
@@ -110,11 +135,12 @@ fn main() -> Result<()> {
             }
             continue;
         };
-        let err = relative_l2(a, b).unwrap_or(f64::INFINITY);
+        // Tensors that are not numbers (Bool) must be equal.
+        let err = relative_l2(a, b).unwrap_or(if a == b { 0.0 } else { f64::INFINITY });
         if err > threshold || !err.is_finite() {
-            println!("| {name} | {err:.3e} |");
+            println!("| {name} | {err:.3e} | {} |", worst_element(a, b));
             shown += 1;
-            if shown >= 40 {
+            if shown >= rows {
                 println!("(more values differ; stopping)");
                 break;
             }
