@@ -32,6 +32,9 @@ use inputs::ZooModel;
 use report::{ConfigResult, ModelResult, OpShare};
 use runner::{CONFIGS, Engine, is_ort, relative_l2};
 
+/// The pause before every timed run.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The models run when `--models` and `--all` are not given.
 const DEFAULT_MODELS: [&str; 5] = [
     "squeezenet1_1",
@@ -214,6 +217,9 @@ fn bench_model(model: &ZooModel, args: &Args, bar: &ProgressBar) -> ModelResult 
         for (i, engine) in &mut engines {
             let cfg = &mut result.configs[*i];
             if cfg.error.is_none() {
+                // ORT's (and rayon's) idle threads spin for a while after a run; on a machine
+                // with few cores they would slow whichever engine runs next.
+                std::thread::sleep(SETTLE);
                 match engine.run(&inputs) {
                     Ok((_, ms)) if round >= args.warmup => cfg.times_ms.push(ms),
                     Ok(_) => {}

@@ -204,7 +204,7 @@ pub fn markdown(meta: &Meta, results: &[ModelResult]) -> String {
         s,
         "- Machine: {} ({} logical CPUs), started {} UTC\n- Load average (1/5/15 min): start {}, \
          end {}\n- {} warm-up + {} timed rounds, interleaved (every configuration once per \
-         round); batch 1; inputs seeded ({}): floats uniform in [0, 1), token ids in [0, 1000), \
+         round, 100 ms pause before each run so spinning idle threads settle); batch 1; inputs seeded ({}): floats uniform in [0, 1), token ids in [0, 1000), \
          masks all ones\n- ONNX Runtime 1.31.1 (the venv's `libonnxruntime.so.1.31.1` through \
          `ort` 2.0.0-rc.15), all graph optimizations; configurations: sequential executor with \
          1 and 2 intra-op threads, parallel executor (1 intra-op thread). The ratio is \

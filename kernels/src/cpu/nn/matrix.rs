@@ -235,31 +235,122 @@ macro_rules! float_elem {
                     unsafe { gemv_cols(alpha, b, lb.rs, a, la.t(), beta, c) };
                     return;
                 }
-                // SAFETY: layouts checked by the caller; strides fit isize for any real buffer.
-                unsafe {
-                    $mm(
-                        m,
-                        k,
-                        n,
-                        alpha,
-                        a.as_ptr(),
-                        la.rs as isize,
-                        la.cs as isize,
-                        b.as_ptr(),
-                        lb.rs as isize,
-                        lb.cs as isize,
-                        beta,
-                        c.as_mut_ptr(),
-                        lc.rs as isize,
-                        lc.cs as isize,
-                    )
-                }
+                // SAFETY: layouts checked by the caller.
+                unsafe { parallel_gemm($mm, alpha, a, la, b, lb, beta, c, lc) }
             }
         }
     };
 }
 float_elem!(f32, matrixmultiply::sgemm);
 float_elem!(f64, matrixmultiply::dgemm);
+
+/// A `matrixmultiply` entry point (`sgemm` or `dgemm`).
+type MmGemm<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    T,
+    *const T,
+    isize,
+    isize,
+    *const T,
+    isize,
+    isize,
+    T,
+    *mut T,
+    isize,
+    isize,
+);
+
+/// Multiply-adds below which a GEMM stays on the calling thread.
+const GEMM_PARALLEL_WORK: usize = 1 << 18;
+/// The narrowest row or column block a thread takes.
+const GEMM_MIN_BLOCK: usize = 32;
+
+/// A pointer handed to the threads that each write their own block of `C`.
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+// SAFETY: each thread writes a disjoint block through it (see `parallel_gemm`).
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so closures capture the whole `Send` wrapper).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// `matrixmultiply` on the calling thread, or — for large products inside a rayon pool of
+/// several threads — on blocks of `C` spread over the pool. (Its own `threading` feature
+/// would start a second pool that competes with rayon's for the same cores.) Every block
+/// packs its slice of one operand and the whole other one, so `C` is cut along its longer
+/// side: row blocks repack `B` (`k × n`), column blocks repack `A` (`m × k`).
+///
+/// # Safety
+/// The layouts fit the slices (checked by the caller).
+#[allow(clippy::too_many_arguments)]
+unsafe fn parallel_gemm<T: MatElem>(
+    mm: MmGemm<T>,
+    alpha: T,
+    a: &[T],
+    la: Layout,
+    b: &[T],
+    lb: Layout,
+    beta: T,
+    c: &mut [T],
+    lc: Layout,
+) {
+    let (m, k, n) = (la.rows, la.cols, lb.cols);
+    let threads = rayon::current_num_threads();
+    let by_rows = m > n;
+    let long = if by_rows { m } else { n };
+    let blocks = if m * k * n < GEMM_PARALLEL_WORK || threads < 2 {
+        1
+    } else {
+        (2 * threads).min(long / GEMM_MIN_BLOCK).max(1)
+    };
+    let c_ptr = SendPtr(c.as_mut_ptr());
+    // Rows i0..i1 and columns j0..j1 of C.
+    let block = |(i0, i1): (usize, usize), (j0, j1): (usize, usize)| {
+        // SAFETY: the block's rows of A, columns of B and cells of C lie inside their slices
+        // (layouts checked by the caller); blocks are disjoint, so no two threads write the
+        // same element of C; strides fit isize for any real buffer.
+        unsafe {
+            mm(
+                i1 - i0,
+                k,
+                j1 - j0,
+                alpha,
+                a.as_ptr().add(i0 * la.rs),
+                la.rs as isize,
+                la.cs as isize,
+                b.as_ptr().add(j0 * lb.cs),
+                lb.rs as isize,
+                lb.cs as isize,
+                beta,
+                c_ptr.get().add(i0 * lc.rs + j0 * lc.cs),
+                lc.rs as isize,
+                lc.cs as isize,
+            )
+        }
+    };
+    if blocks == 1 {
+        block((0, m), (0, n));
+        return;
+    }
+    // Block edges on multiples of 16 (the micro-kernels' widths divide it).
+    let width = long.div_ceil(blocks).next_multiple_of(16);
+    (0..long.div_ceil(width)).into_par_iter().for_each(|i| {
+        let span = (i * width, ((i + 1) * width).min(long));
+        if by_rows {
+            block(span, (0, n));
+        } else {
+            block((0, m), span);
+        }
+    });
+}
 
 /// Dot product of a contiguous row with a strided vector, with eight independent accumulators
 /// so that the compiler vectorises it.
