@@ -216,14 +216,16 @@ fn depthwise_conv<T: Real>(xs: &[T], ws: &[T], d: &Dims, y: &mut [T]) {
                     if lo >= hi {
                         continue;
                     }
+                    // The input column of output column `lo`, then every `sw`-th one.
+                    let first = (start + (lo * sw) as i64) as usize;
                     if sw == 1 {
-                        let first = (start + lo as i64) as usize;
                         for (o, &v) in orow[lo..hi].iter_mut().zip(&irow[first..]) {
                             *o += wv * v;
                         }
                     } else {
-                        for (j, o) in orow[lo..hi].iter_mut().enumerate() {
-                            *o += wv * irow[(start + ((lo + j) * sw) as i64) as usize];
+                        let taps = irow[first..].iter().step_by(sw);
+                        for (o, &v) in orow[lo..hi].iter_mut().zip(taps) {
+                            *o += wv * v;
                         }
                     }
                 }

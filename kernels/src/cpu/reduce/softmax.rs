@@ -26,6 +26,9 @@ pub struct SoftmaxKernel {
 
 /// Normalises one `[n, inner]` block in place (`x` holds the inputs on entry).
 fn block<F: Real>(x: &mut [F], n: usize, inner: usize, log: bool) {
+    if inner == 1 {
+        return row(x, log);
+    }
     let mut max = vec![F::neg_infinity(); inner];
     for row in x.chunks_exact(inner) {
         for (m, &v) in max.iter_mut().zip(row) {
@@ -47,6 +50,25 @@ fn block<F: Real>(x: &mut [F], n: usize, inner: usize, log: bool) {
         for (v, &s) in row.iter_mut().zip(&sum) {
             *v = if log { *v - s.ln() } else { *v / s };
         }
+    }
+}
+
+/// Normalises one contiguous row in place: the `inner == 1` case (softmax over the last axis).
+fn row<F: Real>(x: &mut [F], log: bool) {
+    let max = x
+        .iter()
+        .fold(F::neg_infinity(), |m, &v| if v > m { v } else { m });
+    let mut sum = F::zero();
+    for v in x.iter_mut() {
+        let e = (*v - max).exp();
+        sum = sum + e;
+        *v = if log { *v - max } else { e };
+    }
+    if log {
+        let ln = sum.ln();
+        x.iter_mut().for_each(|v| *v = *v - ln);
+    } else {
+        x.iter_mut().for_each(|v| *v = *v / sum);
     }
 }
 
