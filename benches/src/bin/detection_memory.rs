@@ -55,7 +55,7 @@ fn main() -> Result<()> {
         .context("the workspace root")?;
     let checkpoints: Vec<usize> = [10, 100, 250, 500, 750, 1000]
         .into_iter()
-        .filter(|&c| c <= runs)
+        .filter(|&c| c < runs)
         .chain(std::iter::once(runs))
         .collect();
     let images: Vec<_> = SIZES
@@ -89,7 +89,7 @@ fn main() -> Result<()> {
             session
                 .run([("image", image)])
                 .with_context(|| format!("{model}: run {run}"))?;
-            if checkpoints.contains(&run) && !samples.iter().any(|&(r, _)| r == run) {
+            if checkpoints.contains(&run) {
                 samples.push((run, rss_kib()?));
                 eprintln!(
                     "{model}: run {run}: RSS {} KiB",
