@@ -174,3 +174,21 @@ pub fn seeded_f32(shape: &[usize], seed: u64) -> Tensor {
         .collect();
     Tensor::from_shape_vec(shape, data).expect("length matches the shape")
 }
+
+/// Seeded inputs for every declared input of `session` (input `i` from seed `17 + i`); symbolic
+/// dims take `batch`, an input without a declared shape is a scalar.
+pub fn seeded_inputs(session: &spillway::Session, batch: usize) -> Vec<(String, Tensor)> {
+    session
+        .inputs()
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            let shape: Vec<usize> = info
+                .shape
+                .as_ref()
+                .map(|s| s.iter().map(|d| d.fixed().unwrap_or(batch)).collect())
+                .unwrap_or_default();
+            (info.name.clone(), seeded_f32(&shape, 17 + i as u64))
+        })
+        .collect()
+}

@@ -8,7 +8,7 @@ use spillway::Session;
 use spillway_kernels::Tensor;
 use spillway_tests::build::{Attr, ModelBuilder};
 use spillway_tests::oracle::{Oracle, OrtConfig};
-use spillway_tests::{onnx_test_data, relative_l2, seeded_f32, workspace_root};
+use spillway_tests::{onnx_test_data, relative_l2, seeded_inputs, workspace_root};
 
 const TOLERANCE: f64 = 1e-4;
 
@@ -16,28 +16,9 @@ const TOLERANCE: f64 = 1e-4;
 /// this only shrinks: the test fails when a listed model comes within tolerance.
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
 
-/// Random inputs for every declared input (symbolic dims take `batch`).
-fn inputs_for(session: &Session, batch: usize) -> Vec<(String, Tensor)> {
-    session
-        .inputs()
-        .iter()
-        .enumerate()
-        .map(|(i, info)| {
-            let shape: Vec<usize> = info
-                .shape
-                .as_ref()
-                .expect("test models declare input shapes")
-                .iter()
-                .map(|d| d.fixed().unwrap_or(batch))
-                .collect();
-            (info.name.clone(), seeded_f32(&shape, 17 + i as u64))
-        })
-        .collect()
-}
-
 /// Runs both engines and returns the worst relative L2 error over the outputs.
 fn compare(label: &str, session: &Session, oracle: &mut Oracle, batch: usize) -> f64 {
-    compare_inputs(label, session, oracle, inputs_for(session, batch))
+    compare_inputs(label, session, oracle, seeded_inputs(session, batch))
 }
 
 fn compare_inputs(
@@ -66,7 +47,7 @@ fn compare_inputs(
 /// ORT against itself (graph optimizations on vs off) on the same input: how much float
 /// reordering alone moves this model's outputs.
 fn ort_self_disagreement(path: &Path, session: &Session) -> f64 {
-    let inputs = inputs_for(session, 1);
+    let inputs = seeded_inputs(session, 1);
     let a = Oracle::load(path, OrtConfig::default())
         .unwrap()
         .run(&inputs)

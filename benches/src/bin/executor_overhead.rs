@@ -224,18 +224,6 @@ fn arena(path: &Path) -> Result<ArenaResult> {
     })
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 fn mib(b: usize) -> f64 {
     b as f64 / (1024.0 * 1024.0)
 }
@@ -276,7 +264,7 @@ fn main() -> Result<()> {
          ## Dispatch overhead and queue kind\n\n\
          | graph | tasks | lock-free µs/run | µs/task | mutex µs/run | µs/task | mutex / lock-free |\n\
          | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-        cpu_model(),
+        spillway_benches::cpu_name(),
         load.split_whitespace()
             .take(3)
             .collect::<Vec<_>>()
@@ -312,7 +300,7 @@ fn main() -> Result<()> {
     }
     let value = json!({
         "date": date,
-        "cpu": cpu_model(),
+        "cpu": spillway_benches::cpu_name(),
         "cores": cores,
         "loadavg": load.trim(),
         "dispatch": graphs.iter().map(|g| json!({

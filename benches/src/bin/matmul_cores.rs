@@ -211,18 +211,6 @@ fn candidates() -> Vec<(&'static str, Runner)> {
     v
 }
 
-fn cpu_name() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -233,7 +221,7 @@ fn main() -> Result<()> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let cpu = cpu_name();
+    let cpu = spillway_benches::cpu_name();
     // times[shape][candidate] = seconds per round.
     let mut times = vec![vec![Vec::new(); cands.len()]; SHAPES.len()];
     let inputs: Vec<(Vec<f32>, Vec<f32>)> = SHAPES

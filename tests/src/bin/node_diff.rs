@@ -17,7 +17,7 @@ use prost::Message;
 use spillway::onnx::proto::{ModelProto, ValueInfoProto};
 use spillway::{OptimizationLevel, Session, Tensor};
 use spillway_tests::oracle::{Oracle, OrtConfig};
-use spillway_tests::{relative_l2, seeded_f32};
+use spillway_tests::{relative_l2, seeded_inputs};
 
 /// The model with every node output that is not already a graph output appended as one.
 /// With `keep_folds`, values that feed a BatchNormalization stay internal, so Spillway can still
@@ -93,19 +93,7 @@ fn main() -> Result<()> {
             OptimizationLevel::Disabled
         })
         .commit_from_memory(&exposed)?;
-    let inputs: Vec<(String, Tensor)> = ours
-        .inputs()
-        .iter()
-        .enumerate()
-        .map(|(i, info)| {
-            let shape: Vec<usize> = info
-                .shape
-                .as_ref()
-                .map(|s| s.iter().map(|d| d.fixed().unwrap_or(batch)).collect())
-                .unwrap_or_default();
-            (info.name.clone(), seeded_f32(&shape, 17 + i as u64))
-        })
-        .collect();
+    let inputs = seeded_inputs(&ours, batch);
     let mut oracle = Oracle::load_bytes(
         &exposed,
         OrtConfig {

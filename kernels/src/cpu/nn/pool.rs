@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, widen};
-use super::pool2d::{self, AxisWindows};
+use super::pool2d;
 use super::spatial::{Geometry, WindowAttrs, strides_of};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
@@ -218,8 +218,7 @@ impl Pool {
             }
         };
         if !indices && pool2d::applies(&geo) {
-            let rows = AxisWindows::new(&geo, 0, image[0]);
-            let cols = AxisWindows::new(&geo, 1, image[1]);
+            let (rows, cols) = pool2d::plane_windows(&geo, image);
             // Like ONNX Runtime, a NaN never wins a window.
             pool2d::pool_planes(
                 &xs,
@@ -265,8 +264,7 @@ impl Pool {
         let rm = strides_of(image);
         let mut y = vec![T::ZERO; shape[0] * shape[1] * olen];
         if pool2d::applies(&geo) {
-            let rows = AxisWindows::new(&geo, 0, image[0]);
-            let cols = AxisWindows::new(&geo, 1, image[1]);
+            let (rows, cols) = pool2d::plane_windows(&geo, image);
             pool2d::pool_planes(
                 &xs,
                 (image[0], image[1]),

@@ -40,6 +40,14 @@ impl AxisWindows {
     }
 }
 
+/// The row and column windows of a 2-D image (`image` = [height, width]).
+pub fn plane_windows(geo: &Geometry, image: &[usize]) -> (AxisWindows, AxisWindows) {
+    (
+        AxisWindows::new(geo, 0, image[0]),
+        AxisWindows::new(geo, 1, image[1]),
+    )
+}
+
 /// True when the 2-D fast path applies to this geometry.
 pub fn applies(geo: &Geometry) -> bool {
     geo.out.len() == 2 && geo.dilations.iter().all(|&d| d == 1)
