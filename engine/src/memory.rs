@@ -54,25 +54,32 @@ pub fn plan(graph: &Graph) -> MemoryPlan {
     items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     for (id, bytes) in items {
         let (start, end) = (first[id.index()], last[id.index()]);
-        let mut busy: Vec<(usize, usize)> = out
+        let busy = out
             .placements
             .iter()
             .filter(|(other, _, _)| first[other.index()] <= end && start <= last[other.index()])
             .map(|&(_, offset, size)| (offset, offset + size))
             .collect();
-        busy.sort_unstable();
-        let mut offset = 0;
-        for (lo, hi) in busy {
-            if lo >= offset + bytes {
-                break;
-            }
-            offset = offset.max(hi);
-        }
+        let offset = first_fit(busy, bytes);
         out.peak_bytes = out.peak_bytes.max(offset + bytes);
         out.naive_bytes += bytes;
         out.placements.push((id, offset, bytes));
     }
     out
+}
+
+/// The lowest offset where `bytes` fit between the `[start, end)` ranges already taken by
+/// values that may be live at the same time.
+pub(crate) fn first_fit(mut busy: Vec<(usize, usize)>, bytes: usize) -> usize {
+    busy.sort_unstable();
+    let mut offset = 0;
+    for (lo, hi) in busy {
+        if lo >= offset + bytes {
+            break;
+        }
+        offset = offset.max(hi);
+    }
+    offset
 }
 
 /// Checks that no two placed values whose lifetimes overlap share a byte. Used by tests and,

@@ -115,7 +115,7 @@ pub fn plan(
     items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     for (slot, bytes) in items {
         let arena = &mut arenas[plan.slots[slot].device_index];
-        let mut busy: Vec<(usize, usize)> = arena
+        let busy = arena
             .placements
             .iter()
             .filter(|(other, _, _)| {
@@ -124,14 +124,7 @@ pub fn plan(
             })
             .map(|&(_, o, b)| (o, o + b))
             .collect();
-        busy.sort_unstable();
-        let mut offset = 0;
-        for (lo, hi) in busy {
-            if lo >= offset + bytes {
-                break;
-            }
-            offset = offset.max(hi);
-        }
+        let offset = crate::memory::first_fit(busy, bytes);
         arena.peak_bytes = arena.peak_bytes.max(offset + bytes);
         arena.naive_bytes += bytes;
         arena.placements.push((slot, offset, bytes));

@@ -5,6 +5,7 @@ pub mod conv;
 pub mod conv_transpose;
 pub mod einsum;
 pub mod gemm_op;
+mod gemv;
 pub mod im2col;
 pub mod layer_norm;
 pub mod lrn;
