@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod dtype;
 pub mod error;
 pub mod kernel;
+pub mod low_precision;
 pub mod tensor;
 
 pub use attrs::{AttrValue, Attributes};

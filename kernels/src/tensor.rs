@@ -4,6 +4,9 @@ use half::{bf16, f16};
 use ndarray::{ArcArray, ArrayD, ArrayViewD, IxDyn};
 
 use crate::error::{KernelError, Result};
+use crate::low_precision::{
+    F4E2M1, F8E4M3Fn, F8E4M3FnUz, F8E5M2, F8E5M2FnUz, F8E8M0, I2, I4, U2, U4,
+};
 use crate::{DType, Element};
 
 /// An n-dimensional array whose element type is known at run time.
@@ -40,6 +43,26 @@ pub enum Tensor {
     U64(ArcArray<u64, IxDyn>),
     /// bfloat16.
     BF16(ArcArray<bf16, IxDyn>),
+    /// float8 E4M3FN.
+    F8E4M3Fn(ArcArray<F8E4M3Fn, IxDyn>),
+    /// float8 E4M3FNUZ.
+    F8E4M3FnUz(ArcArray<F8E4M3FnUz, IxDyn>),
+    /// float8 E5M2.
+    F8E5M2(ArcArray<F8E5M2, IxDyn>),
+    /// float8 E5M2FNUZ.
+    F8E5M2FnUz(ArcArray<F8E5M2FnUz, IxDyn>),
+    /// 4-bit unsigned (one byte per element in memory).
+    U4(ArcArray<U4, IxDyn>),
+    /// 4-bit signed (one byte per element in memory).
+    I4(ArcArray<I4, IxDyn>),
+    /// float4 E2M1 (one byte per element in memory).
+    F4E2M1(ArcArray<F4E2M1, IxDyn>),
+    /// float8 E8M0.
+    F8E8M0(ArcArray<F8E8M0, IxDyn>),
+    /// 2-bit unsigned (one byte per element in memory).
+    U2(ArcArray<U2, IxDyn>),
+    /// 2-bit signed (one byte per element in memory).
+    I2(ArcArray<I2, IxDyn>),
 }
 
 /// Runs `$body` with `$a` bound to the inner `ArcArray` of any tensor variant.
@@ -63,12 +86,22 @@ macro_rules! dispatch_all {
             $crate::Tensor::U32($a) => $body,
             $crate::Tensor::U64($a) => $body,
             $crate::Tensor::BF16($a) => $body,
+            $crate::Tensor::F8E4M3Fn($a) => $body,
+            $crate::Tensor::F8E4M3FnUz($a) => $body,
+            $crate::Tensor::F8E5M2($a) => $body,
+            $crate::Tensor::F8E5M2FnUz($a) => $body,
+            $crate::Tensor::U4($a) => $body,
+            $crate::Tensor::I4($a) => $body,
+            $crate::Tensor::F4E2M1($a) => $body,
+            $crate::Tensor::F8E8M0($a) => $body,
+            $crate::Tensor::U2($a) => $body,
+            $crate::Tensor::I2($a) => $body,
         }
     };
 }
 
-/// Like [`dispatch_all!`] but only for `Copy` element types (all but strings);
-/// strings go to the `$other` arm.
+/// Like [`dispatch_all!`] but only for `Copy` element types (all but strings, the
+/// low-precision types included); strings go to the `$other` arm.
 #[macro_export]
 macro_rules! dispatch_copy {
     ($t:expr, $a:ident => $body:expr, $o:ident => $other:expr) => {
@@ -86,13 +119,23 @@ macro_rules! dispatch_copy {
             $crate::Tensor::U32($a) => $body,
             $crate::Tensor::U64($a) => $body,
             $crate::Tensor::BF16($a) => $body,
+            $crate::Tensor::F8E4M3Fn($a) => $body,
+            $crate::Tensor::F8E4M3FnUz($a) => $body,
+            $crate::Tensor::F8E5M2($a) => $body,
+            $crate::Tensor::F8E5M2FnUz($a) => $body,
+            $crate::Tensor::U4($a) => $body,
+            $crate::Tensor::I4($a) => $body,
+            $crate::Tensor::F4E2M1($a) => $body,
+            $crate::Tensor::F8E8M0($a) => $body,
+            $crate::Tensor::U2($a) => $body,
+            $crate::Tensor::I2($a) => $body,
             $o => $other,
         }
     };
 }
 
-/// Runs `$body` for numeric element types (ints and floats, not bool or string);
-/// any other tensor goes to the `$other` arm.
+/// Runs `$body` for numeric element types (ints and floats, not bool, string or the
+/// low-precision types, which have no arithmetic); any other tensor goes to the `$other` arm.
 #[macro_export]
 macro_rules! dispatch_numeric {
     ($t:expr, $a:ident => $body:expr, $o:ident => $other:expr) => {
@@ -128,6 +171,28 @@ macro_rules! dispatch_float {
     };
 }
 
+/// Runs `$body` for the low-precision element types (float8, float4, 4- and 2-bit
+/// integers), whose elements implement [`LowPrecision`](crate::low_precision::LowPrecision);
+/// others go to `$other`.
+#[macro_export]
+macro_rules! dispatch_low_precision {
+    ($t:expr, $a:ident => $body:expr, $o:ident => $other:expr) => {
+        match $t {
+            $crate::Tensor::F8E4M3Fn($a) => $body,
+            $crate::Tensor::F8E4M3FnUz($a) => $body,
+            $crate::Tensor::F8E5M2($a) => $body,
+            $crate::Tensor::F8E5M2FnUz($a) => $body,
+            $crate::Tensor::U4($a) => $body,
+            $crate::Tensor::I4($a) => $body,
+            $crate::Tensor::F4E2M1($a) => $body,
+            $crate::Tensor::F8E8M0($a) => $body,
+            $crate::Tensor::U2($a) => $body,
+            $crate::Tensor::I2($a) => $body,
+            $o => $other,
+        }
+    };
+}
+
 impl Tensor {
     /// The element type.
     pub fn dtype(&self) -> DType {
@@ -146,6 +211,16 @@ impl Tensor {
             Tensor::U32(_) => DType::U32,
             Tensor::U64(_) => DType::U64,
             Tensor::BF16(_) => DType::BF16,
+            Tensor::F8E4M3Fn(_) => DType::F8E4M3Fn,
+            Tensor::F8E4M3FnUz(_) => DType::F8E4M3FnUz,
+            Tensor::F8E5M2(_) => DType::F8E5M2,
+            Tensor::F8E5M2FnUz(_) => DType::F8E5M2FnUz,
+            Tensor::U4(_) => DType::U4,
+            Tensor::I4(_) => DType::I4,
+            Tensor::F4E2M1(_) => DType::F4E2M1,
+            Tensor::F8E8M0(_) => DType::F8E8M0,
+            Tensor::U2(_) => DType::U2,
+            Tensor::I2(_) => DType::I2,
         }
     }
 
@@ -186,7 +261,8 @@ impl Tensor {
         T::into_tensor(ArrayD::from_elem(IxDyn(&[]), value).into_shared())
     }
 
-    /// A tensor of `shape` filled with the element type's default (zero, false, "").
+    /// A tensor of `shape` filled with the element type's default (zero, false, ""; code 0
+    /// for the low-precision types, which for float8 E8M0 is `2^-127`: it has no zero).
     pub fn zeros(dtype: DType, shape: &[usize]) -> Tensor {
         fn z<T: Element>(shape: &[usize]) -> Tensor {
             T::into_tensor(ArrayD::<T>::default(IxDyn(shape)).into_shared())
@@ -206,6 +282,16 @@ impl Tensor {
             DType::U32 => z::<u32>(shape),
             DType::U64 => z::<u64>(shape),
             DType::BF16 => z::<bf16>(shape),
+            DType::F8E4M3Fn => z::<F8E4M3Fn>(shape),
+            DType::F8E4M3FnUz => z::<F8E4M3FnUz>(shape),
+            DType::F8E5M2 => z::<F8E5M2>(shape),
+            DType::F8E5M2FnUz => z::<F8E5M2FnUz>(shape),
+            DType::U4 => z::<U4>(shape),
+            DType::I4 => z::<I4>(shape),
+            DType::F4E2M1 => z::<F4E2M1>(shape),
+            DType::F8E8M0 => z::<F8E8M0>(shape),
+            DType::U2 => z::<U2>(shape),
+            DType::I2 => z::<I2>(shape),
         }
     }
 

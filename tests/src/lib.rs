@@ -71,7 +71,9 @@ pub fn tensor_pb_name(path: &Path) -> anyhow::Result<String> {
 }
 
 /// Compares like `numpy.testing.assert_allclose(actual, expected, rtol, atol)` with NaN equal
-/// to NaN, after requiring equal dtypes and shapes. Non-float types must match exactly.
+/// to NaN, after requiring equal dtypes and shapes. Non-float types must match exactly; the
+/// low-precision types (float8, float4, int4, int2, …) bit for bit, any NaN code equal to
+/// any other.
 pub fn assert_close(
     expected: &Tensor,
     actual: &Tensor,
@@ -116,6 +118,20 @@ pub fn assert_close(
                 Some(i) => Err(format!("element {i} differs")),
                 None => Ok(()),
             }
+        }
+        d if d.is_low_precision() => {
+            use spillway_kernels::low_precision::{codes, values};
+            let (ec, ac) = (codes(expected).unwrap(), codes(actual).unwrap());
+            let (ev, av) = (values(expected).unwrap(), values(actual).unwrap());
+            for i in 0..ec.len() {
+                if ec[i] != ac[i] && !(ev[i].is_nan() && av[i].is_nan()) {
+                    return Err(format!(
+                        "element {i}: expected {} (bits {:#04x}), got {} (bits {:#04x})",
+                        ev[i], ec[i], av[i], ac[i]
+                    ));
+                }
+            }
+            Ok(())
         }
         d => {
             let (e, a) = (expected.to_f64_vec().unwrap(), actual.to_f64_vec().unwrap());

@@ -1,8 +1,13 @@
 //! Decoding `TensorProto` into [`Tensor`]s: raw or typed fields, external data files.
+//!
+//! The low-precision types (float8, float4, 4- and 2-bit integers) are unpacked to one byte
+//! per element (see `spillway_kernels::low_precision`): 4-bit types hold two elements per
+//! byte and 2-bit types four, low bits first, in `raw_data` and `int32_data` alike.
 
 use std::path::Path;
 
 use half::{bf16, f16};
+use spillway_kernels::low_precision::{self, packing};
 use spillway_kernels::{DType, Element, Tensor};
 
 use super::proto::TensorProto;
@@ -43,6 +48,11 @@ pub fn decode_tensor(proto: &TensorProto, base_dir: Option<&Path>) -> Result<Ten
     }
     if let Some(raw) = &proto.raw_data {
         return from_le_bytes(dtype, &shape, count, raw).map_err(bad);
+    }
+    if dtype.is_low_precision() {
+        // One int32 per byte of packed data (one element for the 8-bit types).
+        let bytes: Vec<u8> = proto.int32_data.iter().map(|&v| v as u8).collect();
+        return from_packed(dtype, &shape, count, &bytes).map_err(bad);
     }
     let t = match dtype {
         DType::F32 => typed(&shape, count, proto.float_data.clone()),
@@ -107,8 +117,21 @@ pub fn decode_tensor(proto: &TensorProto, base_dir: Option<&Path>) -> Result<Ten
                 .map(|b| String::from_utf8_lossy(b).into_owned())
                 .collect(),
         ),
+        low => return Err(bad(format!("{low} was decoded above"))),
     };
     t.map_err(bad)
+}
+
+/// Decodes packed codes of a low-precision type (exactly the bytes `count` elements need).
+fn from_packed(
+    dtype: DType,
+    shape: &[usize],
+    count: usize,
+    bytes: &[u8],
+) -> std::result::Result<Tensor, String> {
+    let codes =
+        packing::unpack(bytes, count, dtype.bits()).map_err(|e| format!("{dtype} data: {e}"))?;
+    low_precision::from_codes(dtype, shape, codes).map_err(|e| e.to_string())
 }
 
 fn typed<T: Element>(
@@ -136,6 +159,9 @@ fn from_le_bytes(
     let size = dtype.size_of();
     if dtype == DType::String {
         return Err("string tensors cannot use raw_data".into());
+    }
+    if dtype.is_low_precision() {
+        return from_packed(dtype, shape, count, raw);
     }
     if raw.len() != count * size {
         return Err(format!(
@@ -169,7 +195,17 @@ fn from_le_bytes(
         DType::Bool => le!(bool, 1, |b: [u8; 1]| b[0] != 0),
         DType::F16 => le!(f16, 2, f16::from_le_bytes),
         DType::BF16 => le!(bf16, 2, bf16::from_le_bytes),
-        DType::String => unreachable!("rejected above"),
+        DType::String
+        | DType::F8E4M3Fn
+        | DType::F8E4M3FnUz
+        | DType::F8E5M2
+        | DType::F8E5M2FnUz
+        | DType::U4
+        | DType::I4
+        | DType::F4E2M1
+        | DType::F8E8M0
+        | DType::U2
+        | DType::I2 => Err(format!("{dtype} was decoded above")),
     }
 }
 

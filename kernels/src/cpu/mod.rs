@@ -10,6 +10,9 @@ pub mod reduce;
 pub mod shape;
 pub mod unary;
 
+#[cfg(test)]
+mod low_precision_tests;
+
 use crate::error::{KernelError, Result};
 use crate::kernel::{Builder, Kernel, NodeSpec};
 

@@ -6,7 +6,7 @@ use ndarray::{ArrayD, ArrayViewD};
 use super::broadcast::zip_map;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, input};
-use crate::{Tensor, dispatch_all, dispatch_numeric};
+use crate::{Tensor, dispatch_numeric};
 
 /// Which comparison or logic operation a [`CompareKernel`] computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,14 @@ impl Kernel for CompareKernel {
                     });
                 }
             },
-            CompareOp::Equal => dispatch_all!(a, x => compare(self.op, &x.view(), &b.view()?)?),
+            CompareOp::Equal => match a {
+                Tensor::Bool(x) => compare(self.op, &x.view(), &b.view()?)?,
+                Tensor::String(x) => compare(self.op, &x.view(), &b.view()?)?,
+                // The low-precision types are not ONNX Equal types (and equal codes are not
+                // equal values: NaN, ±0).
+                _ => dispatch_numeric!(a, x => compare(self.op, &x.view(), &b.view()?)?,
+                    other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() })),
+            },
             _ => dispatch_numeric!(a, x => compare(self.op, &x.view(), &b.view()?)?,
                 other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() })),
         };

@@ -3,7 +3,7 @@
 use ndarray::{ArcArray, IxDyn};
 
 use super::util::{contiguous, require_opset, strides, tensor_from_vec};
-use crate::error::Result;
+use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
 use crate::{Tensor, dispatch_all};
 
@@ -24,6 +24,14 @@ pub(crate) fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 impl Kernel for NonZero {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
+        if x.dtype().is_low_precision() {
+            // Not an ONNX NonZero type; comparing codes with code 0 would also be wrong for
+            // -0 and float8 E8M0 (which has no zero).
+            return Err(KernelError::UnsupportedDType {
+                index: 0,
+                dtype: x.dtype(),
+            });
+        }
         let flat = dispatch_all!(x, a => nonzero_positions(a));
         let shape: Vec<usize> = if x.rank() == 0 {
             vec![1]

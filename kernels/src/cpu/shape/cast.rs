@@ -1,6 +1,8 @@
 //! Cast and CastLike: element type conversion with numpy `astype` semantics
 //! (float → int truncates toward zero, int → narrower int wraps, anything → bool is
-//! "non-zero", strings are parsed and printed like numpy does).
+//! "non-zero", strings are parsed and printed like numpy does). The low-precision targets
+//! (float8, float4, 4- and 2-bit integers) follow the ONNX rules instead; their conversions
+//! are in `cast_low_precision`.
 
 use half::{bf16, f16};
 use ndarray::{ArcArray, IxDyn};
@@ -8,12 +10,35 @@ use ndarray::{ArcArray, IxDyn};
 use super::util::min_opset;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
+use crate::low_precision::{
+    E8M0Rounding, F4E2M1, F8E4M3Fn, F8E4M3FnUz, F8E5M2, F8E5M2FnUz, F8E8M0, I2, I4, U2, U4,
+};
 use crate::{DType, Element, Tensor, dispatch_copy};
 
 /// Cast (`to` attribute) or CastLike (type of input 1).
 #[derive(Debug)]
 pub struct Cast {
     to: Option<DType>,
+    mode: CastMode,
+}
+
+/// The attributes that shape a conversion to a low-precision type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CastMode {
+    /// `saturate` (opset 19+, default 1): float8 targets clamp out-of-range values to ±max
+    /// instead of giving infinity or NaN.
+    pub saturate: bool,
+    /// `round_mode` (opset 24+, default `up`): how float8 E8M0 targets pick a power of two.
+    pub rounding: E8M0Rounding,
+}
+
+impl Default for CastMode {
+    fn default() -> Self {
+        CastMode {
+            saturate: true,
+            rounding: E8M0Rounding::Up,
+        }
+    }
 }
 
 /// Builds [`Cast`] for `Cast` or `CastLike`.
@@ -25,16 +50,26 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         known.push("to");
     }
     if spec.opset >= 19 {
-        // `saturate` only affects float8 targets, which we reject anyway.
         known.push("saturate");
     }
     if spec.opset >= 24 {
-        // `round_mode` only affects float8e8m0 targets.
         known.push("round_mode");
     }
     a.only(&known)?;
+    let mut mode = CastMode::default();
+    if spec.opset >= 19 {
+        mode.saturate = a.int("saturate", 1)? != 0;
+    }
+    if spec.opset >= 24 {
+        let r = a.string("round_mode", "up")?;
+        mode.rounding =
+            E8M0Rounding::parse(&r).ok_or_else(|| KernelError::UnsupportedAttribute {
+                name: "round_mode".into(),
+                reason: format!("'{r}' is not one of up, down, nearest"),
+            })?;
+    }
     if spec.op_type == "CastLike" {
-        return Ok(Box::new(Cast { to: None }));
+        return Ok(Box::new(Cast { to: None, mode }));
     }
     let code = a.req_int("to")?;
     let to = i32::try_from(code)
@@ -42,11 +77,9 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         .and_then(DType::from_onnx)
         .ok_or_else(|| KernelError::UnsupportedAttribute {
             name: "to".into(),
-            reason: format!(
-                "element type {code} is not supported (no float8/float4/int4/int2/complex)"
-            ),
+            reason: format!("element type {code} is not supported (no complex types)"),
         })?;
-    Ok(Box::new(Cast { to: Some(to) }))
+    Ok(Box::new(Cast { to: Some(to), mode }))
 }
 
 impl Kernel for Cast {
@@ -56,26 +89,27 @@ impl Kernel for Cast {
             Some(t) => t,
             None => input(inputs, 1)?.dtype(),
         };
-        Ok(vec![cast_tensor(x, to)?])
+        Ok(vec![cast_tensor_with(x, to, self.mode)?])
     }
 }
 
 /// An intermediate wide enough for every value of every element type.
 #[derive(Clone, Copy)]
-enum Wide {
+pub(super) enum Wide {
     Int(i128),
     Float(f64),
 }
 
-/// Conversions of a `Copy` element type through [`Wide`] and strings.
-trait CastElem: Element + Copy {
+/// Conversions of a `Copy` element type through [`Wide`] and strings. `mode` matters only
+/// to the low-precision types.
+pub(super) trait CastElem: Element + Copy {
     fn to_wide(self) -> Wide;
-    fn from_wide(w: Wide) -> Self;
+    fn from_wide(w: Wide, mode: CastMode) -> Self;
     fn to_text(self) -> String;
-    fn parse_text(s: &str) -> Result<Self>;
+    fn parse_text(s: &str, mode: CastMode) -> Result<Self>;
 }
 
-fn parse_err(s: &str, t: DType) -> KernelError {
+pub(super) fn parse_err(s: &str, t: DType) -> KernelError {
     KernelError::InvalidValue(format!("cannot parse '{s}' as {t}"))
 }
 
@@ -83,7 +117,7 @@ macro_rules! int_elem {
     ($($t:ty),*) => {$(
         impl CastElem for $t {
             fn to_wide(self) -> Wide { Wide::Int(self as i128) }
-            fn from_wide(w: Wide) -> Self {
+            fn from_wide(w: Wide, _: CastMode) -> Self {
                 match w {
                     Wide::Int(i) => i as $t,
                     // Truncates toward zero (saturating in i128), then wraps like C.
@@ -91,7 +125,7 @@ macro_rules! int_elem {
                 }
             }
             fn to_text(self) -> String { self.to_string() }
-            fn parse_text(s: &str) -> Result<Self> {
+            fn parse_text(s: &str, _: CastMode) -> Result<Self> {
                 s.trim().parse::<i128>().map(|v| v as $t).map_err(|_| parse_err(s, <$t as Element>::DTYPE))
             }
         }
@@ -103,14 +137,14 @@ macro_rules! float_elem {
     ($($t:ty => $from_f64:expr, $to_f64:expr, $from_i:expr);* $(;)?) => {$(
         impl CastElem for $t {
             fn to_wide(self) -> Wide { Wide::Float($to_f64(self)) }
-            fn from_wide(w: Wide) -> Self {
+            fn from_wide(w: Wide, _: CastMode) -> Self {
                 match w {
                     Wide::Int(i) => $from_i(i),
                     Wide::Float(f) => $from_f64(f),
                 }
             }
             fn to_text(self) -> String { float_text($to_f64(self), <$t as Element>::DTYPE) }
-            fn parse_text(s: &str) -> Result<Self> {
+            fn parse_text(s: &str, _: CastMode) -> Result<Self> {
                 parse_float(s).map($from_f64).ok_or_else(|| parse_err(s, <$t as Element>::DTYPE))
             }
         }
@@ -127,7 +161,7 @@ impl CastElem for bool {
     fn to_wide(self) -> Wide {
         Wide::Int(self as i128)
     }
-    fn from_wide(w: Wide) -> Self {
+    fn from_wide(w: Wide, _: CastMode) -> Self {
         match w {
             Wide::Int(i) => i != 0,
             Wide::Float(f) => f != 0.0,
@@ -136,7 +170,7 @@ impl CastElem for bool {
     fn to_text(self) -> String {
         if self { "True" } else { "False" }.to_string()
     }
-    fn parse_text(s: &str) -> Result<Self> {
+    fn parse_text(s: &str, _: CastMode) -> Result<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
             "true" => Ok(true),
             "false" => Ok(false),
@@ -148,13 +182,13 @@ impl CastElem for bool {
 }
 
 /// Parses a float the way numpy does (`inf`, `-INF`, `NaN`, `1e5`, surrounding spaces).
-fn parse_float(s: &str) -> Option<f64> {
+pub(super) fn parse_float(s: &str) -> Option<f64> {
     s.trim().parse::<f64>().ok()
 }
 
 /// Formats a float like numpy's `str()`: shortest round-trip digits, positional
 /// for 1e-4 <= |x| < 1e16, scientific (`1e+20`, `1.5e-05`) otherwise.
-fn float_text(v: f64, dtype: DType) -> String {
+pub(super) fn float_text(v: f64, dtype: DType) -> String {
     if v.is_nan() {
         return "nan".into();
     }
@@ -192,61 +226,87 @@ fn float_text(v: f64, dtype: DType) -> String {
     }
 }
 
-/// Converts `t` to `to`; shares the storage when the type already matches.
+/// Converts `t` to `to` with the default attributes (`saturate` = 1, `round_mode` = up);
+/// shares the storage when the type already matches.
 pub(crate) fn cast_tensor(t: &Tensor, to: DType) -> Result<Tensor> {
+    cast_tensor_with(t, to, CastMode::default())
+}
+
+/// Converts `t` to `to`; shares the storage when the type already matches.
+pub(crate) fn cast_tensor_with(t: &Tensor, to: DType, mode: CastMode) -> Result<Tensor> {
     if t.dtype() == to {
         return Ok(t.clone());
     }
-    dispatch_copy!(t, a => cast_from(a, to), other => match other {
-        Tensor::String(s) => from_strings(s, to),
-        _ => unreachable!("dispatch_copy covers every non-string type"),
+    dispatch_copy!(t, a => Ok(cast_from(a, to, mode)), other => match other {
+        Tensor::String(s) => from_strings(s, to, mode),
+        other => Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }),
     })
 }
 
-fn cast_from<S: CastElem>(a: &ArcArray<S, IxDyn>, to: DType) -> Result<Tensor> {
-    fn conv<S: CastElem, T: CastElem>(a: &ArcArray<S, IxDyn>) -> Tensor {
-        T::into_tensor(a.map(|&v| T::from_wide(v.to_wide())).into_shared())
+fn cast_from<S: CastElem>(a: &ArcArray<S, IxDyn>, to: DType, mode: CastMode) -> Tensor {
+    fn conv<S: CastElem, T: CastElem>(a: &ArcArray<S, IxDyn>, mode: CastMode) -> Tensor {
+        T::into_tensor(a.map(|&v| T::from_wide(v.to_wide(), mode)).into_shared())
     }
-    Ok(match to {
-        DType::F32 => conv::<S, f32>(a),
-        DType::U8 => conv::<S, u8>(a),
-        DType::I8 => conv::<S, i8>(a),
-        DType::U16 => conv::<S, u16>(a),
-        DType::I16 => conv::<S, i16>(a),
-        DType::I32 => conv::<S, i32>(a),
-        DType::I64 => conv::<S, i64>(a),
-        DType::Bool => conv::<S, bool>(a),
-        DType::F16 => conv::<S, f16>(a),
-        DType::F64 => conv::<S, f64>(a),
-        DType::U32 => conv::<S, u32>(a),
-        DType::U64 => conv::<S, u64>(a),
-        DType::BF16 => conv::<S, bf16>(a),
+    match to {
+        DType::F32 => conv::<S, f32>(a, mode),
+        DType::U8 => conv::<S, u8>(a, mode),
+        DType::I8 => conv::<S, i8>(a, mode),
+        DType::U16 => conv::<S, u16>(a, mode),
+        DType::I16 => conv::<S, i16>(a, mode),
+        DType::I32 => conv::<S, i32>(a, mode),
+        DType::I64 => conv::<S, i64>(a, mode),
+        DType::Bool => conv::<S, bool>(a, mode),
+        DType::F16 => conv::<S, f16>(a, mode),
+        DType::F64 => conv::<S, f64>(a, mode),
+        DType::U32 => conv::<S, u32>(a, mode),
+        DType::U64 => conv::<S, u64>(a, mode),
+        DType::BF16 => conv::<S, bf16>(a, mode),
+        DType::F8E4M3Fn => conv::<S, F8E4M3Fn>(a, mode),
+        DType::F8E4M3FnUz => conv::<S, F8E4M3FnUz>(a, mode),
+        DType::F8E5M2 => conv::<S, F8E5M2>(a, mode),
+        DType::F8E5M2FnUz => conv::<S, F8E5M2FnUz>(a, mode),
+        DType::U4 => conv::<S, U4>(a, mode),
+        DType::I4 => conv::<S, I4>(a, mode),
+        DType::F4E2M1 => conv::<S, F4E2M1>(a, mode),
+        DType::F8E8M0 => conv::<S, F8E8M0>(a, mode),
+        DType::U2 => conv::<S, U2>(a, mode),
+        DType::I2 => conv::<S, I2>(a, mode),
         DType::String => Tensor::String(a.map(|&v| v.to_text()).into_shared()),
-    })
+    }
 }
 
-fn from_strings(a: &ArcArray<String, IxDyn>, to: DType) -> Result<Tensor> {
-    fn parse<T: CastElem>(a: &ArcArray<String, IxDyn>) -> Result<Tensor> {
+fn from_strings(a: &ArcArray<String, IxDyn>, to: DType, mode: CastMode) -> Result<Tensor> {
+    fn parse<T: CastElem>(a: &ArcArray<String, IxDyn>, mode: CastMode) -> Result<Tensor> {
         let v = a
             .iter()
-            .map(|s| T::parse_text(s))
+            .map(|s| T::parse_text(s, mode))
             .collect::<Result<Vec<T>>>()?;
         super::util::tensor_from(a.shape(), v)
     }
     match to {
-        DType::F32 => parse::<f32>(a),
-        DType::U8 => parse::<u8>(a),
-        DType::I8 => parse::<i8>(a),
-        DType::U16 => parse::<u16>(a),
-        DType::I16 => parse::<i16>(a),
-        DType::I32 => parse::<i32>(a),
-        DType::I64 => parse::<i64>(a),
-        DType::Bool => parse::<bool>(a),
-        DType::F16 => parse::<f16>(a),
-        DType::F64 => parse::<f64>(a),
-        DType::U32 => parse::<u32>(a),
-        DType::U64 => parse::<u64>(a),
-        DType::BF16 => parse::<bf16>(a),
+        DType::F32 => parse::<f32>(a, mode),
+        DType::U8 => parse::<u8>(a, mode),
+        DType::I8 => parse::<i8>(a, mode),
+        DType::U16 => parse::<u16>(a, mode),
+        DType::I16 => parse::<i16>(a, mode),
+        DType::I32 => parse::<i32>(a, mode),
+        DType::I64 => parse::<i64>(a, mode),
+        DType::Bool => parse::<bool>(a, mode),
+        DType::F16 => parse::<f16>(a, mode),
+        DType::F64 => parse::<f64>(a, mode),
+        DType::U32 => parse::<u32>(a, mode),
+        DType::U64 => parse::<u64>(a, mode),
+        DType::BF16 => parse::<bf16>(a, mode),
+        DType::F8E4M3Fn => parse::<F8E4M3Fn>(a, mode),
+        DType::F8E4M3FnUz => parse::<F8E4M3FnUz>(a, mode),
+        DType::F8E5M2 => parse::<F8E5M2>(a, mode),
+        DType::F8E5M2FnUz => parse::<F8E5M2FnUz>(a, mode),
+        DType::U4 => parse::<U4>(a, mode),
+        DType::I4 => parse::<I4>(a, mode),
+        DType::F4E2M1 => parse::<F4E2M1>(a, mode),
+        DType::F8E8M0 => parse::<F8E8M0>(a, mode),
+        DType::U2 => parse::<U2>(a, mode),
+        DType::I2 => parse::<I2>(a, mode),
         DType::String => Ok(Tensor::String(a.clone())),
     }
 }
@@ -309,20 +369,39 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn float8_target_is_rejected() {
-        let attrs = crate::Attributes::new().with("to", crate::AttrValue::Int(17));
-        let spec = NodeSpec {
+    fn cast_spec<'a>(attrs: &'a crate::Attributes, opset: i64) -> NodeSpec<'a> {
+        NodeSpec {
             op_type: "Cast",
             domain: "",
-            opset: 19,
-            attrs: &attrs,
+            opset,
+            attrs,
             num_inputs: 1,
             num_outputs: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn attributes_are_read_and_checked() {
+        use crate::AttrValue;
+        let attrs = crate::Attributes::new().with("to", AttrValue::Int(17));
+        assert!(build(&cast_spec(&attrs, 19)).is_ok());
+        // Complex types (14, 15) and unknown codes are refused with a typed error.
+        let attrs = crate::Attributes::new().with("to", AttrValue::Int(14));
         assert!(matches!(
-            build(&spec),
+            build(&cast_spec(&attrs, 19)),
             Err(KernelError::UnsupportedAttribute { .. })
         ));
+        let attrs = crate::Attributes::new()
+            .with("to", AttrValue::Int(24))
+            .with("round_mode", AttrValue::String("sideways".into()));
+        assert!(matches!(
+            build(&cast_spec(&attrs, 25)),
+            Err(KernelError::UnsupportedAttribute { .. })
+        ));
+        // `saturate` is not an attribute before opset 19.
+        let attrs = crate::Attributes::new()
+            .with("to", AttrValue::Int(17))
+            .with("saturate", AttrValue::Int(0));
+        assert!(build(&cast_spec(&attrs, 13)).is_err());
     }
 }

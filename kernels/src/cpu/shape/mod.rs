@@ -5,6 +5,7 @@
 //! Unsqueeze, Flatten, Dropout) share the input's storage.
 
 pub mod cast;
+mod cast_low_precision;
 pub mod concat;
 pub mod constant;
 pub mod depth_space;

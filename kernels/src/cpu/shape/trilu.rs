@@ -25,6 +25,13 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 impl Kernel for Trilu {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
+        if x.dtype().is_low_precision() {
+            // ONNX defines Trilu for no low-precision type (and float8 E8M0 has no zero).
+            return Err(KernelError::UnsupportedDType {
+                index: 0,
+                dtype: x.dtype(),
+            });
+        }
         if x.rank() < 2 {
             return Err(KernelError::Shape(format!(
                 "Trilu needs rank >= 2, got {:?}",
