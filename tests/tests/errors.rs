@@ -175,6 +175,34 @@ fn failing_kernel_names_the_node_and_the_session_recovers() {
 }
 
 #[test]
+fn low_precision_inputs_to_arithmetic_are_typed_errors() {
+    use spillway::DType;
+    use spillway_kernels::KernelError;
+    use spillway_kernels::low_precision::from_codes;
+    // float8 E4M3FN (17) into Relu and int4 (22) into Add: ONNX defines neither; the
+    // kernels name the type instead of computing on codes.
+    for (code, dtype, op, inputs) in [
+        (17, DType::F8E4M3Fn, "Relu", &["x"][..]),
+        (22, DType::I4, "Add", &["x", "x"][..]),
+    ] {
+        let mut m = ModelBuilder::new(1);
+        m.typed_input("x", code, &[2])
+            .node(op, inputs, &["y"], &[])
+            .typed_output("y", code, &[2]);
+        let session = load_never_panics(&m.to_bytes(21)).unwrap();
+        let x = from_codes(dtype, &[2], vec![0x1, 0x2]).unwrap();
+        match session.run([("x", x)]) {
+            Err(Error::Kernel {
+                op_type,
+                cause: KernelError::UnsupportedDType { dtype: d, .. },
+                ..
+            }) => assert_eq!((op_type.as_str(), d), (op, dtype)),
+            other => panic!("{op} on {dtype}: expected UnsupportedDType, got {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn cycles_and_dangling_inputs_are_invalid_models() {
     let mut m = ModelBuilder::new(1);
     m.input("x", &[2])

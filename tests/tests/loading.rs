@@ -111,6 +111,68 @@ fn wrong_element_count_is_an_invalid_model() {
     ));
 }
 
+/// y = x + Cast<float>(w) for an initializer `w` of three elements in some storage.
+fn x_plus_cast(w: TensorProto) -> Result<Vec<f32>, spillway::Error> {
+    use spillway_tests::build::Attr;
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[3])
+        .node("Cast", &["w"], &["wf"], &[("to", Attr::Int(1))])
+        .node("Add", &["x", "wf"], &["y"], &[])
+        .output("y");
+    let mut model = proto::ModelProto::decode(m.to_bytes(21).as_slice()).unwrap();
+    model.graph.as_mut().unwrap().initializer.push(w);
+    let session = Session::builder().commit_from_memory(&model.encode_to_vec())?;
+    let x = Tensor::from_shape_vec(&[3], vec![0.0f32; 3]).unwrap();
+    let y = session.run([("x", x)])?;
+    Ok(y[0].view::<f32>().unwrap().iter().copied().collect())
+}
+
+fn low_precision_proto(data_type: i32) -> TensorProto {
+    TensorProto {
+        name: Some("w".into()),
+        dims: vec![3],
+        data_type: Some(data_type),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn packed_low_precision_initializers_decode() {
+    // int4 [7, -8, -1]: two per byte, low nibble first, the odd last byte zero-padded.
+    let raw = TensorProto {
+        raw_data: Some(vec![0x87, 0x0F].into()),
+        ..low_precision_proto(22)
+    };
+    let typed = TensorProto {
+        int32_data: vec![0x87, 0x0F],
+        ..low_precision_proto(22)
+    };
+    for w in [raw, typed] {
+        assert_eq!(x_plus_cast(w).unwrap(), [7.0, -8.0, -1.0]);
+    }
+    // uint2 [3, 0, 2]: four per byte, 0b00_10_00_11.
+    let u2 = TensorProto {
+        raw_data: Some(vec![0b0010_0011].into()),
+        ..low_precision_proto(25)
+    };
+    assert_eq!(x_plus_cast(u2).unwrap(), [3.0, 0.0, 2.0]);
+    // float8 E4M3FN [448, 1, -0.46875]: one element per byte or per int32.
+    let f8 = TensorProto {
+        int32_data: vec![0x7E, 0x38, 0xAF],
+        ..low_precision_proto(17)
+    };
+    assert_eq!(x_plus_cast(f8).unwrap(), [448.0, 1.0, -0.46875]);
+    // A packed payload of the wrong size is an invalid model, not a panic.
+    let short = TensorProto {
+        raw_data: Some(vec![0x87].into()),
+        ..low_precision_proto(22)
+    };
+    assert!(matches!(
+        x_plus_cast(short),
+        Err(spillway::Error::InvalidModel(_))
+    ));
+}
+
 #[test]
 fn one_session_runs_from_many_threads() {
     let session = Session::builder()
