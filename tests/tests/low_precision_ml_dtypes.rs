@@ -9,11 +9,14 @@ use std::process::Command;
 use spillway_kernels::low_precision::{F4E2M1, F8E4M3Fn, F8E4M3FnUz, F8E5M2, F8E5M2FnUz};
 use spillway_tests::{venv, workspace_root};
 
+/// Code to float32.
+type Decoder = fn(u8) -> f32;
+
 /// One float8 format: its name, encoder and decoder.
 struct Format {
     name: &'static str,
     encode: fn(f32, bool) -> u8,
-    decode: fn(u8) -> f32,
+    decode: Decoder,
 }
 
 const FLOAT8: [Format; 4] = [
@@ -73,7 +76,7 @@ fn table() -> Vec<u8> {
 }
 
 /// Equal codes, or two NaN codes.
-fn same(want: u8, got: u8, decode: fn(u8) -> f32) -> bool {
+fn same(want: u8, got: u8, decode: Decoder) -> bool {
     want == got || (decode(want).is_nan() && decode(got).is_nan())
 }
 
@@ -110,7 +113,7 @@ fn conversions_match_ml_dtypes() {
             ));
         }
     }
-    let decoders: [(&str, fn(u8) -> f32, usize); 5] = [
+    let decoders: [(&str, Decoder, usize); 5] = [
         (FLOAT8[0].name, FLOAT8[0].decode, 256),
         (FLOAT8[1].name, FLOAT8[1].decode, 256),
         (FLOAT8[2].name, FLOAT8[2].decode, 256),
@@ -119,8 +122,8 @@ fn conversions_match_ml_dtypes() {
     ];
     for (name, decode, codes) in decoders {
         let want = r.u32s(256);
-        for code in 0..codes {
-            let (w, got) = (f32::from_bits(want[code]), decode(code as u8));
+        for (code, &bits) in want.iter().enumerate().take(codes) {
+            let (w, got) = (f32::from_bits(bits), decode(code as u8));
             if w.to_bits() != got.to_bits() && !(w.is_nan() && got.is_nan()) {
                 failures.push(format!(
                     "{name} decode {code:#04x}: ml_dtypes {w:e}, ours {got:e}"
