@@ -8,8 +8,8 @@
 //! keeps these tensors ordinary `ndarray` arrays, so the data-movement kernels (Reshape,
 //! Transpose, Concat, Gather, Slice, …) handle them like any other type, and indexing never
 //! has to split a byte. ONNX stores the 4-bit types two per byte and the 2-bit types four
-//! per byte; [`packing`] unpacks them when a tensor is loaded and packs them when one is
-//! written out.
+//! per byte; [`packing`] unpacks them when a tensor is loaded, and [`packing::pack`] is the
+//! inverse for anything that writes tensors out (nothing in Spillway does yet).
 //!
 //! These types have no arithmetic kernels: ONNX defines them only for casts, quantization
 //! and data movement, so arithmetic kernels reject them with
