@@ -82,6 +82,7 @@ const CONFORMANCE_OPS: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Cast",
+    "CastLike",
     "Identity",
     "Dropout",
     "Softmax",
