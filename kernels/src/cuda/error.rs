@@ -41,6 +41,9 @@ pub enum CudaError {
         /// cuDNN's status.
         reason: String,
     },
+    /// The node itself is invalid (the same checks as the CPU kernels).
+    #[error(transparent)]
+    Kernel(#[from] crate::KernelError),
     /// The operator, type or attribute has no CUDA kernel (the planner keeps such ops on
     /// the CPU; asking for one on the GPU is this error, never a silent fallback).
     #[error("no CUDA kernel: {0}")]

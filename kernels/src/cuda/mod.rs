@@ -8,8 +8,13 @@
 pub mod codegen;
 pub mod compile;
 pub mod error;
+pub mod gpu;
 pub mod libraries;
+pub mod memory;
+pub mod ops;
 pub mod probe;
 
 pub use error::{CudaError, CudaResult};
+pub use gpu::{Gpu, GpuOptions};
+pub use memory::{DeviceArena, DeviceRegion};
 pub use probe::{CudaSystem, CudaUnavailable, GpuInfo, probe};

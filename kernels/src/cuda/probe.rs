@@ -98,13 +98,16 @@ pub fn nvrtc_present() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
+/// Whether a library can be opened (cudarc's `is_culib_present`).
+type LibraryCheck = unsafe fn() -> bool;
+
 fn probe_uncached() -> Result<CudaSystem, CudaUnavailable> {
     libraries::preload();
     // SAFETY: each check only tries to open the library.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(CudaUnavailable::NoDriver);
     }
-    let libraries: [(&'static str, &'static str, unsafe fn() -> bool); 3] = [
+    let libraries: [(&str, &str, LibraryCheck); 3] = [
         (
             "NVRTC",
             "libnvrtc.so.13",

@@ -3,6 +3,7 @@
 
 use super::binary::{self, BinaryOp, Layout};
 use super::normalize;
+use super::pool::{self, PoolKind};
 use super::reduce::{self, ReduceOp};
 use super::unary;
 use super::{KernelSource, MAX_RANK, copy};
@@ -48,6 +49,12 @@ pub fn catalogue() -> Vec<KernelSource> {
             all.extend(normalize::softmax_source(dtype, log));
         }
         all.extend(normalize::channel_affine_source(dtype));
+        for relu in [false, true] {
+            all.extend(normalize::bias_add_source(dtype, relu));
+        }
+        for kind in [PoolKind::Max, PoolKind::AverageExcludePad, PoolKind::AverageIncludePad] {
+            all.extend(pool::source(kind, dtype));
+        }
     }
     all.push(unary::not_source());
     for rank in 1..=MAX_RANK {

@@ -9,6 +9,7 @@ pub mod binary;
 mod catalogue;
 pub mod copy;
 pub mod normalize;
+pub mod pool;
 pub mod reduce;
 pub mod unary;
 

@@ -65,6 +65,23 @@ pub fn channel_affine_source(dtype: DType) -> Option<KernelSource> {
     })
 }
 
+/// `y[i] += bias[(i / inner) % channels]`, then optionally Relu (a convolution's bias and
+/// activation epilogue). Arguments: `bias, y, n, channels, inner`.
+pub fn bias_add_source(dtype: DType, relu: bool) -> Option<KernelSource> {
+    if !is_float(dtype) {
+        return None;
+    }
+    let t = c_type(dtype)?;
+    let activation = if relu { "v = v < 0 ? 0 : v;" } else { "" };
+    let source = format!(
+        "extern \"C\" __global__ void spillway_kernel(const {t}* __restrict__ bias, {t}* __restrict__ y, long long n, long long channels, long long inner) {{\n  {GRID_STRIDE_LOOP} {{\n    {t} v = y[i] + bias[(i / inner) % channels]; {activation}\n    y[i] = v;\n  }}\n}}\n"
+    );
+    Some(KernelSource {
+        key: format!("bias_add/{t}/{}", if relu { "relu" } else { "plain" }),
+        source,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
