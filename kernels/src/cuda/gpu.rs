@@ -218,10 +218,14 @@ impl Gpu {
                 dst.bytes
             )));
         }
-        self.ctx.bind_to_thread().map_err(driver("binding the context"))?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
         // SAFETY: `dst` lies inside a live arena (checked size above); the stream orders it.
-        unsafe { cudarc::driver::result::memcpy_htod_async(dst.ptr, host, self.copy_in.cu_stream()) }
-            .map_err(driver("copying host to device"))
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(dst.ptr, host, self.copy_in.cu_stream())
+        }
+        .map_err(driver("copying host to device"))
     }
 
     /// Copies `src` into `host` on the device-to-host stream and waits for it.
@@ -233,10 +237,14 @@ impl Gpu {
                 src.bytes
             )));
         }
-        self.ctx.bind_to_thread().map_err(driver("binding the context"))?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
         // SAFETY: as for `upload`; the synchronize below keeps `host` borrowed until done.
-        unsafe { cudarc::driver::result::memcpy_dtoh_async(host, src.ptr, self.copy_out.cu_stream()) }
-            .map_err(driver("copying device to host"))?;
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(host, src.ptr, self.copy_out.cu_stream())
+        }
+        .map_err(driver("copying device to host"))?;
         self.copy_out
             .synchronize()
             .map_err(driver("waiting for a device-to-host copy"))
@@ -314,7 +322,8 @@ fn new_blas(stream: &Arc<CudaStream>, options: GpuOptions) -> CudaResult<BlasHan
             reason: format!("{e:?}"),
         }
     };
-    let handle = BlasHandle(cudarc::cublas::result::create_handle().map_err(blas_err("creating a handle"))?);
+    let handle =
+        BlasHandle(cudarc::cublas::result::create_handle().map_err(blas_err("creating a handle"))?);
     let math = if options.tf32 {
         blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
     } else {
@@ -338,7 +347,8 @@ fn new_dnn(stream: &Arc<CudaStream>) -> CudaResult<DnnHandle> {
             reason: format!("{e:?}"),
         }
     };
-    let handle = DnnHandle(cudarc::cudnn::result::create_handle().map_err(dnn_err("creating a handle"))?);
+    let handle =
+        DnnHandle(cudarc::cudnn::result::create_handle().map_err(dnn_err("creating a handle"))?);
     // SAFETY: a live handle and stream of the same context.
     unsafe { cudarc::cudnn::result::set_stream(handle.0, stream.cu_stream() as _) }
         .map_err(dnn_err("binding a stream"))?;

@@ -45,10 +45,7 @@ impl DeviceArena {
         // SAFETY: the memory is uninitialized; every region is written by a kernel or a copy
         // before any kernel reads it (the engine's plan orders that).
         let memory = unsafe { stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| {
-            if matches!(
-                e.0,
-                cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
-            ) {
+            if matches!(e.0, cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY) {
                 CudaError::Driver {
                     what: "allocating device memory",
                     reason: format!("out of memory ({bytes} bytes asked)"),

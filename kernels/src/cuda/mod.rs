@@ -9,11 +9,14 @@ pub mod codegen;
 pub mod compile;
 pub mod error;
 pub mod gpu;
+pub mod host;
 pub mod libraries;
 pub mod memory;
 pub mod ops;
 pub mod probe;
 
+/// The cudarc this backend is built on (for timing events and raw calls in tools).
+pub use cudarc;
 pub use error::{CudaError, CudaResult};
 pub use gpu::{Gpu, GpuOptions};
 pub use memory::{DeviceArena, DeviceRegion};

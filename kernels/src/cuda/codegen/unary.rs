@@ -153,7 +153,7 @@ pub fn cast_source(from: DType, to: DType) -> Option<KernelSource> {
     } else {
         "v"
     };
-    Some(map_source(format!("cast/{f}/{t}"), f, t, expr))
+    Some(map_source(format!("cast/{from:?}/{to:?}"), f, t, expr))
 }
 
 /// Every float op with representative attributes (the compile check builds each).

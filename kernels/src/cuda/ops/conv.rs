@@ -85,7 +85,14 @@ fn dims(shape: &[usize]) -> CudaResult<Vec<c_int>> {
 
 pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
     let spec = node.spec;
-    spec.attrs.only(&["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"])?;
+    spec.attrs.only(&[
+        "auto_pad",
+        "dilations",
+        "group",
+        "kernel_shape",
+        "pads",
+        "strides",
+    ])?;
     let x = node.input(0)?;
     let w = node.input(1)?;
     let y = node.output(0)?;
@@ -122,10 +129,22 @@ pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKern
             conv: dnn::create_convolution_descriptor().map_err(dnn_err("creating a descriptor"))?,
         };
         let set = dnn_err("describing the convolution");
-        dnn::set_tensornd_descriptor(desc.x, f32_type, xd.len() as c_int, xd.as_ptr(), contiguous(&xd).as_ptr())
-            .map_err(&set)?;
-        dnn::set_tensornd_descriptor(desc.y, f32_type, yd.len() as c_int, yd.as_ptr(), contiguous(&yd).as_ptr())
-            .map_err(&set)?;
+        dnn::set_tensornd_descriptor(
+            desc.x,
+            f32_type,
+            xd.len() as c_int,
+            xd.as_ptr(),
+            contiguous(&xd).as_ptr(),
+        )
+        .map_err(&set)?;
+        dnn::set_tensornd_descriptor(
+            desc.y,
+            f32_type,
+            yd.len() as c_int,
+            yd.as_ptr(),
+            contiguous(&yd).as_ptr(),
+        )
+        .map_err(&set)?;
         dnn::set_filternd_descriptor(
             desc.w,
             f32_type,
@@ -180,11 +199,20 @@ pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKern
     .map_err(dnn_err("choosing an algorithm"))?;
     let choice = found[..returned.max(0) as usize]
         .iter()
-        .find(|p| p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS && p.memory <= WORKSPACE_LIMIT)
+        .find(|p| {
+            p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS && p.memory <= WORKSPACE_LIMIT
+        })
         .ok_or_else(|| node.unsupported("cuDNN offers no algorithm for this shape"))?;
     // SAFETY: as above.
     let workspace = unsafe {
-        dnn::get_convolution_forward_workspace_size(handle.0, desc.x, desc.w, desc.conv, desc.y, choice.algo)
+        dnn::get_convolution_forward_workspace_size(
+            handle.0,
+            desc.x,
+            desc.w,
+            desc.conv,
+            desc.y,
+            choice.algo,
+        )
     }
     .map_err(dnn_err("sizing the workspace"))?;
     drop(handle);
@@ -255,7 +283,13 @@ impl GpuKernel for CudnnConv {
                 KernelArg::I64(*channels as i64),
                 KernelArg::I64(*inner as i64),
             ];
-            gpu.launch(source, stream, launch_shape(*n, gpu.info().multiprocessors), 0, &args)?;
+            gpu.launch(
+                source,
+                stream,
+                launch_shape(*n, gpu.info().multiprocessors),
+                0,
+                &args,
+            )?;
         }
         Ok(())
     }

@@ -138,8 +138,9 @@ fn strides_for(node: &GpuNode<'_>, count: usize) -> CudaResult<(Strides, bool)> 
         let shape = &node.input(i)?.shape;
         same &= shape == out;
         all.push(
-            broadcast_strides(shape, out)
-                .ok_or_else(|| node.unsupported(format!("{shape:?} does not broadcast to {out:?}")))?,
+            broadcast_strides(shape, out).ok_or_else(|| {
+                node.unsupported(format!("{shape:?} does not broadcast to {out:?}"))
+            })?,
         );
     }
     let refs: Vec<&[i64]> = all.iter().map(Vec::as_slice).collect();

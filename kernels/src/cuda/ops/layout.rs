@@ -37,7 +37,13 @@ impl GpuKernel for StridedCopies {
                 KernelArg::I64(p.n as i64),
                 KernelArg::Strides(p.strides),
             ];
-            gpu.launch(&self.source, stream, launch_shape(p.n, gpu.info().multiprocessors), 0, &args)?;
+            gpu.launch(
+                &self.source,
+                stream,
+                launch_shape(p.n, gpu.info().multiprocessors),
+                0,
+                &args,
+            )?;
         }
         Ok(())
     }
@@ -55,7 +61,10 @@ pub(super) fn build_transpose(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKerne
     let y = node.output(0)?;
     let rank = x.shape.len();
     let perm: Vec<usize> = match node.spec.attrs.opt_ints("perm")? {
-        Some(p) => p.iter().map(|&a| normalize_axis(a, rank)).collect::<Result<_, _>>()?,
+        Some(p) => p
+            .iter()
+            .map(|&a| normalize_axis(a, rank))
+            .collect::<Result<_, _>>()?,
         None => (0..rank).rev().collect(),
     };
     let src = contiguous_strides(&x.shape);
@@ -123,11 +132,18 @@ impl GpuKernel for Alias {
         if x.ptr == y.ptr || self.bytes == 0 {
             return Ok(());
         }
-        gpu.context().bind_to_thread().map_err(driver("binding the context"))?;
+        gpu.context()
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
         // SAFETY: both regions hold at least `bytes` (the plan sizes them); the stream
         // orders the copy after the producer.
         unsafe {
-            cudarc::driver::result::memcpy_dtod_async(y.ptr, x.ptr, self.bytes, gpu.stream(stream).cu_stream())
+            cudarc::driver::result::memcpy_dtod_async(
+                y.ptr,
+                x.ptr,
+                self.bytes,
+                gpu.stream(stream).cu_stream(),
+            )
         }
         .map_err(driver("copying device to device"))
     }

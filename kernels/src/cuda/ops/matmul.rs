@@ -5,12 +5,14 @@
 use std::ffi::c_int;
 
 use cudarc::cublas::result as blas;
-use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::sys::cublasOperation_t;
+use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 
 use super::{GpuIo, GpuKernel, GpuNode};
 use crate::DType;
-use crate::cuda::codegen::{KernelSource, Strides, broadcast_strides, contiguous_strides, copy, launch_shape};
+use crate::cuda::codegen::{
+    KernelSource, Strides, broadcast_strides, contiguous_strides, copy, launch_shape,
+};
 use crate::cuda::error::{CudaError, CudaResult};
 use crate::cuda::gpu::{Gpu, KernelArg};
 
@@ -106,7 +108,11 @@ pub(super) fn build_gemm(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         return Err(node.unsupported(format!("{:?} {:?} x {:?}", a.dtype, a.shape, b.shape)));
     }
     let (trans_a, trans_b) = (attrs.int("transA", 0)? != 0, attrs.int("transB", 0)? != 0);
-    let (m, k) = if trans_a { (a.shape[1], a.shape[0]) } else { (a.shape[0], a.shape[1]) };
+    let (m, k) = if trans_a {
+        (a.shape[1], a.shape[0])
+    } else {
+        (a.shape[0], a.shape[1])
+    };
     let n = if trans_b { b.shape[0] } else { b.shape[1] };
     if y.shape != [m, n] {
         return Err(node.unsupported(format!("output {:?}, expected [{m}, {n}]", y.shape)));
@@ -122,7 +128,11 @@ pub(super) fn build_gemm(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         }
         None => None,
     };
-    let beta = if bias.is_some() { attrs.float("beta", 1.0)? } else { 0.0 };
+    let beta = if bias.is_some() {
+        attrs.float("beta", 1.0)?
+    } else {
+        0.0
+    };
     Ok(Box::new(Product {
         call: Sgemm {
             op_a: if trans_b { CUBLAS_OP_T } else { CUBLAS_OP_N },
@@ -148,7 +158,11 @@ pub(super) fn build_gemm(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
 
 impl GpuKernel for Product {
     fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
-        let (a, b, c) = (io.input(self.a_input)?, io.input(self.b_input)?, io.output(0)?);
+        let (a, b, c) = (
+            io.input(self.a_input)?,
+            io.input(self.b_input)?,
+            io.output(0)?,
+        );
         if let Some((source, strides, n)) = &self.bias {
             let args = [
                 KernelArg::Ptr(io.input(2)?.ptr),
@@ -156,7 +170,13 @@ impl GpuKernel for Product {
                 KernelArg::I64(*n as i64),
                 KernelArg::Strides(*strides),
             ];
-            gpu.launch(source, stream, launch_shape(*n, gpu.info().multiprocessors), 0, &args)?;
+            gpu.launch(
+                source,
+                stream,
+                launch_shape(*n, gpu.info().multiprocessors),
+                0,
+                &args,
+            )?;
         }
         let g = self.call;
         let handle = gpu.blas(stream);
@@ -165,14 +185,41 @@ impl GpuKernel for Product {
         let result = unsafe {
             if g.batch == 1 {
                 blas::sgemm(
-                    handle.0, g.op_a, g.op_b, g.m, g.n, g.k, &g.alpha, a.ptr as *const f32, g.lda,
-                    b.ptr as *const f32, g.ldb, &g.beta, c.ptr as *mut f32, g.ldc,
+                    handle.0,
+                    g.op_a,
+                    g.op_b,
+                    g.m,
+                    g.n,
+                    g.k,
+                    &g.alpha,
+                    a.ptr as *const f32,
+                    g.lda,
+                    b.ptr as *const f32,
+                    g.ldb,
+                    &g.beta,
+                    c.ptr as *mut f32,
+                    g.ldc,
                 )
             } else {
                 blas::sgemm_strided_batched(
-                    handle.0, g.op_a, g.op_b, g.m, g.n, g.k, &g.alpha, a.ptr as *const f32, g.lda,
-                    g.stride_a, b.ptr as *const f32, g.ldb, g.stride_b, &g.beta,
-                    c.ptr as *mut f32, g.ldc, g.stride_c, g.batch,
+                    handle.0,
+                    g.op_a,
+                    g.op_b,
+                    g.m,
+                    g.n,
+                    g.k,
+                    &g.alpha,
+                    a.ptr as *const f32,
+                    g.lda,
+                    g.stride_a,
+                    b.ptr as *const f32,
+                    g.ldb,
+                    g.stride_b,
+                    &g.beta,
+                    c.ptr as *mut f32,
+                    g.ldc,
+                    g.stride_c,
+                    g.batch,
                 )
             }
         };

@@ -32,7 +32,10 @@ struct RowKernel {
 
 impl GpuKernel for RowKernel {
     fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
-        let mut args = vec![KernelArg::Ptr(io.input(0)?.ptr), KernelArg::Ptr(io.output(0)?.ptr)];
+        let mut args = vec![
+            KernelArg::Ptr(io.input(0)?.ptr),
+            KernelArg::Ptr(io.output(0)?.ptr),
+        ];
         args.extend_from_slice(&self.extra);
         let shape = match self.grid {
             Grid::Elements(0) | Grid::Rows(0) => return Ok(()),
@@ -101,7 +104,13 @@ pub(super) fn build_pool(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
 }
 
 /// A reduction over the middle of `[outer, reduced, inner]`.
-fn rows(node: &GpuNode<'_>, op: ReduceOp, outer: usize, reduced: usize, inner: usize) -> CudaResult<Box<dyn GpuKernel>> {
+fn rows(
+    node: &GpuNode<'_>,
+    op: ReduceOp,
+    outer: usize,
+    reduced: usize,
+    inner: usize,
+) -> CudaResult<Box<dyn GpuKernel>> {
     let x = node.input(0)?;
     let source = reduce::source(op, x.dtype)
         .ok_or_else(|| node.unsupported(format!("element type {:?}", x.dtype)))?;
@@ -122,7 +131,11 @@ pub(super) fn build_global_pool(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKer
     if x.shape.len() < 3 {
         return Err(node.unsupported(format!("input {:?}", x.shape)));
     }
-    let op = if node.spec.op_type == "GlobalMaxPool" { ReduceOp::Max } else { ReduceOp::Mean };
+    let op = if node.spec.op_type == "GlobalMaxPool" {
+        ReduceOp::Max
+    } else {
+        ReduceOp::Mean
+    };
     let planes = x.shape[0] * x.shape[1];
     rows(node, op, planes, x.shape[2..].iter().product(), 1)
 }
@@ -146,7 +159,10 @@ pub(super) fn build_reduce(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>>
     let attrs = node.spec.attrs;
     let axes_from_input = node.spec.opset >= 18 || (op == ReduceOp::Sum && node.spec.opset >= 13);
     let axes: Vec<i64> = if axes_from_input {
-        match (node.inputs.get(1).is_some_and(Option::is_some), node.constant(1)) {
+        match (
+            node.inputs.get(1).is_some_and(Option::is_some),
+            node.constant(1),
+        ) {
             (false, _) => Vec::new(),
             (true, Some(t)) => t.to_i64_vec()?,
             (true, None) => return Err(node.unsupported("axes that are not constants")),
@@ -168,7 +184,9 @@ pub(super) fn build_reduce(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>>
         _ => return Err(node.unsupported(format!("non-adjacent axes {axes:?}"))),
     };
     let outer = x.shape[..first].iter().product();
-    let reduced = x.shape[first..=last.min(rank.saturating_sub(1))].iter().product();
+    let reduced = x.shape[first..=last.min(rank.saturating_sub(1))]
+        .iter()
+        .product();
     let inner = x.shape[(last + 1).min(rank)..].iter().product();
     rows(node, op, outer, reduced, inner)
 }
@@ -177,7 +195,12 @@ pub(super) fn build_softmax(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>
     let x = float_only(node)?;
     let rank = x.shape.len();
     let opset = node.spec.opset;
-    let axis = normalize_axis(node.spec.attrs.int("axis", if opset < 13 { 1 } else { -1 })?, rank)?;
+    let axis = normalize_axis(
+        node.spec
+            .attrs
+            .int("axis", if opset < 13 { 1 } else { -1 })?,
+        rank,
+    )?;
     let outer: usize = x.shape[..axis].iter().product();
     let (axis_len, inner) = if opset < 13 {
         (x.shape[axis..].iter().product(), 1)
@@ -188,7 +211,10 @@ pub(super) fn build_softmax(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>
     Ok(Box::new(RowKernel {
         source: normalize::softmax_source(x.dtype, log).ok_or_else(|| node.unsupported("type"))?,
         grid: Grid::Rows(outer * inner),
-        extra: vec![KernelArg::I64(axis_len as i64), KernelArg::I64(inner as i64)],
+        extra: vec![
+            KernelArg::I64(axis_len as i64),
+            KernelArg::I64(inner as i64),
+        ],
     }))
 }
 
@@ -219,7 +245,10 @@ pub(super) fn build_batch_norm(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<
             .ok_or_else(|| node.unsupported("statistics that are not constants"))?;
         let v = t.to_f64_vec()?;
         if v.len() != channels {
-            return Err(node.unsupported(format!("input {i} has {} values for {channels} channels", v.len())));
+            return Err(node.unsupported(format!(
+                "input {i} has {} values for {channels} channels",
+                v.len()
+            )));
         }
         stats.push(v);
     }
@@ -238,9 +267,12 @@ pub(super) fn build_batch_norm(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<
     gpu.upload(&host, params.region())?;
     gpu.copy_in_stream()
         .synchronize()
-        .map_err(crate::cuda::error::driver("uploading BatchNormalization factors"))?;
+        .map_err(crate::cuda::error::driver(
+            "uploading BatchNormalization factors",
+        ))?;
     Ok(Box::new(BatchNorm {
-        source: normalize::channel_affine_source(DType::F32).ok_or_else(|| node.unsupported("type"))?,
+        source: normalize::channel_affine_source(DType::F32)
+            .ok_or_else(|| node.unsupported("type"))?,
         params,
         channels,
         n: x.len(),
@@ -260,6 +292,12 @@ impl GpuKernel for BatchNorm {
             KernelArg::I64(self.channels as i64),
             KernelArg::I64(self.inner as i64),
         ];
-        gpu.launch(&self.source, stream, launch_shape(self.n, gpu.info().multiprocessors), 0, &args)
+        gpu.launch(
+            &self.source,
+            stream,
+            launch_shape(self.n, gpu.info().multiprocessors),
+            0,
+            &args,
+        )
     }
 }
