@@ -4,6 +4,7 @@
 # writes the results into OUT_DIR:
 #   gpu.txt              nvidia-smi and library versions
 #   gpu_check.{md,json}  every GPU kernel vs the CPU kernel of the same node (exit 1 on a mismatch)
+#   node_tests.{md,json} the ONNX backend node tests of the GPU ops, GPU vs CPU
 #   torch_baseline.{md,json}  PyTorch eager and CUDA-Graph latency of the zoo (the issue's peers)
 # Build the bundle first on a machine with Rust: `scripts/gpu_bundle.sh` (writes gpu-bundle/).
 # With the device tool: run(command="scripts/gpu_run.sh $OUT", carry=["gpu-bundle"]).
@@ -41,7 +42,8 @@ export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 status=0
 if [ -x gpu-bundle/gpu_check ]; then
-  gpu-bundle/gpu_check "$out" > "$out/gpu_check.log" 2>&1 || status=$?
+  node_tests="$("$python" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/node"))' 2>/dev/null)"
+  gpu-bundle/gpu_check "$out" $node_tests > "$out/gpu_check.log" 2>&1 || status=$?
   tail -5 "$out/gpu_check.log"
 else
   echo "gpu-bundle/gpu_check is missing: run scripts/gpu_bundle.sh on the build machine" | tee "$out/gpu_check.log"

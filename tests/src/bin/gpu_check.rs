@@ -1,8 +1,10 @@
-//! `gpu_check OUT_DIR`: every GPU kernel against the CPU kernel of the same node, on seeded
+//! `gpu_check OUT_DIR [NODE_TEST_DIR]`: every GPU kernel against the CPU kernel of the same node, on seeded
 //! inputs in the shapes the model zoo uses, on GPU 0. Writes `gpu_check.json` and
 //! `gpu_check.md` (per case: largest absolute and relative difference, pass/fail, the GPU's
 //! median time per launch from CUDA events after warm-up) and exits 0 when every case
-//! passes, 1 when one fails, 2 when CUDA is unavailable (the reason is printed).
+//! passes, 1 when one fails, 2 when CUDA is unavailable (the reason is printed). Given the
+//! ONNX backend node-test folder (`onnx/backend/test/data/node`), it also runs every
+//! single-node test of an op with a GPU kernel and writes `node_tests.{md,json}`.
 //!
 //! Build with `--features cuda`; `scripts/gpu_run.sh` runs it on the GPU machine.
 
@@ -13,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use spillway_kernels::cuda::host::{tensor_bytes, tensor_from_bytes};
 use spillway_kernels::cuda::memory::aligned;
 use spillway_kernels::cuda::ops::{self, GpuIo, GpuNode, TensorDesc};
-use spillway_kernels::cuda::{DeviceArena, DeviceRegion, Gpu, GpuOptions, probe};
+use spillway_kernels::cuda::{CudaError, DeviceArena, DeviceRegion, Gpu, GpuOptions, probe};
 use spillway_kernels::{AttrValue, Attributes, NodeSpec, Tensor};
 use spillway_tests::seeded_f32;
 
@@ -444,13 +446,23 @@ fn run_case(gpu: &Gpu, c: &Case) -> Result<Outcome> {
         num_inputs: c.inputs.len(),
         num_outputs: 1,
     };
-    let refs: Vec<Option<&Tensor>> = c.inputs.iter().map(Option::as_ref).collect();
+    check(gpu, &spec, &c.inputs, &c.constant)
+}
+
+/// Runs one node on the CPU and on the GPU and compares the outputs.
+fn check(
+    gpu: &Gpu,
+    spec: &NodeSpec<'_>,
+    inputs: &[Option<Tensor>],
+    constant: &[bool],
+) -> Result<Outcome> {
+    let spec = *spec;
+    let refs: Vec<Option<&Tensor>> = inputs.iter().map(Option::as_ref).collect();
     let cpu = spillway_kernels::cpu::build(&spec)?;
     let start = Instant::now();
     let expected = cpu.run(&refs)?;
     let cpu_us = start.elapsed().as_secs_f64() * 1e6;
-    let in_desc: Vec<Option<TensorDesc>> = c
-        .inputs
+    let in_desc: Vec<Option<TensorDesc>> = inputs
         .iter()
         .map(|t| t.as_ref().map(|t| TensorDesc::new(t.dtype(), t.shape())))
         .collect();
@@ -460,7 +472,7 @@ fn run_case(gpu: &Gpu, c: &Case) -> Result<Outcome> {
         .collect();
     let constants: Vec<Option<&Tensor>> = refs
         .iter()
-        .zip(&c.constant)
+        .zip(constant)
         .map(|(t, &k)| if k { *t } else { None })
         .collect();
     let node = GpuNode {
@@ -491,15 +503,14 @@ fn run_case(gpu: &Gpu, c: &Case) -> Result<Outcome> {
         regions.push(arena.region().sub(at, s).context("arena layout")?);
         at += s;
     }
-    for (t, r) in c.inputs.iter().zip(&regions) {
+    for (t, r) in inputs.iter().zip(&regions) {
         if let Some(t) = t {
             gpu.upload(&tensor_bytes(t).context("input bytes")?, *r)?;
         }
     }
     gpu.copy_in_stream().synchronize()?;
-    let n_in = c.inputs.len();
-    let inputs: Vec<Option<DeviceRegion>> = c
-        .inputs
+    let n_in = inputs.len();
+    let input_regions: Vec<Option<DeviceRegion>> = inputs
         .iter()
         .zip(&regions)
         .map(|(t, r)| t.as_ref().map(|_| *r))
@@ -507,7 +518,7 @@ fn run_case(gpu: &Gpu, c: &Case) -> Result<Outcome> {
     let outputs = &regions[n_in..n_in + out_desc.len()];
     let workspace = (kernel.workspace_bytes() > 0).then(|| regions[n_in + out_desc.len()]);
     let io = GpuIo {
-        inputs: &inputs,
+        inputs: &input_regions,
         outputs,
         workspace,
     };
@@ -530,7 +541,7 @@ fn run_case(gpu: &Gpu, c: &Case) -> Result<Outcome> {
         max_rel <= 1e-4
     };
     Ok(Outcome {
-        op: c.op.to_string(),
+        op: spec.op_type.to_string(),
         shapes,
         max_abs,
         max_rel,
@@ -539,6 +550,105 @@ fn run_case(gpu: &Gpu, c: &Case) -> Result<Outcome> {
         cpu_us,
         error: None,
     })
+}
+
+/// What the node-test pass found.
+#[derive(Debug, Default, serde::Serialize)]
+struct NodeTestSummary {
+    passed: Vec<String>,
+    failed: Vec<(String, String)>,
+    /// The GPU builder refused the node with a typed error (the node stays on the CPU).
+    no_gpu_kernel: Vec<(String, String)>,
+    /// Not a single-node test of an op with a GPU kernel, or its CPU kernel refuses it.
+    skipped: usize,
+}
+
+/// Every ONNX backend node test under `dir` whose model is one node of an op with a GPU
+/// kernel: GPU outputs against the CPU kernel's on the test's inputs.
+fn node_tests(gpu: &Gpu, dir: &std::path::Path) -> Result<NodeTestSummary> {
+    let mut summary = NodeTestSummary::default();
+    let mut tests: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("model.onnx").exists())
+        .collect();
+    tests.sort();
+    for test in tests {
+        let name = test
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let Ok(graph) = spillway::onnx::load_file(&test.join("model.onnx")) else {
+            summary.skipped += 1;
+            continue;
+        };
+        let [node] = graph.nodes.as_slice() else {
+            summary.skipped += 1;
+            continue;
+        };
+        if !ops::GPU_OPS.contains(&node.op_type.as_str()) || !node.subgraphs.is_empty() {
+            summary.skipped += 1;
+            continue;
+        }
+        let data = test.join("test_data_set_0");
+        let mut fed = Vec::new();
+        for i in 0..graph.inputs.len() {
+            match spillway_tests::read_tensor_pb(&data.join(format!("input_{i}.pb"))) {
+                Ok(t) => fed.push(t),
+                Err(_) => break,
+            }
+        }
+        if fed.len() != graph.inputs.len() {
+            summary.skipped += 1;
+            continue;
+        }
+        let mut inputs = Vec::new();
+        let mut constant = Vec::new();
+        for input in &node.inputs {
+            match input {
+                None => {
+                    inputs.push(None);
+                    constant.push(false);
+                }
+                Some(v) => match graph.inputs.iter().position(|g| g == v) {
+                    Some(i) => {
+                        inputs.push(Some(fed[i].clone()));
+                        constant.push(false);
+                    }
+                    None => {
+                        inputs.push(graph.constants.get(v).cloned());
+                        constant.push(true);
+                    }
+                },
+            }
+        }
+        let spec = NodeSpec {
+            op_type: &node.op_type,
+            domain: &node.domain,
+            opset: node.opset,
+            attrs: &node.attrs,
+            num_inputs: node.declared_inputs,
+            num_outputs: node.outputs.len(),
+        };
+        if spillway_kernels::cpu::build(&spec).is_err() {
+            summary.skipped += 1;
+            continue;
+        }
+        match check(gpu, &spec, &inputs, &constant) {
+            Ok(o) if o.pass => summary.passed.push(name),
+            Ok(o) => summary
+                .failed
+                .push((name, format!("max rel {:.2e}", o.max_rel))),
+            Err(e) => match e.downcast_ref::<CudaError>() {
+                Some(CudaError::Unsupported(why)) => {
+                    summary.no_gpu_kernel.push((name, why.clone()))
+                }
+                Some(CudaError::Kernel(k)) => summary.no_gpu_kernel.push((name, k.to_string())),
+                _ => summary.failed.push((name, format!("{e:#}"))),
+            },
+        }
+    }
+    Ok(summary)
 }
 
 /// Median microseconds per launch over 5 batches of 20 launches, after 3 warm-up launches,
@@ -647,5 +757,45 @@ fn main() -> Result<()> {
         serde_json::to_string_pretty(&json)?,
     )?;
     println!("{passed} of {} cases pass", outcomes.len());
-    std::process::exit(if passed == outcomes.len() { 0 } else { 1 });
+    let mut node_failures = 0;
+    if let Some(dir) = std::env::args().nth(2) {
+        let summary = node_tests(&gpu, std::path::Path::new(&dir))?;
+        node_failures = summary.failed.len();
+        let mut md = format!(
+            "# ONNX backend node tests on the GPU\n\nGPU: {}. Every single-node test under `{dir}` \
+             whose op has a GPU kernel: GPU outputs vs the CPU kernel's (float: relative 1e-4; \
+             others exact).\n\n{} pass, {} fail, {} have no GPU kernel for their types or \
+             attributes (typed error; such nodes stay on the CPU), {} skipped (other ops, \
+             multi-node models, or rejected by the CPU kernel too).\n\n## Failures\n\n",
+            info.name,
+            summary.passed.len(),
+            summary.failed.len(),
+            summary.no_gpu_kernel.len(),
+            summary.skipped
+        );
+        for (name, why) in &summary.failed {
+            md.push_str(&format!("- {name}: {why}\n"));
+        }
+        md.push_str("\n## No GPU kernel\n\n");
+        for (name, why) in &summary.no_gpu_kernel {
+            md.push_str(&format!("- {name}: {why}\n"));
+        }
+        std::fs::write(out.join("node_tests.md"), md)?;
+        std::fs::write(
+            out.join("node_tests.json"),
+            serde_json::to_string_pretty(&summary)?,
+        )?;
+        println!(
+            "node tests: {} pass, {} fail, {} no GPU kernel, {} skipped",
+            summary.passed.len(),
+            summary.failed.len(),
+            summary.no_gpu_kernel.len(),
+            summary.skipped
+        );
+    }
+    std::process::exit(if passed == outcomes.len() && node_failures == 0 {
+        0
+    } else {
+        1
+    });
 }
