@@ -2,8 +2,9 @@
 # The whole test suite on a fresh machine: creates the pinned Python venv (onnx 1.22.0 for the
 # backend node tests, onnxruntime 1.31.1 as the oracle), then runs every Rust test, including
 # the ONNX conformance run, whose summary line `conformance: N passed, M failed, K expected-fail`
-# is printed with per-op counts.
+# is printed with per-op counts. The CUDA backend is compiled in (feature `cuda`): on a machine
+# without a GPU its tests check the typed errors and compile every generated kernel with NVRTC.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh
-cargo test --workspace --all-targets --no-fail-fast -- --nocapture
+cargo test --workspace --all-targets --no-fail-fast --features spillway-tests/cuda -- --nocapture

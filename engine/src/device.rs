@@ -173,15 +173,34 @@ impl Devices {
         let mut kept = self.clone();
         let mut dropped = Vec::new();
         kept.specs.retain(|s| match s.device {
-            Device::Cuda { .. } => {
-                dropped.push((
-                    s.device,
-                    "this build of Spillway has no CUDA backend (feature `cuda`)".to_string(),
-                ));
+            Device::Cuda { ordinal } => {
+                dropped.push((s.device, cuda_unavailable(ordinal)));
                 false
             }
             _ => true,
         });
         (kept, dropped)
+    }
+}
+
+/// Why CUDA GPU `ordinal` cannot run this session's nodes.
+#[cfg(not(feature = "cuda"))]
+fn cuda_unavailable(_ordinal: u32) -> String {
+    "this build of Spillway has no CUDA backend (feature `cuda`)".to_string()
+}
+
+/// Why CUDA GPU `ordinal` cannot run this session's nodes: what the probe found missing, or,
+/// on a machine where the GPU works, that the executor has no GPU lanes yet (the kernels,
+/// memory and streams exist in `spillway_kernels::cuda`; running a graph's nodes there is
+/// the step still to come).
+#[cfg(feature = "cuda")]
+fn cuda_unavailable(ordinal: u32) -> String {
+    match spillway_kernels::cuda::probe().and_then(|system| system.gpu(ordinal).cloned()) {
+        Err(reason) => reason.to_string(),
+        Ok(gpu) => format!(
+            "CUDA GPU {ordinal} ({}) is present, but this version of Spillway does not run \
+             graph nodes on GPUs yet",
+            gpu.name
+        ),
     }
 }

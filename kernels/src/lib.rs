@@ -5,6 +5,8 @@
 
 pub mod attrs;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod dtype;
 pub mod error;
 pub mod kernel;

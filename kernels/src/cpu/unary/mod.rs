@@ -46,7 +46,7 @@ pub const OPS: &[&str] = &[
 
 /// Which element types a [`UnaryKernel`] accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Domain {
+pub enum Domain {
     /// Floating-point types only.
     Float,
     /// Floats and integers (Relu, Neg: signed integers only).
@@ -76,6 +76,16 @@ impl Kernel for UnaryKernel {
 
 /// Builds a kernel for an op in [`OPS`].
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    if spec.op_type == "Clip" {
+        return build_clip(spec);
+    }
+    let (op, domain) = parse(spec)?;
+    Ok(Box::new(UnaryKernel { op, domain }))
+}
+
+/// The function and type domain of a unary op other than `Clip`, with its attributes and
+/// arity checked (the CUDA backend builds its kernels from the same answer).
+pub fn parse(spec: &NodeSpec<'_>) -> Result<(FloatOp, Domain)> {
     let a = spec.attrs;
     let (first, known, op, domain): (i64, &[&str], FloatOp, Domain) = match spec.op_type {
         "Relu" => (6, &[], FloatOp::Relu, Domain::Numeric),
@@ -139,7 +149,6 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             (20, &["approximate"], FloatOp::Gelu(tanh), Domain::Float)
         }
         "Not" => (1, &[], FloatOp::Neg, Domain::Bool),
-        "Clip" => return build_clip(spec),
         other => {
             return Err(KernelError::UnsupportedOp {
                 op_type: other.to_string(),
@@ -155,7 +164,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             spec.op_type
         )));
     }
-    Ok(Box::new(UnaryKernel { op, domain }))
+    Ok((op, domain))
 }
 
 fn build_clip(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {

@@ -1,0 +1,99 @@
+//! Tensors as the bytes a GPU region holds (row-major, native endianness) and back.
+
+use half::{bf16, f16};
+
+use super::error::{CudaError, CudaResult};
+use crate::{DType, Element, Tensor, dispatch_copy};
+
+/// The tensor's elements as contiguous bytes; `None` for strings, which have no device form.
+pub fn tensor_bytes(t: &Tensor) -> Option<Vec<u8>> {
+    dispatch_copy!(t, a => {
+        let standard = a.as_standard_layout();
+        let slice = standard.as_slice()?;
+        // SAFETY: the element types here are plain numbers or `bool` (one byte, 0 or 1);
+        // viewing their memory as bytes is sound and the length is exact.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(slice.as_ptr().cast::<u8>(), std::mem::size_of_val(slice))
+        };
+        Some(bytes.to_vec())
+    }, _other => None)
+}
+
+fn read<T: Element + Copy>(bytes: &[u8]) -> Vec<T> {
+    bytes
+        .chunks_exact(std::mem::size_of::<T>())
+        // SAFETY: each chunk has exactly size_of::<T>() bytes and T is a plain number type
+        // for which every bit pattern is valid.
+        .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<T>()) })
+        .collect()
+}
+
+/// A tensor of `dtype` and `shape` from the bytes [`tensor_bytes`] gives.
+pub fn tensor_from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> CudaResult<Tensor> {
+    let len: usize = shape.iter().product();
+    if bytes.len() != len * dtype.size_of() || dtype == DType::String {
+        return Err(CudaError::Unsupported(format!(
+            "{} bytes for a {dtype:?} tensor of shape {shape:?}",
+            bytes.len()
+        )));
+    }
+    let t = match dtype {
+        DType::F32 => Tensor::from_shape_vec(shape, read::<f32>(bytes)),
+        DType::F64 => Tensor::from_shape_vec(shape, read::<f64>(bytes)),
+        DType::F16 => Tensor::from_shape_vec(shape, read::<f16>(bytes)),
+        DType::BF16 => Tensor::from_shape_vec(shape, read::<bf16>(bytes)),
+        DType::I8 => Tensor::from_shape_vec(shape, read::<i8>(bytes)),
+        DType::U8 => Tensor::from_shape_vec(shape, bytes.to_vec()),
+        DType::I16 => Tensor::from_shape_vec(shape, read::<i16>(bytes)),
+        DType::U16 => Tensor::from_shape_vec(shape, read::<u16>(bytes)),
+        DType::I32 => Tensor::from_shape_vec(shape, read::<i32>(bytes)),
+        DType::U32 => Tensor::from_shape_vec(shape, read::<u32>(bytes)),
+        DType::I64 => Tensor::from_shape_vec(shape, read::<i64>(bytes)),
+        DType::U64 => Tensor::from_shape_vec(shape, read::<u64>(bytes)),
+        DType::Bool => Tensor::from_shape_vec(shape, bytes.iter().map(|&b| b != 0).collect()),
+        other => {
+            return Err(CudaError::Unsupported(format!(
+                "{other:?} has no device form"
+            )));
+        }
+    };
+    Ok(t?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_round_trip_every_numeric_type() {
+        let cases = [
+            Tensor::from_shape_vec(&[2, 2], vec![1.5f32, -2.0, 0.0, 7.25]).unwrap(),
+            Tensor::from_shape_vec(&[3], vec![-1i64, 0, i64::MAX]).unwrap(),
+            Tensor::from_shape_vec(&[2], vec![true, false]).unwrap(),
+            Tensor::from_shape_vec(&[2], vec![f16::from_f32(0.5), f16::from_f32(-3.0)]).unwrap(),
+            Tensor::from_shape_vec(&[1], vec![200u8]).unwrap(),
+        ];
+        for t in cases {
+            let bytes = tensor_bytes(&t).unwrap();
+            assert_eq!(bytes.len(), t.len() * t.dtype().size_of());
+            assert_eq!(tensor_from_bytes(t.dtype(), t.shape(), &bytes).unwrap(), t);
+        }
+    }
+
+    #[test]
+    fn transposed_views_are_laid_out_row_major() {
+        let t = Tensor::from_shape_vec(&[2, 2], vec![1i32, 2, 3, 4]).unwrap();
+        let transposed = match &t {
+            Tensor::I32(a) => Tensor::I32(a.clone().reversed_axes()),
+            _ => unreachable!(),
+        };
+        let bytes = tensor_bytes(&transposed).unwrap();
+        assert_eq!(read::<i32>(&bytes), [1, 3, 2, 4]);
+    }
+
+    #[test]
+    fn wrong_lengths_and_strings_are_errors() {
+        assert!(tensor_from_bytes(DType::F32, &[2], &[0; 7]).is_err());
+        assert!(tensor_from_bytes(DType::String, &[0], &[]).is_err());
+    }
+}

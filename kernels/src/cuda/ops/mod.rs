@@ -1,0 +1,239 @@
+//! Operators on the GPU. A [`GpuKernel`] is built once per node for fixed input and output
+//! shapes (the engine's shape inference gives them), choosing everything that depends on
+//! shapes — the broadcast layout, the cuDNN algorithm, the workspace size — at build time;
+//! launching it only enqueues work on a stream and never waits.
+
+mod conv;
+mod elementwise;
+mod layout;
+mod matmul;
+mod normalize;
+
+use std::fmt::Debug;
+
+use super::error::{CudaError, CudaResult};
+use super::gpu::Gpu;
+use super::memory::DeviceRegion;
+use crate::{DType, NodeSpec, Tensor};
+
+/// Element type and shape of a value on the GPU (stored contiguously, row-major).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorDesc {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: Vec<usize>,
+}
+
+impl TensorDesc {
+    /// A description.
+    pub fn new(dtype: DType, shape: &[usize]) -> TensorDesc {
+        TensorDesc {
+            dtype,
+            shape: shape.to_vec(),
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes it occupies.
+    pub fn bytes(&self) -> usize {
+        self.len() * self.dtype.size_of()
+    }
+}
+
+/// Where a launch reads and writes.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuIo<'a> {
+    /// One region per declared input (`None` for an omitted optional one).
+    pub inputs: &'a [Option<DeviceRegion>],
+    /// One region per output, each exactly the output's size or larger.
+    pub outputs: &'a [DeviceRegion],
+    /// Scratch of [`GpuKernel::workspace_bytes`] bytes (when nonzero).
+    pub workspace: Option<DeviceRegion>,
+}
+
+impl GpuIo<'_> {
+    /// Input `index`, which must be present.
+    pub fn input(&self, index: usize) -> CudaResult<DeviceRegion> {
+        self.inputs
+            .get(index)
+            .copied()
+            .flatten()
+            .ok_or_else(|| CudaError::Unsupported(format!("input {index} is missing")))
+    }
+
+    /// Output `index`.
+    pub fn output(&self, index: usize) -> CudaResult<DeviceRegion> {
+        self.outputs
+            .get(index)
+            .copied()
+            .ok_or_else(|| CudaError::Unsupported(format!("output {index} is missing")))
+    }
+}
+
+/// One node's operator on the GPU.
+pub trait GpuKernel: Send + Sync + Debug {
+    /// Scratch bytes a launch needs (from the arena).
+    fn workspace_bytes(&self) -> usize {
+        0
+    }
+
+    /// Enqueues the operator on compute stream `stream` of `gpu`.
+    fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()>;
+}
+
+/// What a GPU kernel is built from: the node, its input and output descriptions, and the
+/// host values of inputs that are constant (initializers), which some operators need at
+/// build time (Clip bounds, BatchNormalization statistics, Reshape targets).
+#[derive(Debug, Clone, Copy)]
+pub struct GpuNode<'a> {
+    /// Op type, opset and attributes.
+    pub spec: &'a NodeSpec<'a>,
+    /// Input descriptions (`None` for omitted optional inputs).
+    pub inputs: &'a [Option<TensorDesc>],
+    /// Output descriptions.
+    pub outputs: &'a [TensorDesc],
+    /// Host values of constant inputs.
+    pub constants: &'a [Option<&'a Tensor>],
+}
+
+impl<'a> GpuNode<'a> {
+    /// Input `index`'s description.
+    pub fn input(&self, index: usize) -> CudaResult<&'a TensorDesc> {
+        self.inputs
+            .get(index)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| CudaError::Unsupported(format!("input {index} is missing")))
+    }
+
+    /// Output `index`'s description.
+    pub fn output(&self, index: usize) -> CudaResult<&'a TensorDesc> {
+        self.outputs
+            .get(index)
+            .ok_or_else(|| CudaError::Unsupported(format!("output {index} is missing")))
+    }
+
+    /// The host value of input `index` when it is a constant.
+    pub fn constant(&self, index: usize) -> Option<&'a Tensor> {
+        self.constants.get(index).copied().flatten()
+    }
+
+    /// An error saying this node has no GPU kernel, and why.
+    pub fn unsupported(&self, why: impl std::fmt::Display) -> CudaError {
+        CudaError::Unsupported(format!("{} on the GPU: {why}", self.spec.op_type))
+    }
+}
+
+/// The op types with a GPU kernel (for some types and attributes; [`build`] says exactly).
+pub const GPU_OPS: &[&str] = &[
+    "Relu",
+    "LeakyRelu",
+    "Sigmoid",
+    "HardSigmoid",
+    "HardSwish",
+    "Tanh",
+    "Elu",
+    "Selu",
+    "Celu",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Exp",
+    "Log",
+    "Neg",
+    "Abs",
+    "Sign",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Reciprocal",
+    "Erf",
+    "Gelu",
+    "Not",
+    "Clip",
+    "Cast",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Max",
+    "Min",
+    "Mod",
+    "PRelu",
+    "Equal",
+    "Greater",
+    "GreaterOrEqual",
+    "Less",
+    "LessOrEqual",
+    "And",
+    "Or",
+    "Xor",
+    "Where",
+    "Conv",
+    "MatMul",
+    "Gemm",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "BatchNormalization",
+    "Softmax",
+    "LogSoftmax",
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceSumSquare",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "Transpose",
+    "Concat",
+    "Reshape",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+    "Identity",
+];
+
+/// Builds the GPU kernel of `node`, or says why there is none (the placement keeps such a
+/// node on the CPU).
+pub fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    let op = node.spec.op_type;
+    // The CPU kernel's builder checks every attribute; the GPU kernel accepts nothing less.
+    crate::cpu::build(node.spec)?;
+    if !node.spec.domain.is_empty() && node.spec.domain != "ai.onnx" {
+        return Err(node.unsupported(format!("domain '{}'", node.spec.domain)));
+    }
+    match op {
+        "Clip" => elementwise::build_clip(node),
+        "Cast" => elementwise::build_cast(node),
+        "Where" => elementwise::build_where(node),
+        "Conv" => conv::build(gpu, node),
+        "MatMul" => matmul::build_matmul(node),
+        "Gemm" => matmul::build_gemm(node),
+        "MaxPool" | "AveragePool" => normalize::build_pool(node),
+        "GlobalAveragePool" | "GlobalMaxPool" => normalize::build_global_pool(node),
+        "BatchNormalization" => normalize::build_batch_norm(gpu, node),
+        "Softmax" | "LogSoftmax" => normalize::build_softmax(node),
+        _ if op.starts_with("Reduce") => normalize::build_reduce(node),
+        "Transpose" => layout::build_transpose(node),
+        "Concat" => layout::build_concat(node),
+        "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" => layout::build_alias(node),
+        _ if elementwise::binary_op(op).is_some() => elementwise::build_binary(node),
+        _ if GPU_OPS.contains(&op) => elementwise::build_unary(node),
+        _ => Err(node.unsupported("no GPU kernel for this operator")),
+    }
+}

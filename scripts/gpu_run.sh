@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The GPU runner: on a machine with an NVIDIA GPU, CUDA 13's driver, and PyTorch with NVIDIA's
+# CUDA wheels (cuDNN 9, cuBLAS, NVRTC) — but no Rust — runs everything that needs the GPU and
+# writes the results into OUT_DIR:
+#   gpu.txt              nvidia-smi and library versions
+#   gpu_check.{md,json}  every GPU kernel vs the CPU kernel of the same node (exit 1 on a mismatch)
+#   node_tests.{md,json} the ONNX backend node tests of the GPU ops, GPU vs CPU
+#   torch_baseline.{md,json}  PyTorch eager and CUDA-Graph latency of the zoo (the issue's peers)
+# Build the bundle first on a machine with Rust: `scripts/gpu_bundle.sh` (writes gpu-bundle/).
+# With the device tool: run(command="scripts/gpu_run.sh $OUT", carry=["gpu-bundle"]).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:?usage: scripts/gpu_run.sh OUT_DIR}"
+mkdir -p "$out"
+python="${PYTHON:-python3}"
+
+# NVIDIA's Python wheels keep their libraries in site-packages/nvidia/*/lib: hand them to
+# Spillway (SPILLWAY_CUDA_LIB_PATH preloads them) and to the loader.
+libdirs="$("$python" - <<'PY'
+import glob, os
+try:
+    import nvidia
+    roots = list(nvidia.__path__)
+except ImportError:
+    roots = []
+dirs = sorted({d for r in roots for d in glob.glob(os.path.join(r, "*", "lib")) if os.path.isdir(d)})
+print(":".join(dirs))
+PY
+)"
+for d in /usr/local/cuda/lib64 /usr/local/nvidia/lib64; do
+  [ -d "$d" ] && libdirs="${libdirs:+$libdirs:}$d"
+done
+export SPILLWAY_CUDA_LIB_PATH="$libdirs"
+export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+{
+  nvidia-smi || true
+  echo "SPILLWAY_CUDA_LIB_PATH=$SPILLWAY_CUDA_LIB_PATH"
+  "$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" || true
+  ls ${libdirs//:/ } 2>/dev/null | grep -E 'libcudnn.so|libcublas.so|libnvrtc.so' || true
+} > "$out/gpu.txt" 2>&1
+
+status=0
+if [ -x gpu-bundle/gpu_check ]; then
+  node_tests="$("$python" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/node"))' 2>/dev/null)"
+  gpu-bundle/gpu_check "$out" $node_tests > "$out/gpu_check.log" 2>&1 || status=$?
+  tail -5 "$out/gpu_check.log"
+else
+  echo "gpu-bundle/gpu_check is missing: run scripts/gpu_bundle.sh on the build machine" | tee "$out/gpu_check.log"
+  status=3
+fi
+
+"$python" scripts/torch_gpu_bench.py "$out" > "$out/torch_baseline.log" 2>&1 || status=$((status == 0 ? 4 : status))
+tail -12 "$out/torch_baseline.log"
+exit "$status"
