@@ -87,20 +87,22 @@ mod tests {
     #[test]
     fn a_key_names_exactly_one_source() {
         let mut by_key = std::collections::HashMap::new();
+        let mut sources = Vec::new();
         for dtype in TYPES {
-            for to in TYPES {
-                for k in unary::cast_source(dtype, to) {
-                    if let Some(other) = by_key.insert(k.key.clone(), k.source.clone()) {
-                        assert_eq!(other, k.source, "{} names two sources", k.key);
-                    }
-                }
-            }
-            for op in BinaryOp::ALL {
-                for k in binary::source(op, dtype, Layout::Same) {
-                    if let Some(other) = by_key.insert(k.key.clone(), k.source.clone()) {
-                        assert_eq!(other, k.source, "{} names two sources", k.key);
-                    }
-                }
+            sources.extend(
+                TYPES
+                    .into_iter()
+                    .filter_map(|to| unary::cast_source(dtype, to)),
+            );
+            sources.extend(
+                BinaryOp::ALL
+                    .into_iter()
+                    .filter_map(|op| binary::source(op, dtype, Layout::Same)),
+            );
+        }
+        for k in sources {
+            if let Some(other) = by_key.insert(k.key.clone(), k.source.clone()) {
+                assert_eq!(other, k.source, "{} names two sources", k.key);
             }
         }
         let all = catalogue();
