@@ -27,6 +27,8 @@ struct Case {
     inputs: Vec<Option<Tensor>>,
     /// Which inputs are initializers (their host values are given to the GPU builder).
     constant: Vec<bool>,
+    /// How many outputs the node has.
+    outputs: usize,
 }
 
 fn attrs(list: &[(&str, AttrValue)]) -> Attributes {
@@ -74,6 +76,7 @@ fn case(
         attrs: attrs(a),
         inputs,
         constant: vec![false; n],
+        outputs: 1,
     }
 }
 
@@ -385,6 +388,43 @@ fn cases() -> Vec<Case> {
         ),
         &[1],
     ));
+    let i64v = |v: &[i64]| Some(Tensor::from_shape_vec(&[v.len()], v.to_vec()).unwrap());
+    all.push(with_constants(
+        case(
+            "Slice",
+            13,
+            &[],
+            vec![
+                f(&x4, 85),
+                i64v(&[1, 13]),
+                i64v(&[12, 0]),
+                i64v(&[1, 3]),
+                i64v(&[3, -2]),
+            ],
+        ),
+        &[1, 2, 3, 4],
+    ));
+    all.push(Case {
+        op: "Split",
+        opset: 13,
+        attrs: attrs(&[("axis", AttrValue::Int(1))]),
+        inputs: vec![f(&x4, 86)],
+        constant: vec![false],
+        outputs: 2,
+    });
+    all.push(with_constants(
+        case("Expand", 13, &[], vec![f(&[3, 1], 87), i64v(&[2, 3, 4])]),
+        &[1],
+    ));
+    all.push(with_constants(
+        case(
+            "Gather",
+            13,
+            &[("axis", AttrValue::Int(1))],
+            vec![f(&x4, 88), i64v(&[3, -1, 0, 3])],
+        ),
+        &[1],
+    ));
     all
 }
 
@@ -444,7 +484,7 @@ fn run_case(gpu: &Gpu, c: &Case) -> Result<Outcome> {
         opset: c.opset,
         attrs: &c.attrs,
         num_inputs: c.inputs.len(),
-        num_outputs: 1,
+        num_outputs: c.outputs,
     };
     check(gpu, &spec, &c.inputs, &c.constant)
 }
@@ -586,7 +626,7 @@ fn node_tests(gpu: &Gpu, dir: &std::path::Path) -> Result<NodeTestSummary> {
             summary.skipped += 1;
             continue;
         };
-        if !ops::GPU_OPS.contains(&node.op_type.as_str()) || !node.subgraphs.is_empty() {
+        if !ops::gpu_ops().contains(&node.op_type.as_str()) || !node.subgraphs.is_empty() {
             summary.skipped += 1;
             continue;
         }

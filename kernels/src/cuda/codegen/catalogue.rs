@@ -70,6 +70,7 @@ pub fn catalogue() -> Vec<KernelSource> {
     }
     for bytes in [1, 2, 4, 8] {
         all.extend(copy::fill_source(bytes));
+        all.extend(copy::gather_source(bytes));
         for rank in 1..=MAX_RANK {
             all.extend(copy::strided_copy_source(bytes, rank));
         }

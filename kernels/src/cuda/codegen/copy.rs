@@ -44,6 +44,20 @@ pub fn fill_source(element_bytes: usize) -> Option<KernelSource> {
     })
 }
 
+/// Gather along one axis with indices already checked and made non-negative on the host:
+/// the data viewed as `[outer, axis_dim, inner]`, the output as `[outer, count, inner]`.
+/// Arguments: `x, indices (long long*), y, n, axis_dim, count, inner`.
+pub fn gather_source(element_bytes: usize) -> Option<KernelSource> {
+    let w = word(element_bytes)?;
+    let source = format!(
+        "extern \"C\" __global__ void spillway_kernel(const {w}* __restrict__ x, const long long* __restrict__ indices, {w}* __restrict__ y, long long n, long long axis_dim, long long count, long long inner) {{\n  {GRID_STRIDE_LOOP} {{\n    long long k = i % inner; long long j = (i / inner) % count; long long o = i / (inner * count);\n    y[i] = x[(o * axis_dim + indices[j]) * inner + k];\n  }}\n}}\n"
+    );
+    Some(KernelSource {
+        key: format!("gather/{element_bytes}"),
+        source,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

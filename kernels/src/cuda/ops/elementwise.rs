@@ -37,28 +37,33 @@ impl GpuKernel for Elementwise {
     }
 }
 
+/// The binary operators by ONNX op type.
+pub(super) const BINARY: &[(&str, BinaryOp)] = &[
+    ("Add", BinaryOp::Add),
+    ("Sub", BinaryOp::Sub),
+    ("Mul", BinaryOp::Mul),
+    ("Div", BinaryOp::Div),
+    ("Pow", BinaryOp::Pow),
+    ("Max", BinaryOp::Max),
+    ("Min", BinaryOp::Min),
+    ("Mod", BinaryOp::Mod),
+    ("PRelu", BinaryOp::PRelu),
+    ("Equal", BinaryOp::Equal),
+    ("Greater", BinaryOp::Greater),
+    ("GreaterOrEqual", BinaryOp::GreaterOrEqual),
+    ("Less", BinaryOp::Less),
+    ("LessOrEqual", BinaryOp::LessOrEqual),
+    ("And", BinaryOp::And),
+    ("Or", BinaryOp::Or),
+    ("Xor", BinaryOp::Xor),
+];
+
 /// The binary operator of an ONNX op type.
 pub(super) fn binary_op(op_type: &str) -> Option<BinaryOp> {
-    Some(match op_type {
-        "Add" => BinaryOp::Add,
-        "Sub" => BinaryOp::Sub,
-        "Mul" => BinaryOp::Mul,
-        "Div" => BinaryOp::Div,
-        "Pow" => BinaryOp::Pow,
-        "Max" => BinaryOp::Max,
-        "Min" => BinaryOp::Min,
-        "Mod" => BinaryOp::Mod,
-        "PRelu" => BinaryOp::PRelu,
-        "Equal" => BinaryOp::Equal,
-        "Greater" => BinaryOp::Greater,
-        "GreaterOrEqual" => BinaryOp::GreaterOrEqual,
-        "Less" => BinaryOp::Less,
-        "LessOrEqual" => BinaryOp::LessOrEqual,
-        "And" => BinaryOp::And,
-        "Or" => BinaryOp::Or,
-        "Xor" => BinaryOp::Xor,
-        _ => return None,
-    })
+    BINARY
+        .iter()
+        .find(|(name, _)| *name == op_type)
+        .map(|(_, op)| *op)
 }
 
 pub(super) fn build_unary(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {

@@ -1,25 +1,32 @@
-//! Data movement on the GPU: Transpose and Concat as strided copies, and the shape-only
+//! Data movement on the GPU: Transpose, Concat, Split, Slice and Expand as strided copies
+//! (negative strides walk a Slice backwards), Gather with constant indices, and the shape-only
 //! operators (Reshape, Flatten, Squeeze, Unsqueeze, Identity) as one device-to-device copy
 //! (the engine may alias them instead).
 
 use super::{GpuIo, GpuKernel, GpuNode};
 use crate::cpu::reduce::axes::normalize_axis;
-use crate::cuda::codegen::{KernelSource, Strides, contiguous_strides, copy, launch_shape};
+use crate::cpu::shape::gather::checked_indices;
+use crate::cpu::shape::slice::slice_ranges;
+use crate::cuda::codegen::{
+    KernelSource, Strides, broadcast_strides, contiguous_strides, copy, launch_shape,
+};
 use crate::cuda::error::{CudaResult, driver};
 use crate::cuda::gpu::{Gpu, KernelArg};
+use crate::cuda::memory::DeviceArena;
 
-/// One strided copy: from input `input` (at element `src_offset`) to the output (at element
-/// `dst_offset`), over the iteration shape in `strides`.
+/// One strided copy: from input `input` (at element `src_offset`) to output `output` (at
+/// element `dst_offset`), over the iteration shape in `strides`.
 #[derive(Debug, Clone)]
 struct Piece {
     input: usize,
+    output: usize,
     src_offset: usize,
     dst_offset: usize,
     n: usize,
     strides: Strides,
 }
 
-/// A sequence of strided copies into one output.
+/// A sequence of strided copies.
 #[derive(Debug)]
 struct StridedCopies {
     source: KernelSource,
@@ -29,8 +36,8 @@ struct StridedCopies {
 
 impl GpuKernel for StridedCopies {
     fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
-        let y = io.output(0)?;
         for p in self.pieces.iter().filter(|p| p.n > 0) {
+            let y = io.output(p.output)?;
             let args = [
                 KernelArg::Ptr(io.input(p.input)?.ptr + (p.src_offset * self.element_bytes) as u64),
                 KernelArg::Ptr(y.ptr + (p.dst_offset * self.element_bytes) as u64),
@@ -78,6 +85,7 @@ pub(super) fn build_transpose(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKerne
         element_bytes,
         pieces: vec![Piece {
             input: 0,
+            output: 0,
             src_offset: 0,
             dst_offset: 0,
             n: y.len(),
@@ -99,6 +107,7 @@ pub(super) fn build_concat(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>>
             .ok_or_else(|| node.unsupported(format!("rank {rank}")))?;
         pieces.push(Piece {
             input: i,
+            output: 0,
             src_offset: 0,
             dst_offset: at * dst[axis] as usize,
             n: x.len(),
@@ -112,6 +121,186 @@ pub(super) fn build_concat(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>>
         element_bytes,
         pieces,
     }))
+}
+
+pub(super) fn build_split(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    let x = node.input(0)?;
+    let rank = x.shape.len();
+    let axis = normalize_axis(node.spec.attrs.int("axis", 0)?, rank)?;
+    let src = contiguous_strides(&x.shape);
+    let mut pieces = Vec::new();
+    let mut at = 0usize;
+    for (j, y) in node.outputs.iter().enumerate() {
+        let strides = Strides::new(&y.shape, &[&src, &contiguous_strides(&y.shape)])
+            .ok_or_else(|| node.unsupported(format!("rank {rank}")))?;
+        pieces.push(Piece {
+            input: 0,
+            output: j,
+            src_offset: at * src[axis] as usize,
+            dst_offset: 0,
+            n: y.len(),
+            strides,
+        });
+        at += y.shape.get(axis).copied().unwrap_or(0);
+    }
+    let (source, element_bytes) = copier(node, rank)?;
+    Ok(Box::new(StridedCopies {
+        source,
+        element_bytes,
+        pieces,
+    }))
+}
+
+/// The integers of constant input `index`, or `None` when it is absent.
+fn constant_ints(node: &GpuNode<'_>, index: usize) -> CudaResult<Option<Vec<i64>>> {
+    match (
+        node.inputs.get(index).is_some_and(Option::is_some),
+        node.constant(index),
+    ) {
+        (false, _) => Ok(None),
+        (true, Some(t)) => Ok(Some(t.to_i64_vec()?)),
+        (true, None) => Err(node.unsupported(format!("input {index} is not a constant"))),
+    }
+}
+
+pub(super) fn build_slice(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    let x = node.input(0)?;
+    let y = node.output(0)?;
+    let attrs = node.spec.attrs;
+    let (starts, ends, axes, steps) = if node.spec.opset < 10 {
+        (
+            attrs.ints("starts")?,
+            attrs.ints("ends")?,
+            attrs.opt_ints("axes")?,
+            None,
+        )
+    } else {
+        let required = |i| {
+            constant_ints(node, i)?.ok_or_else(|| node.unsupported(format!("input {i} is missing")))
+        };
+        (
+            required(1)?,
+            required(2)?,
+            constant_ints(node, 3)?,
+            constant_ints(node, 4)?,
+        )
+    };
+    let ranges = slice_ranges(&x.shape, &starts, &ends, axes.as_deref(), steps.as_deref())?;
+    let src = contiguous_strides(&x.shape);
+    let mut offset = 0i64;
+    let mut walk = Vec::with_capacity(ranges.len());
+    for (d, r) in ranges.iter().enumerate() {
+        // A positive step starts at `start`; ndarray's negative step walks `[start, end)` from
+        // its last element.
+        let first = if r.step > 0 {
+            r.start as i64
+        } else {
+            r.end.unwrap_or(0) as i64 - 1
+        };
+        if y.shape[d] > 0 {
+            offset += first * src[d];
+        }
+        walk.push(r.step as i64 * src[d]);
+    }
+    let strides = Strides::new(&y.shape, &[&walk, &contiguous_strides(&y.shape)])
+        .ok_or_else(|| node.unsupported(format!("rank {}", y.shape.len())))?;
+    let (source, element_bytes) = copier(node, y.shape.len())?;
+    Ok(Box::new(StridedCopies {
+        source,
+        element_bytes,
+        pieces: vec![Piece {
+            input: 0,
+            output: 0,
+            src_offset: offset.max(0) as usize,
+            dst_offset: 0,
+            n: y.len(),
+            strides,
+        }],
+    }))
+}
+
+pub(super) fn build_expand(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    let x = node.input(0)?;
+    let y = node.output(0)?;
+    let src = broadcast_strides(&x.shape, &y.shape)
+        .ok_or_else(|| node.unsupported(format!("{:?} to {:?}", x.shape, y.shape)))?;
+    let strides = Strides::new(&y.shape, &[&src, &contiguous_strides(&y.shape)])
+        .ok_or_else(|| node.unsupported(format!("rank {}", y.shape.len())))?;
+    let (source, element_bytes) = copier(node, y.shape.len())?;
+    Ok(Box::new(StridedCopies {
+        source,
+        element_bytes,
+        pieces: vec![Piece {
+            input: 0,
+            output: 0,
+            src_offset: 0,
+            dst_offset: 0,
+            n: y.len(),
+            strides,
+        }],
+    }))
+}
+
+/// Gather with constant indices, checked and made non-negative on the host and uploaded once.
+#[derive(Debug)]
+struct Gather {
+    source: KernelSource,
+    indices: DeviceArena,
+    n: usize,
+    axis_dim: usize,
+    count: usize,
+    inner: usize,
+}
+
+pub(super) fn build_gather(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    let x = node.input(0)?;
+    let y = node.output(0)?;
+    let axis = normalize_axis(node.spec.attrs.int("axis", 0)?, x.shape.len())?;
+    let raw = constant_ints(node, 1)?.ok_or_else(|| node.unsupported("indices are missing"))?;
+    let indices = checked_indices(&raw, x.shape[axis])?;
+    let mut host = Vec::with_capacity(8 * indices.len().max(1));
+    for &i in &indices {
+        host.extend_from_slice(&(i as i64).to_ne_bytes());
+    }
+    let arena = DeviceArena::new(gpu.copy_in_stream(), host.len())?;
+    gpu.upload(&host, arena.region())?;
+    gpu.copy_in_stream()
+        .synchronize()
+        .map_err(driver("uploading Gather indices"))?;
+    let bytes = x.dtype.size_of();
+    Ok(Box::new(Gather {
+        source: copy::gather_source(bytes)
+            .ok_or_else(|| node.unsupported(format!("{bytes}-byte elements")))?,
+        indices: arena,
+        n: y.len(),
+        axis_dim: x.shape[axis],
+        count: indices.len(),
+        inner: x.shape[axis + 1..].iter().product(),
+    }))
+}
+
+impl GpuKernel for Gather {
+    fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        let args = [
+            KernelArg::Ptr(io.input(0)?.ptr),
+            KernelArg::Ptr(self.indices.region().ptr),
+            KernelArg::Ptr(io.output(0)?.ptr),
+            KernelArg::I64(self.n as i64),
+            KernelArg::I64(self.axis_dim as i64),
+            KernelArg::I64(self.count as i64),
+            KernelArg::I64(self.inner as i64),
+        ];
+        gpu.launch(
+            &self.source,
+            stream,
+            launch_shape(self.n, gpu.info().multiprocessors),
+            0,
+            &args,
+        )
+    }
 }
 
 /// A shape-only operator: the output's bytes are the input's.

@@ -133,51 +133,10 @@ impl<'a> GpuNode<'a> {
     }
 }
 
-/// The op types with a GPU kernel (for some types and attributes; [`build`] says exactly).
-pub const GPU_OPS: &[&str] = &[
-    "Relu",
-    "LeakyRelu",
-    "Sigmoid",
-    "HardSigmoid",
-    "HardSwish",
-    "Tanh",
-    "Elu",
-    "Selu",
-    "Celu",
-    "Softplus",
-    "Softsign",
-    "Sqrt",
-    "Exp",
-    "Log",
-    "Neg",
-    "Abs",
-    "Sign",
-    "Floor",
-    "Ceil",
-    "Round",
-    "Reciprocal",
-    "Erf",
-    "Gelu",
-    "Not",
-    "Clip",
+/// The op types with a GPU kernel besides the unary maps (`crate::cpu::unary::OPS`) and the
+/// binary operators ([`elementwise::BINARY`]).
+const OTHER_OPS: &[&str] = &[
     "Cast",
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Pow",
-    "Max",
-    "Min",
-    "Mod",
-    "PRelu",
-    "Equal",
-    "Greater",
-    "GreaterOrEqual",
-    "Less",
-    "LessOrEqual",
-    "And",
-    "Or",
-    "Xor",
     "Where",
     "Conv",
     "MatMul",
@@ -201,12 +160,26 @@ pub const GPU_OPS: &[&str] = &[
     "ReduceLogSumExp",
     "Transpose",
     "Concat",
+    "Split",
+    "Slice",
+    "Expand",
+    "Gather",
     "Reshape",
     "Flatten",
     "Squeeze",
     "Unsqueeze",
     "Identity",
 ];
+
+/// The op types with a GPU kernel (for some types and attributes; [`build`] says exactly).
+pub fn gpu_ops() -> Vec<&'static str> {
+    let unary = crate::cpu::unary::OPS.iter().copied();
+    let binary = elementwise::BINARY.iter().map(|(name, _)| *name);
+    unary
+        .chain(binary)
+        .chain(OTHER_OPS.iter().copied())
+        .collect()
+}
 
 /// Builds the GPU kernel of `node`, or says why there is none (the placement keeps such a
 /// node on the CPU).
@@ -231,9 +204,13 @@ pub fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         _ if op.starts_with("Reduce") => normalize::build_reduce(node),
         "Transpose" => layout::build_transpose(node),
         "Concat" => layout::build_concat(node),
+        "Split" => layout::build_split(node),
+        "Slice" => layout::build_slice(node),
+        "Expand" => layout::build_expand(node),
+        "Gather" => layout::build_gather(gpu, node),
         "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" => layout::build_alias(node),
         _ if elementwise::binary_op(op).is_some() => elementwise::build_binary(node),
-        _ if GPU_OPS.contains(&op) => elementwise::build_unary(node),
+        _ if crate::cpu::unary::OPS.contains(&op) => elementwise::build_unary(node),
         _ => Err(node.unsupported("no GPU kernel for this operator")),
     }
 }
