@@ -425,6 +425,19 @@ fn cases() -> Vec<Case> {
         ),
         &[1],
     ));
+    all.push(with_constants(
+        case(
+            "Pad",
+            13,
+            &[],
+            vec![
+                f(&x4, 89),
+                i64v(&[0, 1, 2, 0, 0, 0, 1, 3]),
+                Some(Tensor::scalar(0.5f32)),
+            ],
+        ),
+        &[1, 2],
+    ));
     all
 }
 
