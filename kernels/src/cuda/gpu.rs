@@ -228,7 +228,9 @@ impl Gpu {
         .map_err(driver("copying host to device"))
     }
 
-    /// Copies `src` into `host` on the device-to-host stream and waits for it.
+    /// Copies `src` into `host` on the device-to-host stream and waits for it. The caller
+    /// orders the copy after the kernel that wrote `src` (a synchronized stream, or the copy
+    /// stream waiting on that kernel's event).
     pub fn download(&self, src: DeviceRegion, host: &mut [u8]) -> CudaResult<()> {
         if host.len() > src.bytes {
             return Err(CudaError::Unsupported(format!(
@@ -327,7 +329,8 @@ fn new_blas(stream: &Arc<CudaStream>, options: GpuOptions) -> CudaResult<BlasHan
     let math = if options.tf32 {
         blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
     } else {
-        blas_sys::cublasMath_t::CUBLAS_PEDANTIC_MATH
+        // Single precision without tensor cores: FP32 FMA, as on the CPU.
+        blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH
     };
     // SAFETY: a live handle and stream of the same context.
     unsafe {

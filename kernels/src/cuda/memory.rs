@@ -54,6 +54,11 @@ impl DeviceArena {
                 driver("allocating device memory")(e)
             }
         })?;
+        // The allocation may be stream-ordered (cuMemAllocAsync): let it complete before any
+        // other stream (a copy stream, another lane) touches the memory.
+        stream
+            .synchronize()
+            .map_err(driver("waiting for a device allocation"))?;
         let ptr = memory.device_ptr(stream).0;
         let region = DeviceRegion {
             ptr,

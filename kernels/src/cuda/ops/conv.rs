@@ -253,6 +253,10 @@ impl GpuKernel for CudnnConv {
             }
         };
         let (alpha, beta) = (1.0f32, 0.0f32);
+        // cuDNN runs in the calling thread's current context.
+        gpu.context()
+            .bind_to_thread()
+            .map_err(crate::cuda::error::driver("binding the context"))?;
         let handle = gpu.dnn(stream);
         // SAFETY: the regions hold tensors of the described shapes (the engine's plan sizes
         // them); the handle is bound to `stream`.

@@ -179,6 +179,10 @@ impl GpuKernel for Product {
             )?;
         }
         let g = self.call;
+        // cuBLAS runs in the calling thread's current context.
+        gpu.context()
+            .bind_to_thread()
+            .map_err(crate::cuda::error::driver("binding the context"))?;
         let handle = gpu.blas(stream);
         // SAFETY: the regions hold the shapes the call was built for; the handle is bound
         // to `stream`, which also ordered the bias copy before the product.
