@@ -62,7 +62,12 @@ fn brute_force(g: &CostGraph, t: &Topology) -> f64 {
     best
 }
 
-fn topo_orders(g: &CostGraph, seq: &mut Vec<usize>, used: &mut Vec<bool>, out: &mut Vec<Vec<usize>>) {
+fn topo_orders(
+    g: &CostGraph,
+    seq: &mut Vec<usize>,
+    used: &mut Vec<bool>,
+    out: &mut Vec<Vec<usize>>,
+) {
     let n = g.ops.len();
     if seq.len() == n {
         out.push(seq.clone());

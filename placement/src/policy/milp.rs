@@ -57,7 +57,18 @@ pub(crate) fn machines(c: &Ctx) -> Vec<(usize, usize)> {
 /// SIR+ §5: binary placement `D_i^m`, start `ST_i`, finish `FT_i = ST_i + Σ_m D_i^m μ_i^m`;
 /// objective `min ET ≥ FT_i`; precedence `ST_j ≥ FT_i + Data_ij / Rate_ml · (D_i^m + D_j^l − 1)`
 /// for every pair of machines on different devices (and `ST_j ≥ FT_i`); exclusion with big-M
-/// disjunctions and an order binary per independent pair. Warm-started from HEFT.
+/// disjunctions and an order binary per independent pair (pairs ordered by the DAG's transitive
+/// reachability get none).
+///
+/// Tightening (all valid for every schedule no longer than the incumbent): the incumbent is the
+/// best of the EFT list schedule, HEFT, HIOS-LP and Auto (without exact candidates, ≤ a tenth
+/// of the time limit), timed as the model times it; its makespan `ub` bounds `ET`, each start
+/// lies in `[head, ub − fastest duration − tail]` (head/tail: fastest chains before/after),
+/// and each disjunction's big-M is `ub − tail_a − head_b` instead of `ub`. The copy delay is one
+/// row per producer machine (`ST_j ≥ FT_i + Σ_l c_ml·D_j^l − max_l c_ml·(1 − D_i^m)`), which
+/// the SIR+ pairwise rows only reach as `max`. Cuts: `ET ≥` finish + tail, `ET ≥` each
+/// machine's load, `ET ≥` work / machines; interchangeable machines are used in order.
+/// `seconds` counts the heuristics and the solve; the solver gets what is left of the limit.
 ///
 /// Refuses graphs over `milp_max_ops` operators ([`PlacementError::TooLarge`]).
 pub fn milp(c: &Ctx, o: &Options) -> Result<MilpResult> {
