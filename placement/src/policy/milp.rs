@@ -167,6 +167,11 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
     // makespan `ub`, so every start lies in [head, ub − fastest duration − tail] and each
     // disjunction needs a big-M of only (ub − tail_a) − head_b.
     let ws = best_warm(c, sub, &mach);
+    if !ws.makespan.is_finite() {
+        return Err(PlacementError::Solver(
+            "no machine can run some operator of the subproblem".into(),
+        ));
+    }
     let ub = ws.makespan.max(1e-6) * (1.0 + 1e-9) + 1e-6;
     let big = ub;
     let (head, tail, fastest) = heads_tails(c, sub, &mach);
