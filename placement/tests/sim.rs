@@ -240,3 +240,24 @@ fn lower_bound_is_critical_path_or_spread_work() {
     fast.devices[1].speed = 3.0;
     assert_eq!(lower_bound(&wide, &wide.dag().unwrap(), &fast), 4.0);
 }
+
+/// Head–body–tail window, by hand: a(2) → {b, c, d}(4 each) → e(2) on 2 GPUs, free copies.
+/// Critical path 2 + 4 + 2 = 8; work 16 / 2 = 8. The set {head ≥ 2} = {b, c, d, e} cannot start
+/// before 2 and holds 14 µs of work: 2 + 0 + 14 / 2 = 9 (likewise {tail ≥ 2} = {a, b, c, d}:
+/// 0 + 2 + 7 = 9). The optimum is 12 (a; b ∥ c; d; e), so 9 is below it.
+#[test]
+fn lower_bound_uses_heads_and_tails() {
+    let g = g_of(
+        &[2., 4., 4., 4., 2.],
+        &[
+            (0, 1, 0.),
+            (0, 2, 0.),
+            (0, 3, 0.),
+            (1, 4, 0.),
+            (2, 4, 0.),
+            (3, 4, 0.),
+        ],
+    );
+    let t = Topology::gpus(2, 1);
+    assert_eq!(lower_bound(&g, &g.dag().unwrap(), &t), 9.);
+}

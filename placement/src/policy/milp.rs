@@ -12,6 +12,7 @@ use crate::error::{PlacementError, Result};
 use crate::graph::{SlowdownModel, reaches};
 use crate::policy::Options;
 use crate::policy::common::Ctx;
+use crate::policy::{auto, heft, hios_lp};
 use crate::schedule::Schedule;
 
 /// What the MILP returns.
@@ -39,6 +40,9 @@ pub(crate) struct Sub<'a> {
     pub free: Vec<f64>,
     /// Multiplies every copy time (SortingHat §3.4 contention factors).
     pub comm_factor: &'a dyn Fn(usize, usize) -> f64,
+    /// Heuristic schedules of the whole graph, turned into warm starts (the best one, in the
+    /// model's own timing, is the incumbent and gives every big-M).
+    pub hints: &'a [Schedule],
 }
 
 /// Machines of the model: every (device, stream) lane when streams do not slow each other
@@ -53,7 +57,18 @@ pub(crate) fn machines(c: &Ctx) -> Vec<(usize, usize)> {
 /// SIR+ §5: binary placement `D_i^m`, start `ST_i`, finish `FT_i = ST_i + Σ_m D_i^m μ_i^m`;
 /// objective `min ET ≥ FT_i`; precedence `ST_j ≥ FT_i + Data_ij / Rate_ml · (D_i^m + D_j^l − 1)`
 /// for every pair of machines on different devices (and `ST_j ≥ FT_i`); exclusion with big-M
-/// disjunctions and an order binary per independent pair. Warm-started from HEFT.
+/// disjunctions and an order binary per independent pair (pairs ordered by the DAG's transitive
+/// reachability get none).
+///
+/// Tightening (all valid for every schedule no longer than the incumbent): the incumbent is the
+/// best of the EFT list schedule, HEFT, HIOS-LP and Auto (without exact candidates, ≤ a tenth
+/// of the time limit), timed as the model times it; its makespan `ub` bounds `ET`, each start
+/// lies in `[head, ub − fastest duration − tail]` (head/tail: fastest chains before/after),
+/// and each disjunction's big-M is `ub − tail_a − head_b` instead of `ub`. The copy delay is one
+/// row per producer machine (`ST_j ≥ FT_i + Σ_l c_ml·D_j^l − max_l c_ml·(1 − D_i^m)`), which
+/// the SIR+ pairwise rows only reach as `max`. Cuts: `ET ≥` finish + tail, `ET ≥` each
+/// machine's load, `ET ≥` work / machines; interchangeable machines are used in order.
+/// `seconds` counts the heuristics and the solve; the solver gets what is left of the limit.
 ///
 /// Refuses graphs over `milp_max_ops` operators ([`PlacementError::TooLarge`]).
 pub fn milp(c: &Ctx, o: &Options) -> Result<MilpResult> {
@@ -67,13 +82,18 @@ pub fn milp(c: &Ctx, o: &Options) -> Result<MilpResult> {
     }
     let fixed = vec![None; n];
     let one = |_: usize, _: usize| 1.0;
+    let t0 = Instant::now();
+    let hints = hints(c, o);
     let sub = Sub {
         ops: c.dag.topo.clone(),
         fixed: &fixed,
         free: vec![0.0; machines(c).len()],
         comm_factor: &one,
+        hints: &hints,
     };
-    let (placed, objective, gap, optimal, seconds) = solve(c, &sub, o.milp_time_limit_s, true)?;
+    let left = (o.milp_time_limit_s - t0.elapsed().as_secs_f64()).max(0.0);
+    let (placed, objective, gap, optimal, _) = solve(c, &sub, left, true)?;
+    let seconds = t0.elapsed().as_secs_f64();
     let mut device = vec![0; n];
     let mut stream = vec![0; n];
     let mut start = vec![0.0; n];
@@ -98,6 +118,23 @@ pub fn milp(c: &Ctx, o: &Options) -> Result<MilpResult> {
         optimal,
         seconds,
     })
+}
+
+/// Incumbent candidates: HEFT, HIOS-LP and Auto (without exact candidates, a tenth of the
+/// time limit at most), whichever apply.
+fn hints(c: &Ctx, o: &Options) -> Vec<Schedule> {
+    let mut out = Vec::new();
+    out.extend(heft::heft(c).ok());
+    out.extend(hios_lp::hios_lp(c, o.window).ok());
+    let ao = Options {
+        auto_exact_ops: 0,
+        auto_budget_ms: o
+            .auto_budget_ms
+            .min((o.milp_time_limit_s * 100.0).max(0.0) as u64),
+        ..o.clone()
+    };
+    out.extend(auto::auto(c, &ao).ok().map(|r| r.schedule));
+    out
 }
 
 type Solved = (
@@ -126,13 +163,26 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
             c.comm(e, a, b) * (sub.comm_factor)(a, b)
         }
     };
-    // Any optimum finishes by the warm start's makespan, which is therefore a valid big-M.
-    let ws = warm_start(c, sub, &mach);
-    let big = ws.makespan.max(1e-6) * 1.000_001;
+    // The best warm start (in the model's timing) is the incumbent: an optimum finishes by its
+    // makespan `ub`, so every start lies in [head, ub − fastest duration − tail] and each
+    // disjunction needs a big-M of only (ub − tail_a) − head_b.
+    let ws = best_warm(c, sub, &mach);
+    if !ws.makespan.is_finite() {
+        return Err(PlacementError::Solver(
+            "no machine can run some operator of the subproblem".into(),
+        ));
+    }
+    let ub = ws.makespan.max(1e-6) * (1.0 + 1e-9) + 1e-6;
+    let big = ub;
+    let (head, tail, fastest) = heads_tails(c, sub, &mach);
     let mut vars = ProblemVariables::new();
-    let et = vars.add(variable().min(0.0));
+    let et = vars.add(variable().min(0.0).max(ub));
     let st: Vec<Variable> = (0..k)
-        .map(|_| vars.add(variable().min(0.0).max(big)))
+        .map(|a| {
+            let v = sub.ops[a];
+            let hi = (ub - fastest[v] - tail[v]).max(head[v]);
+            vars.add(variable().min(head[v]).max(hi))
+        })
         .collect();
     let x: Vec<Vec<Option<Variable>>> = sub
         .ops
@@ -178,17 +228,28 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
             if idx[u] != usize::MAX {
                 let b = idx[u];
                 p.add_constraint(constraint!(st[a] >= fin(b)));
+                // Per machine m of the producer: st_a ≥ fin_b + Σ_l copy(m, l)·x_a^l −
+                // max_l copy(m, l)·(1 − x_b^m). Exact when the producer is on m, implied by
+                // st_a ≥ fin_b otherwise; one row per machine and stronger in the relaxation
+                // than one row per pair of machines.
                 for mu_ in 0..nm {
+                    let Some(xu) = x[b][mu_] else { continue };
+                    let mut copies = Expression::from(0.0);
+                    let mut worst = 0.0f64;
                     for ml in 0..nm {
-                        let (Some(xu), Some(xv)) = (x[b][mu_], x[a][ml]) else {
-                            continue;
-                        };
+                        let Some(xv) = x[a][ml] else { continue };
                         let cm = comm(e, mach[mu_].0, mach[ml].0);
-                        if cm > 0.0 && cm.is_finite() {
-                            p.add_constraint(constraint!(st[a] >= fin(b) + cm * (xu + xv - 1.0)));
-                        } else if !cm.is_finite() {
+                        if !cm.is_finite() {
                             p.add_constraint(constraint!(xu + xv <= 1.0));
+                        } else if cm > 0.0 {
+                            copies += cm * xv;
+                            worst = worst.max(cm);
                         }
+                    }
+                    if worst > 0.0 {
+                        p.add_constraint(constraint!(
+                            st[a] >= fin(b) + copies - worst * (1.0 - xu)
+                        ));
                     }
                 }
             } else if let Some((du, f)) = sub.fixed[u] {
@@ -206,15 +267,19 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
         }
     }
     for &(a, b, y) in &pairs {
+        let (u, v) = (sub.ops[a], sub.ops[b]);
+        // fin(a) − st(b) ≤ (ub − tail_a) − head_b, and symmetrically.
+        let m_ab = (ub - tail[u] - head[v]).max(0.0) + 1e-6;
+        let m_ba = (ub - tail[v] - head[u]).max(0.0) + 1e-6;
         for m in 0..nm {
             let (Some(xa), Some(xb)) = (x[a][m], x[b][m]) else {
                 continue;
             };
             p.add_constraint(constraint!(
-                st[b] >= fin(a) - big * (1.0 - y) - big * (2.0 - xa - xb)
+                st[b] >= fin(a) - m_ab * (1.0 - y) - m_ab * (2.0 - xa - xb)
             ));
             p.add_constraint(constraint!(
-                st[a] >= fin(b) - big * y - big * (2.0 - xa - xb)
+                st[a] >= fin(b) - m_ba * y - m_ba * (2.0 - xa - xb)
             ));
         }
     }
@@ -285,36 +350,37 @@ impl Warm {
     }
 }
 
-fn warm_start(c: &Ctx, sub: &Sub, mach: &[(usize, usize)]) -> Warm {
+/// The operators of `sub` timed as the model times them: in the topological sequence `seq`,
+/// each on `pick(v)` when given, else on the machine where it finishes first.
+fn timed(
+    c: &Ctx,
+    sub: &Sub,
+    mach: &[(usize, usize)],
+    seq: &[usize],
+    pick: &dyn Fn(usize) -> Option<usize>,
+) -> Option<Warm> {
     let k = sub.ops.len();
     let mut free = sub.free.clone();
     let mut fin = vec![0.0; c.n()];
     let mut dev = vec![0; c.n()];
     let mut start = vec![0.0; k];
     let mut chosen = vec![0; k];
-    let mut inside = vec![false; c.n()];
-    for &v in &sub.ops {
-        inside[v] = true;
-    }
     let mut pos = vec![usize::MAX; c.n()];
     for (i, &v) in sub.ops.iter().enumerate() {
         pos[v] = i;
     }
     let mut makespan = 0.0f64;
-    for &v in &c.dag.topo {
-        if !inside[v] {
-            continue;
-        }
+    for &v in seq {
         let a = pos[v];
-        let mut best = (f64::INFINITY, 0, 0.0);
+        let mut best = (f64::INFINITY, usize::MAX, 0.0);
         for (m, &(d, _)) in mach.iter().enumerate() {
-            if !c.time[v][d].is_finite() {
+            if !c.time[v][d].is_finite() || pick(v).is_some_and(|pm| pm != m) {
                 continue;
             }
             let mut ready = free[m];
             for &(u, e) in &c.dag.preds[v] {
                 let (du, fu) = match sub.fixed[u] {
-                    Some(f) if !inside[u] => f,
+                    Some(f) if pos[u] == usize::MAX => f,
                     _ => (dev[u], fin[u]),
                 };
                 let cm = if du == d {
@@ -329,6 +395,9 @@ fn warm_start(c: &Ctx, sub: &Sub, mach: &[(usize, usize)]) -> Warm {
                 best = (f, m, ready);
             }
         }
+        if best.1 == usize::MAX || !best.0.is_finite() {
+            return None;
+        }
         chosen[a] = best.1;
         start[a] = best.2;
         fin[v] = best.0;
@@ -336,11 +405,168 @@ fn warm_start(c: &Ctx, sub: &Sub, mach: &[(usize, usize)]) -> Warm {
         free[best.1] = best.0;
         makespan = makespan.max(best.0);
     }
-    Warm {
+    Some(Warm {
         chosen,
         start,
         makespan,
+    })
+}
+
+/// The best feasible point of the model among the EFT list schedule and the hints (each hint
+/// keeps its machines and its launch order, restricted to a topological sequence), with the
+/// machines renamed by first use when they are interchangeable (so that it satisfies the
+/// symmetry-breaking cuts).
+fn best_warm(c: &Ctx, sub: &Sub, mach: &[(usize, usize)]) -> Warm {
+    let inside: Vec<bool> = {
+        let mut b = vec![false; c.n()];
+        for &v in &sub.ops {
+            b[v] = true;
+        }
+        b
+    };
+    let topo: Vec<usize> = c.dag.topo.iter().copied().filter(|&v| inside[v]).collect();
+    let none = |_: usize| None;
+    let mut best = timed(c, sub, mach, &topo, &none);
+    for h in sub.hints {
+        if h.ops.len() != c.n() {
+            continue;
+        }
+        let lanes = mach.iter().any(|&(_, s)| s > 0);
+        let m_of: Vec<Option<usize>> = h
+            .ops
+            .iter()
+            .map(|o| {
+                let s = if lanes { o.stream } else { 0 };
+                mach.iter().position(|&x| x == (o.device, s))
+            })
+            .collect();
+        if sub.ops.iter().any(|&v| m_of[v].is_none()) {
+            continue;
+        }
+        let seq = ready_sequence(c, &inside, &|v| h.ops[v].order);
+        let pick = |v: usize| m_of[v];
+        if let Some(w) = timed(c, sub, mach, &seq, &pick)
+            && best.as_ref().is_none_or(|b| w.makespan < b.makespan)
+        {
+            best = Some(w);
+        }
     }
+    let mut w = best.unwrap_or(Warm {
+        chosen: vec![0; sub.ops.len()],
+        start: vec![0.0; sub.ops.len()],
+        makespan: f64::INFINITY,
+    });
+    if symmetric(c, sub, mach) {
+        let mut pos = vec![usize::MAX; c.n()];
+        for (i, &v) in sub.ops.iter().enumerate() {
+            pos[v] = i;
+        }
+        let mut rename = vec![usize::MAX; mach.len()];
+        let mut next = 0;
+        for &v in &topo {
+            let m = w.chosen[pos[v]];
+            if rename[m] == usize::MAX {
+                rename[m] = next;
+                next += 1;
+            }
+        }
+        for m in &mut w.chosen {
+            *m = rename[*m];
+        }
+    }
+    w
+}
+
+/// A topological sequence of the operators in `inside`: Kahn's algorithm taking the ready
+/// operator of least `key`.
+fn ready_sequence(c: &Ctx, inside: &[bool], key: &dyn Fn(usize) -> usize) -> Vec<usize> {
+    let mut indeg: Vec<usize> = (0..c.n())
+        .map(|v| c.dag.preds[v].iter().filter(|&&(u, _)| inside[u]).count())
+        .collect();
+    let mut ready: Vec<usize> = (0..c.n()).filter(|&v| inside[v] && indeg[v] == 0).collect();
+    let mut seq = Vec::new();
+    while let Some(i) = (0..ready.len()).min_by_key(|&i| (key(ready[i]), ready[i])) {
+        let v = ready.swap_remove(i);
+        seq.push(v);
+        for &(s, _) in &c.dag.succs[v] {
+            if inside[s] {
+                indeg[s] -= 1;
+                if indeg[s] == 0 {
+                    ready.push(s);
+                }
+            }
+        }
+    }
+    seq
+}
+
+/// Per operator of `sub` (indexed by op id): the earliest start any schedule allows (`head`:
+/// the fastest chain before it, ignoring copies, and fixed producers' finishes), the fastest
+/// chain after it (`tail`), and its fastest duration.
+fn heads_tails(c: &Ctx, sub: &Sub, mach: &[(usize, usize)]) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let n = c.n();
+    let mut inside = vec![false; n];
+    for &v in &sub.ops {
+        inside[v] = true;
+    }
+    let fastest: Vec<f64> = (0..n)
+        .map(|v| {
+            mach.iter()
+                .map(|&(d, _)| c.time[v][d])
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    let mut head = vec![0.0f64; n];
+    let mut tail = vec![0.0f64; n];
+    for &v in &c.dag.topo {
+        if !inside[v] {
+            continue;
+        }
+        let earliest_free = mach
+            .iter()
+            .enumerate()
+            .filter(|&(_, &(d, _))| c.time[v][d].is_finite())
+            .map(|(m, _)| sub.free[m])
+            .fold(f64::INFINITY, f64::min);
+        let mut h = if earliest_free.is_finite() {
+            earliest_free
+        } else {
+            0.0
+        };
+        for &(u, _) in &c.dag.preds[v] {
+            if inside[u] {
+                h = h.max(head[u] + fastest[u]);
+            } else if let Some((_, f)) = sub.fixed[u] {
+                h = h.max(f);
+            }
+        }
+        head[v] = h;
+    }
+    for &v in c.dag.topo.iter().rev() {
+        if !inside[v] {
+            continue;
+        }
+        tail[v] = c.dag.succs[v]
+            .iter()
+            .filter(|&&(s, _)| inside[s])
+            .map(|&(s, _)| fastest[s] + tail[s])
+            .fold(0.0, f64::max);
+    }
+    (head, tail, fastest)
+}
+
+/// Whether the machines are interchangeable: same devices, uniform links, one lane each,
+/// nothing fixed.
+fn symmetric(c: &Ctx, sub: &Sub, mach: &[(usize, usize)]) -> bool {
+    let uniform_links = c.t.buses.is_empty()
+        && c.t
+            .links
+            .windows(2)
+            .all(|w| w[0].bandwidth == w[1].bandwidth && w[0].latency_us == w[1].latency_us);
+    let same_devices = c.t.devices.windows(2).all(|w| w[0] == w[1]) || c.d() == 1;
+    let one_lane = mach.iter().all(|&(_, s)| s == 0) || c.d() == 1;
+    let no_fixed = sub.fixed.iter().all(Option::is_none) && sub.free.iter().all(|&f| f == 0.0);
+    uniform_links && same_devices && one_lane && no_fixed
 }
 
 /// Valid inequalities that tighten the relaxation: the makespan is at least each operator's
@@ -390,15 +616,14 @@ fn add_cuts(
         work += dur(a);
     }
     p.add_constraint(constraint!(nm as f64 * et >= work));
-    let uniform_links = c.t.buses.is_empty()
-        && c.t
-            .links
-            .windows(2)
-            .all(|w| w[0].bandwidth == w[1].bandwidth && w[0].latency_us == w[1].latency_us);
-    let same_devices = c.t.devices.windows(2).all(|w| w[0] == w[1]) || c.d() == 1;
-    let one_lane = mach.iter().all(|&(_, s)| s == 0) || c.d() == 1;
-    let no_fixed = sub.fixed.iter().all(Option::is_none) && sub.free.iter().all(|&f| f == 0.0);
-    if uniform_links && same_devices && one_lane && no_fixed {
+    // Each machine runs its operators one at a time.
+    for m in 0..nm {
+        let load: Expression = (0..k)
+            .filter_map(|a| x[a][m].map(|xv| c.time[sub.ops[a]][mach[m].0] * xv))
+            .sum();
+        p.add_constraint(constraint!(et >= load + sub.free[m]));
+    }
+    if symmetric(c, sub, mach) {
         let mut order: Vec<usize> = (0..k).collect();
         let mut tpos = vec![0; c.n()];
         for (i, &v) in c.dag.topo.iter().enumerate() {

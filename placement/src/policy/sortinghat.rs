@@ -98,6 +98,7 @@ pub fn sortinghat(c: &Ctx, o: &Options) -> Result<Schedule> {
                 fixed: &fixed,
                 free: free.clone(),
                 comm_factor: &factor,
+                hints: &[],
             };
             solve(c, &sub, o.milp_time_limit_s / 10.0, true)
                 .ok()
