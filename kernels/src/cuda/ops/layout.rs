@@ -67,6 +67,10 @@ fn copier(node: &GpuNode<'_>, rank: usize) -> CudaResult<(KernelSource, usize)> 
 }
 
 pub(super) fn build_transpose(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    Ok(Box::new(plan_transpose(node)?))
+}
+
+fn plan_transpose(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
     let x = node.input(0)?;
     let y = node.output(0)?;
     let rank = x.shape.len();
@@ -83,7 +87,7 @@ pub(super) fn build_transpose(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKerne
     let strides = Strides::new(&y.shape, &[&src_strides, &contiguous_strides(&y.shape)])
         .ok_or_else(|| node.unsupported(format!("rank {rank}")))?;
     let (source, element_bytes) = copier(node, rank)?;
-    Ok(Box::new(StridedCopies {
+    Ok(StridedCopies {
         source,
         element_bytes,
         pieces: vec![Piece {
@@ -94,10 +98,14 @@ pub(super) fn build_transpose(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKerne
             n: y.len(),
             strides,
         }],
-    }))
+    })
 }
 
 pub(super) fn build_concat(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    Ok(Box::new(plan_concat(node)?))
+}
+
+fn plan_concat(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
     let y = node.output(0)?;
     let rank = y.shape.len();
     let axis = normalize_axis(node.spec.attrs.int("axis", 0)?, rank)?;
@@ -119,14 +127,18 @@ pub(super) fn build_concat(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>>
         at += x.shape.get(axis).copied().unwrap_or(0);
     }
     let (source, element_bytes) = copier(node, rank)?;
-    Ok(Box::new(StridedCopies {
+    Ok(StridedCopies {
         source,
         element_bytes,
         pieces,
-    }))
+    })
 }
 
 pub(super) fn build_split(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    Ok(Box::new(plan_split(node)?))
+}
+
+fn plan_split(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
     let x = node.input(0)?;
     let rank = x.shape.len();
     let axis = normalize_axis(node.spec.attrs.int("axis", 0)?, rank)?;
@@ -147,11 +159,11 @@ pub(super) fn build_split(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> 
         at += y.shape.get(axis).copied().unwrap_or(0);
     }
     let (source, element_bytes) = copier(node, rank)?;
-    Ok(Box::new(StridedCopies {
+    Ok(StridedCopies {
         source,
         element_bytes,
         pieces,
-    }))
+    })
 }
 
 /// The integers of constant input `index`, or `None` when it is absent.
@@ -167,6 +179,10 @@ fn constant_ints(node: &GpuNode<'_>, index: usize) -> CudaResult<Option<Vec<i64>
 }
 
 pub(super) fn build_slice(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    Ok(Box::new(plan_slice(node)?))
+}
+
+fn plan_slice(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
     let x = node.input(0)?;
     let y = node.output(0)?;
     let attrs = node.spec.attrs;
@@ -208,7 +224,7 @@ pub(super) fn build_slice(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> 
     let strides = Strides::new(&y.shape, &[&walk, &contiguous_strides(&y.shape)])
         .ok_or_else(|| node.unsupported(format!("rank {}", y.shape.len())))?;
     let (source, element_bytes) = copier(node, y.shape.len())?;
-    Ok(Box::new(StridedCopies {
+    Ok(StridedCopies {
         source,
         element_bytes,
         pieces: vec![Piece {
@@ -219,10 +235,14 @@ pub(super) fn build_slice(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> 
             n: y.len(),
             strides,
         }],
-    }))
+    })
 }
 
 pub(super) fn build_expand(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    Ok(Box::new(plan_expand(node)?))
+}
+
+fn plan_expand(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
     let x = node.input(0)?;
     let y = node.output(0)?;
     let src = broadcast_strides(&x.shape, &y.shape)
@@ -230,7 +250,7 @@ pub(super) fn build_expand(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>>
     let strides = Strides::new(&y.shape, &[&src, &contiguous_strides(&y.shape)])
         .ok_or_else(|| node.unsupported(format!("rank {}", y.shape.len())))?;
     let (source, element_bytes) = copier(node, y.shape.len())?;
-    Ok(Box::new(StridedCopies {
+    Ok(StridedCopies {
         source,
         element_bytes,
         pieces: vec![Piece {
@@ -241,7 +261,7 @@ pub(super) fn build_expand(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>>
             n: y.len(),
             strides,
         }],
-    }))
+    })
 }
 
 /// Gather with constant indices, checked and made non-negative on the host and uploaded once.
@@ -442,5 +462,155 @@ impl GpuKernel for Alias {
             )
         }
         .map_err(driver("copying device to device"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The copy plans checked without a GPU: the strided-copy kernel's index arithmetic is
+    //! replayed on the host and the result compared with the CPU kernel of the same node.
+    use super::*;
+    use crate::cuda::codegen::MAX_RANK;
+    use crate::cuda::ops::TensorDesc;
+    use crate::{AttrValue, Attributes, NodeSpec};
+
+    /// What the kernel does for one piece, on host vectors.
+    fn replay(plan: &StridedCopies, inputs: &[Vec<f32>], outputs: &mut [Vec<f32>]) {
+        for p in &plan.pieces {
+            for i in 0..p.n as i64 {
+                let (mut r, mut o0, mut o1) = (i, 0i64, 0i64);
+                for d in (0..MAX_RANK).rev() {
+                    let c = r % p.strides.dims[d];
+                    r /= p.strides.dims[d];
+                    o0 += c * p.strides.strides[0][d];
+                    o1 += c * p.strides.strides[1][d];
+                }
+                let v = inputs[p.input][(p.src_offset as i64 + o0) as usize];
+                outputs[p.output][(p.dst_offset as i64 + o1) as usize] = v;
+            }
+        }
+    }
+
+    fn seq(shape: &[usize]) -> Tensor {
+        let n: usize = shape.iter().product();
+        Tensor::from_shape_vec(shape, (0..n).map(|v| v as f32).collect()).unwrap()
+    }
+
+    fn i64s(v: &[i64]) -> Tensor {
+        Tensor::from_shape_vec(&[v.len()], v.to_vec()).unwrap()
+    }
+
+    /// Plans `op` with `plan`, replays it and compares with the CPU kernel.
+    fn check(
+        op: &str,
+        attrs: &[(&str, AttrValue)],
+        inputs: Vec<Tensor>,
+        outputs: usize,
+        plan: fn(&GpuNode<'_>) -> CudaResult<StridedCopies>,
+    ) {
+        let mut a = Attributes::new();
+        for (k, v) in attrs {
+            a.insert(k, v.clone());
+        }
+        let spec = NodeSpec {
+            op_type: op,
+            domain: "",
+            opset: 18,
+            attrs: &a,
+            num_inputs: inputs.len(),
+            num_outputs: outputs,
+        };
+        let refs: Vec<Option<&Tensor>> = inputs.iter().map(Some).collect();
+        let want = crate::cpu::build(&spec).unwrap().run(&refs).unwrap();
+        let in_desc: Vec<Option<TensorDesc>> = inputs
+            .iter()
+            .map(|t| Some(TensorDesc::new(t.dtype(), t.shape())))
+            .collect();
+        let out_desc: Vec<TensorDesc> = want
+            .iter()
+            .map(|t| TensorDesc::new(t.dtype(), t.shape()))
+            .collect();
+        let node = GpuNode {
+            spec: &spec,
+            inputs: &in_desc,
+            outputs: &out_desc,
+            constants: &refs,
+        };
+        let copies = plan(&node).unwrap();
+        let host: Vec<Vec<f32>> = inputs
+            .iter()
+            .map(|t| {
+                t.to_f32_array()
+                    .map(|a| a.iter().copied().collect())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut got: Vec<Vec<f32>> = out_desc.iter().map(|d| vec![f32::NAN; d.len()]).collect();
+        replay(&copies, &host, &mut got);
+        for (g, w) in got.iter().zip(&want) {
+            let w: Vec<f32> = w.to_f32_array().unwrap().iter().copied().collect();
+            assert_eq!(g, &w, "{op}");
+        }
+    }
+
+    #[test]
+    fn copy_plans_match_the_cpu_kernels() {
+        check(
+            "Transpose",
+            &[("perm", AttrValue::Ints(vec![0, 2, 3, 1]))],
+            vec![seq(&[2, 3, 4, 5])],
+            1,
+            plan_transpose,
+        );
+        check(
+            "Concat",
+            &[("axis", AttrValue::Int(1))],
+            vec![seq(&[2, 3, 4]), seq(&[2, 1, 4]), seq(&[2, 2, 4])],
+            1,
+            plan_concat,
+        );
+        check(
+            "Split",
+            &[
+                ("axis", AttrValue::Int(2)),
+                ("num_outputs", AttrValue::Int(3)),
+            ],
+            vec![seq(&[2, 3, 7])],
+            3,
+            plan_split,
+        );
+        check(
+            "Slice",
+            &[],
+            vec![
+                seq(&[3, 16, 14]),
+                i64s(&[1, 13]),
+                i64s(&[12, 0]),
+                i64s(&[1, 2]),
+                i64s(&[3, -2]),
+            ],
+            1,
+            plan_slice,
+        );
+        check(
+            "Slice",
+            &[],
+            vec![
+                seq(&[5, 6]),
+                i64s(&[-1, 0]),
+                i64s(&[-100, 6]),
+                i64s(&[0, 1]),
+                i64s(&[-1, 2]),
+            ],
+            1,
+            plan_slice,
+        );
+        check(
+            "Expand",
+            &[],
+            vec![seq(&[3, 1]), i64s(&[2, 3, 4])],
+            1,
+            plan_expand,
+        );
     }
 }
