@@ -1,39 +1,34 @@
 //! Data movement on the GPU: Transpose, Concat, Split, Slice and Expand as strided copies
-//! (negative strides walk a Slice backwards), constant Pad as a fill and a copy, Gather with
-//! constant indices, and the shape-only
+//! (negative strides walk a Slice backwards), and the shape-only
 //! operators (Reshape, Flatten, Squeeze, Unsqueeze, Identity) as one device-to-device copy
 //! (the engine may alias them instead).
 
 use super::{GpuIo, GpuKernel, GpuNode};
-use crate::Tensor;
 use crate::cpu::reduce::axes::normalize_axis;
-use crate::cpu::shape::gather::checked_indices;
 use crate::cpu::shape::slice::slice_ranges;
 use crate::cuda::codegen::{
     KernelSource, Strides, broadcast_strides, contiguous_strides, copy, launch_shape,
 };
 use crate::cuda::error::{CudaResult, driver};
 use crate::cuda::gpu::{Gpu, KernelArg};
-use crate::cuda::host::tensor_bytes;
-use crate::cuda::memory::DeviceArena;
 
 /// One strided copy: from input `input` (at element `src_offset`) to output `output` (at
 /// element `dst_offset`), over the iteration shape in `strides`.
 #[derive(Debug, Clone)]
-struct Piece {
-    input: usize,
-    output: usize,
-    src_offset: usize,
-    dst_offset: usize,
-    n: usize,
-    strides: Strides,
+pub(super) struct Piece {
+    pub(super) input: usize,
+    pub(super) output: usize,
+    pub(super) src_offset: usize,
+    pub(super) dst_offset: usize,
+    pub(super) n: usize,
+    pub(super) strides: Strides,
 }
 
 /// A sequence of strided copies.
 #[derive(Debug)]
-struct StridedCopies {
+pub(super) struct StridedCopies {
     source: KernelSource,
-    element_bytes: usize,
+    pub(super) element_bytes: usize,
     pieces: Vec<Piece>,
 }
 
@@ -59,11 +54,20 @@ impl GpuKernel for StridedCopies {
     }
 }
 
-fn copier(node: &GpuNode<'_>, rank: usize) -> CudaResult<(KernelSource, usize)> {
-    let bytes = node.output(0)?.dtype.size_of();
-    let source = copy::strided_copy_source(bytes, rank.max(1))
-        .ok_or_else(|| node.unsupported(format!("{bytes}-byte elements")))?;
-    Ok((source, bytes))
+/// The strided copies `pieces` of elements of the output's type, walking `rank` dimensions.
+pub(super) fn copies(
+    node: &GpuNode<'_>,
+    rank: usize,
+    pieces: Vec<Piece>,
+) -> CudaResult<StridedCopies> {
+    let element_bytes = node.output(0)?.dtype.size_of();
+    let source = copy::strided_copy_source(element_bytes, rank.max(1))
+        .ok_or_else(|| node.unsupported(format!("{element_bytes}-byte elements")))?;
+    Ok(StridedCopies {
+        source,
+        element_bytes,
+        pieces,
+    })
 }
 
 pub(super) fn build_transpose(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
@@ -86,11 +90,10 @@ fn plan_transpose(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
     let src_strides: Vec<i64> = perm.iter().map(|&p| src[p]).collect();
     let strides = Strides::new(&y.shape, &[&src_strides, &contiguous_strides(&y.shape)])
         .ok_or_else(|| node.unsupported(format!("rank {rank}")))?;
-    let (source, element_bytes) = copier(node, rank)?;
-    Ok(StridedCopies {
-        source,
-        element_bytes,
-        pieces: vec![Piece {
+    copies(
+        node,
+        rank,
+        vec![Piece {
             input: 0,
             output: 0,
             src_offset: 0,
@@ -98,7 +101,7 @@ fn plan_transpose(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
             n: y.len(),
             strides,
         }],
-    })
+    )
 }
 
 pub(super) fn build_concat(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
@@ -126,12 +129,7 @@ fn plan_concat(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
         });
         at += x.shape.get(axis).copied().unwrap_or(0);
     }
-    let (source, element_bytes) = copier(node, rank)?;
-    Ok(StridedCopies {
-        source,
-        element_bytes,
-        pieces,
-    })
+    copies(node, rank, pieces)
 }
 
 pub(super) fn build_split(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
@@ -158,16 +156,11 @@ fn plan_split(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
         });
         at += y.shape.get(axis).copied().unwrap_or(0);
     }
-    let (source, element_bytes) = copier(node, rank)?;
-    Ok(StridedCopies {
-        source,
-        element_bytes,
-        pieces,
-    })
+    copies(node, rank, pieces)
 }
 
 /// The integers of constant input `index`, or `None` when it is absent.
-fn constant_ints(node: &GpuNode<'_>, index: usize) -> CudaResult<Option<Vec<i64>>> {
+pub(super) fn constant_ints(node: &GpuNode<'_>, index: usize) -> CudaResult<Option<Vec<i64>>> {
     match (
         node.inputs.get(index).is_some_and(Option::is_some),
         node.constant(index),
@@ -223,11 +216,10 @@ fn plan_slice(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
     }
     let strides = Strides::new(&y.shape, &[&walk, &contiguous_strides(&y.shape)])
         .ok_or_else(|| node.unsupported(format!("rank {}", y.shape.len())))?;
-    let (source, element_bytes) = copier(node, y.shape.len())?;
-    Ok(StridedCopies {
-        source,
-        element_bytes,
-        pieces: vec![Piece {
+    copies(
+        node,
+        y.shape.len(),
+        vec![Piece {
             input: 0,
             output: 0,
             src_offset: offset.max(0) as usize,
@@ -235,7 +227,7 @@ fn plan_slice(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
             n: y.len(),
             strides,
         }],
-    })
+    )
 }
 
 pub(super) fn build_expand(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
@@ -249,11 +241,10 @@ fn plan_expand(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
         .ok_or_else(|| node.unsupported(format!("{:?} to {:?}", x.shape, y.shape)))?;
     let strides = Strides::new(&y.shape, &[&src, &contiguous_strides(&y.shape)])
         .ok_or_else(|| node.unsupported(format!("rank {}", y.shape.len())))?;
-    let (source, element_bytes) = copier(node, y.shape.len())?;
-    Ok(StridedCopies {
-        source,
-        element_bytes,
-        pieces: vec![Piece {
+    copies(
+        node,
+        y.shape.len(),
+        vec![Piece {
             input: 0,
             output: 0,
             src_offset: 0,
@@ -261,173 +252,7 @@ fn plan_expand(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
             n: y.len(),
             strides,
         }],
-    })
-}
-
-/// Gather with constant indices, checked and made non-negative on the host and uploaded once.
-#[derive(Debug)]
-struct Gather {
-    source: KernelSource,
-    indices: DeviceArena,
-    n: usize,
-    axis_dim: usize,
-    count: usize,
-    inner: usize,
-}
-
-pub(super) fn build_gather(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
-    let x = node.input(0)?;
-    let y = node.output(0)?;
-    let axis = normalize_axis(node.spec.attrs.int("axis", 0)?, x.shape.len())?;
-    let raw = constant_ints(node, 1)?.ok_or_else(|| node.unsupported("indices are missing"))?;
-    let indices = checked_indices(&raw, x.shape[axis])?;
-    let mut host = Vec::with_capacity(8 * indices.len().max(1));
-    for &i in &indices {
-        host.extend_from_slice(&(i as i64).to_ne_bytes());
-    }
-    let arena = DeviceArena::new(gpu.copy_in_stream(), host.len())?;
-    gpu.upload(&host, arena.region())?;
-    gpu.copy_in_stream()
-        .synchronize()
-        .map_err(driver("uploading Gather indices"))?;
-    let bytes = x.dtype.size_of();
-    Ok(Box::new(Gather {
-        source: copy::gather_source(bytes)
-            .ok_or_else(|| node.unsupported(format!("{bytes}-byte elements")))?,
-        indices: arena,
-        n: y.len(),
-        axis_dim: x.shape[axis],
-        count: indices.len(),
-        inner: x.shape[axis + 1..].iter().product(),
-    }))
-}
-
-impl GpuKernel for Gather {
-    fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
-        if self.n == 0 {
-            return Ok(());
-        }
-        let args = [
-            KernelArg::Ptr(io.input(0)?.ptr),
-            KernelArg::Ptr(self.indices.region().ptr),
-            KernelArg::Ptr(io.output(0)?.ptr),
-            KernelArg::I64(self.n as i64),
-            KernelArg::I64(self.axis_dim as i64),
-            KernelArg::I64(self.count as i64),
-            KernelArg::I64(self.inner as i64),
-        ];
-        gpu.launch(
-            &self.source,
-            stream,
-            launch_shape(self.n, gpu.info().multiprocessors),
-            0,
-            &args,
-        )
-    }
-}
-
-/// Pad in `constant` mode: fill the output with the value, then copy the input into its
-/// interior.
-#[derive(Debug)]
-struct ConstantPad {
-    fill: KernelSource,
-    value: KernelArg,
-    copies: StridedCopies,
-    n: usize,
-}
-
-pub(super) fn build_pad(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
-    let x = node.input(0)?;
-    let y = node.output(0)?;
-    let attrs = node.spec.attrs;
-    if attrs.string("mode", "constant")? != "constant" {
-        return Err(node.unsupported("edge, reflect and wrap modes"));
-    }
-    let rank = x.shape.len();
-    let (pads, value, axes) = if node.spec.opset < 11 {
-        let v = Tensor::scalar(attrs.float("value", 0.0)?);
-        (attrs.ints("pads")?, Some(v), None)
-    } else {
-        let pads = constant_ints(node, 1)?.ok_or_else(|| node.unsupported("pads are missing"))?;
-        let present = node.inputs.get(2).is_some_and(Option::is_some);
-        if present && node.constant(2).is_none() {
-            return Err(node.unsupported("a constant_value that is not a constant"));
-        }
-        (
-            pads,
-            node.constant(2).filter(|t| !t.is_empty()).cloned(),
-            constant_ints(node, 3)?,
-        )
-    };
-    let axes = match axes {
-        Some(a) => crate::cpu::reduce::axes::normalize_axes(&a, rank)?,
-        None => (0..rank).collect(),
-    };
-    if pads.len() != 2 * axes.len() || pads.iter().any(|&p| p < 0) {
-        return Err(node.unsupported(format!("pads {pads:?} (negative pads crop)")));
-    }
-    let mut begin = vec![0usize; rank];
-    for (i, &ax) in axes.iter().enumerate() {
-        begin[ax] = pads[i] as usize;
-    }
-    let value = match value {
-        Some(v) => crate::cpu::shape::cast::cast_tensor(&v, x.dtype)?,
-        None => Tensor::zeros(x.dtype, &[]),
-    };
-    let bits = tensor_bytes(&value).ok_or_else(|| node.unsupported("string values"))?;
-    let value = match bits.as_slice() {
-        [a] => KernelArg::Bits8(*a),
-        [a, b] => KernelArg::Bits16(u16::from_ne_bytes([*a, *b])),
-        [a, b, c, d] => KernelArg::Bits32(u32::from_ne_bytes([*a, *b, *c, *d])),
-        eight if eight.len() == 8 => {
-            KernelArg::I64(i64::from_ne_bytes(eight.try_into().unwrap_or([0; 8])))
-        }
-        _ => return Err(node.unsupported("the value's element size")),
-    };
-    let dst = contiguous_strides(&y.shape);
-    let offset: usize = begin.iter().zip(&dst).map(|(&b, &s)| b * s as usize).sum();
-    let strides = Strides::new(&x.shape, &[&contiguous_strides(&x.shape), &dst])
-        .ok_or_else(|| node.unsupported(format!("rank {rank}")))?;
-    let (source, element_bytes) = copier(node, rank)?;
-    Ok(Box::new(ConstantPad {
-        fill: copy::fill_source(element_bytes)
-            .ok_or_else(|| node.unsupported(format!("{element_bytes}-byte elements")))?,
-        value,
-        copies: StridedCopies {
-            source,
-            element_bytes,
-            pieces: vec![Piece {
-                input: 0,
-                output: 0,
-                src_offset: 0,
-                dst_offset: offset,
-                n: x.len(),
-                strides,
-            }],
-        },
-        n: y.len(),
-    }))
-}
-
-impl GpuKernel for ConstantPad {
-    fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
-        if self.n == 0 {
-            return Ok(());
-        }
-        let args = [
-            KernelArg::Ptr(io.output(0)?.ptr),
-            KernelArg::I64(self.n as i64),
-            self.value,
-        ];
-        gpu.launch(
-            &self.fill,
-            stream,
-            launch_shape(self.n, gpu.info().multiprocessors),
-            0,
-            &args,
-        )?;
-        self.copies.launch(gpu, stream, io)
-    }
+    )
 }
 
 /// A shape-only operator: the output's bytes are the input's.
@@ -472,7 +297,7 @@ mod tests {
     use super::*;
     use crate::cuda::codegen::MAX_RANK;
     use crate::cuda::ops::TensorDesc;
-    use crate::{AttrValue, Attributes, NodeSpec};
+    use crate::{AttrValue, Attributes, NodeSpec, Tensor};
 
     /// What the kernel does for one piece, on host vectors.
     fn replay(plan: &StridedCopies, inputs: &[Vec<f32>], outputs: &mut [Vec<f32>]) {

@@ -5,9 +5,11 @@
 
 mod conv;
 mod elementwise;
+mod gather;
 mod layout;
 mod matmul;
 mod normalize;
+mod pad;
 
 use std::fmt::Debug;
 
@@ -208,8 +210,8 @@ pub fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         "Split" => layout::build_split(node),
         "Slice" => layout::build_slice(node),
         "Expand" => layout::build_expand(node),
-        "Gather" => layout::build_gather(gpu, node),
-        "Pad" => layout::build_pad(node),
+        "Gather" => gather::build_gather(gpu, node),
+        "Pad" => pad::build_pad(node),
         "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" => layout::build_alias(node),
         _ if elementwise::binary_op(op).is_some() => elementwise::build_binary(node),
         _ if crate::cpu::unary::OPS.contains(&op) => elementwise::build_unary(node),

@@ -1,0 +1,111 @@
+//! Pad in `constant` mode on the GPU: a fill of the output, then a strided copy of the input
+//! into its interior.
+
+use super::layout::{Piece, StridedCopies, constant_ints, copies};
+use super::{GpuIo, GpuKernel, GpuNode};
+use crate::Tensor;
+use crate::cuda::codegen::{KernelSource, Strides, contiguous_strides, copy, launch_shape};
+use crate::cuda::error::CudaResult;
+use crate::cuda::gpu::{Gpu, KernelArg};
+use crate::cuda::host::tensor_bytes;
+
+/// Pad in `constant` mode: fill the output with the value, then copy the input into its
+/// interior.
+#[derive(Debug)]
+struct ConstantPad {
+    fill: KernelSource,
+    value: KernelArg,
+    copies: StridedCopies,
+    n: usize,
+}
+
+pub(super) fn build_pad(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    let x = node.input(0)?;
+    let y = node.output(0)?;
+    let attrs = node.spec.attrs;
+    if attrs.string("mode", "constant")? != "constant" {
+        return Err(node.unsupported("edge, reflect and wrap modes"));
+    }
+    let rank = x.shape.len();
+    let (pads, value, axes) = if node.spec.opset < 11 {
+        let v = Tensor::scalar(attrs.float("value", 0.0)?);
+        (attrs.ints("pads")?, Some(v), None)
+    } else {
+        let pads = constant_ints(node, 1)?.ok_or_else(|| node.unsupported("pads are missing"))?;
+        let present = node.inputs.get(2).is_some_and(Option::is_some);
+        if present && node.constant(2).is_none() {
+            return Err(node.unsupported("a constant_value that is not a constant"));
+        }
+        (
+            pads,
+            node.constant(2).filter(|t| !t.is_empty()).cloned(),
+            constant_ints(node, 3)?,
+        )
+    };
+    let axes = match axes {
+        Some(a) => crate::cpu::reduce::axes::normalize_axes(&a, rank)?,
+        None => (0..rank).collect(),
+    };
+    if pads.len() != 2 * axes.len() || pads.iter().any(|&p| p < 0) {
+        return Err(node.unsupported(format!("pads {pads:?} (negative pads crop)")));
+    }
+    let mut begin = vec![0usize; rank];
+    for (i, &ax) in axes.iter().enumerate() {
+        begin[ax] = pads[i] as usize;
+    }
+    let value = match value {
+        Some(v) => crate::cpu::shape::cast::cast_tensor(&v, x.dtype)?,
+        None => Tensor::zeros(x.dtype, &[]),
+    };
+    let bits = tensor_bytes(&value).ok_or_else(|| node.unsupported("string values"))?;
+    let value = match bits.as_slice() {
+        [a] => KernelArg::Bits8(*a),
+        [a, b] => KernelArg::Bits16(u16::from_ne_bytes([*a, *b])),
+        [a, b, c, d] => KernelArg::Bits32(u32::from_ne_bytes([*a, *b, *c, *d])),
+        eight if eight.len() == 8 => {
+            KernelArg::I64(i64::from_ne_bytes(eight.try_into().unwrap_or([0; 8])))
+        }
+        _ => return Err(node.unsupported("the value's element size")),
+    };
+    let dst = contiguous_strides(&y.shape);
+    let offset: usize = begin.iter().zip(&dst).map(|(&b, &s)| b * s as usize).sum();
+    let strides = Strides::new(&x.shape, &[&contiguous_strides(&x.shape), &dst])
+        .ok_or_else(|| node.unsupported(format!("rank {rank}")))?;
+    let interior = Piece {
+        input: 0,
+        output: 0,
+        src_offset: 0,
+        dst_offset: offset,
+        n: x.len(),
+        strides,
+    };
+    let copies = copies(node, rank, vec![interior])?;
+    Ok(Box::new(ConstantPad {
+        fill: copy::fill_source(copies.element_bytes)
+            .ok_or_else(|| node.unsupported(format!("{}-byte elements", copies.element_bytes)))?,
+        value,
+        copies,
+        n: y.len(),
+    }))
+}
+
+impl GpuKernel for ConstantPad {
+    fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        let args = [
+            KernelArg::Ptr(io.output(0)?.ptr),
+            KernelArg::I64(self.n as i64),
+            self.value,
+        ];
+        gpu.launch(
+            &self.fill,
+            stream,
+            launch_shape(self.n, gpu.info().multiprocessors),
+            0,
+            &args,
+        )?;
+        self.copies.launch(gpu, stream, io)
+    }
+}
