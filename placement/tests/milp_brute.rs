@@ -10,6 +10,7 @@
 use spillway_placement::generate::{LayeredParams, TransferRule, hios_layered};
 use spillway_placement::policy::common::Ctx;
 use spillway_placement::policy::milp;
+use spillway_placement::policy::milp_solver::MilpSolver;
 use spillway_placement::*;
 
 /// A HIOS random layered DAG of `n` operators with streams that do not slow each other down
@@ -90,13 +91,26 @@ fn check(n: usize, gpus: usize, seed: u64) {
     let t = Topology::gpus(gpus, 1);
     let expected = brute_force(&g, &t);
     let c = Ctx::new(&g, &t).unwrap();
-    let r = milp::milp(&c, &Options::default()).unwrap();
-    assert!(r.optimal, "n={n} gpus={gpus} seed={seed}: not proven");
-    assert!(
-        (r.objective - expected).abs() <= 1e-6 * expected.max(1.0),
-        "n={n} gpus={gpus} seed={seed}: milp {} vs enumeration {expected}",
-        r.objective
-    );
+    for solver in [MilpSolver::Microlp, MilpSolver::Highs] {
+        if !solver.available() {
+            continue;
+        }
+        let o = Options {
+            milp_solver: solver,
+            ..Options::default()
+        };
+        let r = milp::milp(&c, &o).unwrap();
+        let name = solver.name();
+        assert!(
+            r.optimal,
+            "{name} n={n} gpus={gpus} seed={seed}: not proven"
+        );
+        assert!(
+            (r.objective - expected).abs() <= 1e-6 * expected.max(1.0),
+            "{name} n={n} gpus={gpus} seed={seed}: milp {} vs enumeration {expected}",
+            r.objective
+        );
+    }
 }
 
 #[test]

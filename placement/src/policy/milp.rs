@@ -1,17 +1,16 @@
-//! `Milp`: the optimal placement of SIR+ §5 (seed 003) through a real MILP solver (microlp via
-//! good_lp, pure Rust), with a time limit; returns the incumbent and its gap.
+//! `Milp`: the optimal placement of SIR+ §5 (seed 003) through a real MILP solver (HiGHS when
+//! built with the `highs` feature, else microlp; see [`milp_solver`](super::milp_solver)), with
+//! a time limit; returns the incumbent and its gap.
 
 use std::time::Instant;
 
-use good_lp::solvers::{SolutionStatus, WithInitialSolution, WithTimeLimit};
-use good_lp::{
-    Expression, ProblemVariables, Solution, SolverModel, Variable, constraint, microlp, variable,
-};
+use good_lp::{Expression, Variable, constraint, variable};
 
 use crate::error::{PlacementError, Result};
 use crate::graph::{SlowdownModel, reaches};
 use crate::policy::Options;
 use crate::policy::common::Ctx;
+use crate::policy::milp_solver::{MilpSolver, Model, minimise};
 use crate::policy::{auto, heft, hios_lp};
 use crate::schedule::Schedule;
 
@@ -43,6 +42,8 @@ pub(crate) struct Sub<'a> {
     /// Heuristic schedules of the whole graph, turned into warm starts (the best one, in the
     /// model's own timing, is the incumbent and gives every big-M).
     pub hints: &'a [Schedule],
+    /// The solver.
+    pub solver: MilpSolver,
 }
 
 /// Machines of the model: every (device, stream) lane when streams do not slow each other
@@ -90,6 +91,7 @@ pub fn milp(c: &Ctx, o: &Options) -> Result<MilpResult> {
         free: vec![0.0; machines(c).len()],
         comm_factor: &one,
         hints: &hints,
+        solver: o.milp_solver,
     };
     let left = (o.milp_time_limit_s - t0.elapsed().as_secs_f64()).max(0.0);
     let (placed, objective, gap, optimal, _) = solve(c, &sub, left, true)?;
@@ -175,13 +177,13 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
     let ub = ws.makespan.max(1e-6) * (1.0 + 1e-9) + 1e-6;
     let big = ub;
     let (head, tail, fastest) = heads_tails(c, sub, &mach);
-    let mut vars = ProblemVariables::new();
-    let et = vars.add(variable().min(0.0).max(ub));
+    let mut model = Model::default();
+    let et = model.add(variable().min(0.0).max(ub));
     let st: Vec<Variable> = (0..k)
         .map(|a| {
             let v = sub.ops[a];
             let hi = (ub - fastest[v] - tail[v]).max(head[v]);
-            vars.add(variable().min(head[v]).max(hi))
+            model.add(variable().min(head[v]).max(hi))
         })
         .collect();
     let x: Vec<Vec<Option<Variable>>> = sub
@@ -189,7 +191,7 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
         .iter()
         .map(|&v| {
             (0..nm)
-                .map(|m| mu(v, m).is_finite().then(|| vars.add(variable().binary())))
+                .map(|m| mu(v, m).is_finite().then(|| model.add(variable().binary())))
                 .collect()
         })
         .collect();
@@ -199,7 +201,7 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
         for b in a + 1..k {
             let (u, v) = (sub.ops[a], sub.ops[b]);
             if !reaches(&reach[u], v) && !reaches(&reach[v], u) {
-                pairs.push((a, b, vars.add(variable().binary())));
+                pairs.push((a, b, model.add(variable().binary())));
             }
         }
     }
@@ -210,24 +212,23 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
             .sum()
     };
     let fin = |a: usize| -> Expression { st[a] + dur(a) };
-    let mut p = vars.minimise(et).using(microlp);
-    add_cuts(c, sub, &mach, &x, &st, et, &mut p);
+    add_cuts(c, sub, &mach, &x, &st, et, &mut model);
     for a in 0..k {
         let placed: Expression = x[a].iter().flatten().copied().map(Expression::from).sum();
-        p.add_constraint(constraint!(placed == 1.0));
-        p.add_constraint(constraint!(et >= fin(a)));
+        model.row(constraint!(placed == 1.0));
+        model.row(constraint!(et >= fin(a)));
         for m in 0..nm {
             if let Some(xv) = x[a][m]
                 && sub.free[m] > 0.0
             {
-                p.add_constraint(constraint!(st[a] >= sub.free[m] - big * (1.0 - xv)));
+                model.row(constraint!(st[a] >= sub.free[m] - big * (1.0 - xv)));
             }
         }
         let v = sub.ops[a];
         for &(u, e) in &c.dag.preds[v] {
             if idx[u] != usize::MAX {
                 let b = idx[u];
-                p.add_constraint(constraint!(st[a] >= fin(b)));
+                model.row(constraint!(st[a] >= fin(b)));
                 // Per machine m of the producer: st_a ≥ fin_b + Σ_l copy(m, l)·x_a^l −
                 // max_l copy(m, l)·(1 − x_b^m). Exact when the producer is on m, implied by
                 // st_a ≥ fin_b otherwise; one row per machine and stronger in the relaxation
@@ -240,16 +241,14 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
                         let Some(xv) = x[a][ml] else { continue };
                         let cm = comm(e, mach[mu_].0, mach[ml].0);
                         if !cm.is_finite() {
-                            p.add_constraint(constraint!(xu + xv <= 1.0));
+                            model.row(constraint!(xu + xv <= 1.0));
                         } else if cm > 0.0 {
                             copies += cm * xv;
                             worst = worst.max(cm);
                         }
                     }
                     if worst > 0.0 {
-                        p.add_constraint(constraint!(
-                            st[a] >= fin(b) + copies - worst * (1.0 - xu)
-                        ));
+                        model.row(constraint!(st[a] >= fin(b) + copies - worst * (1.0 - xu)));
                     }
                 }
             } else if let Some((du, f)) = sub.fixed[u] {
@@ -257,9 +256,9 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
                     if let Some(xv) = x[a][ml] {
                         let cm = comm(e, du, mach[ml].0);
                         if cm.is_finite() {
-                            p.add_constraint(constraint!(st[a] >= (f + cm) * xv));
+                            model.row(constraint!(st[a] >= (f + cm) * xv));
                         } else {
-                            p.add_constraint(constraint!(xv <= 0.0));
+                            model.row(constraint!(xv <= 0.0));
                         }
                     }
                 }
@@ -275,21 +274,16 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
             let (Some(xa), Some(xb)) = (x[a][m], x[b][m]) else {
                 continue;
             };
-            p.add_constraint(constraint!(
+            model.row(constraint!(
                 st[b] >= fin(a) - m_ab * (1.0 - y) - m_ab * (2.0 - xa - xb)
             ));
-            p.add_constraint(constraint!(
+            model.row(constraint!(
                 st[a] >= fin(b) - m_ba * y - m_ba * (2.0 - xa - xb)
             ));
         }
     }
-    let mut p = p.with_time_limit(time_limit_s.max(0.0));
-    if warm {
-        p = p.with_initial_solution(ws.values(&x, &st, &pairs, et));
-    }
-    let sol = p
-        .solve()
-        .map_err(|e| PlacementError::Solver(e.to_string()))?;
+    let start = warm.then(|| ws.values(&x, &st, &pairs, et));
+    let sol = minimise(sub.solver, model, et, time_limit_s, start)?;
     let seconds = t0.elapsed().as_secs_f64();
     let mut out = Vec::with_capacity(k);
     for a in 0..k {
@@ -299,15 +293,7 @@ pub(crate) fn solve(c: &Ctx, sub: &Sub, time_limit_s: f64, warm: bool) -> Result
         out.push((sub.ops[a], mach[m], sol.value(st[a])));
     }
     let objective = sol.value(et);
-    let optimal = matches!(sol.status(), SolutionStatus::Optimal);
-    let gap = sol.into_inner().gap();
-    Ok((
-        out,
-        objective,
-        if optimal { Some(0.0) } else { gap },
-        optimal,
-        seconds,
-    ))
+    Ok((out, objective, sol.gap, sol.optimal, seconds))
 }
 
 /// A feasible point of the model: the operators in topological order, each on the machine
@@ -579,7 +565,7 @@ fn add_cuts(
     x: &[Vec<Option<Variable>>],
     st: &[Variable],
     et: Variable,
-    p: &mut impl SolverModel,
+    p: &mut Model,
 ) {
     let k = sub.ops.len();
     let nm = mach.len();
@@ -612,16 +598,16 @@ fn add_cuts(
     let mut work: Expression = Expression::from(sub.free.iter().sum::<f64>());
     for a in 0..k {
         let v = sub.ops[a];
-        p.add_constraint(constraint!(et >= st[a] + dur(a) + tail[v]));
+        p.row(constraint!(et >= st[a] + dur(a) + tail[v]));
         work += dur(a);
     }
-    p.add_constraint(constraint!(nm as f64 * et >= work));
+    p.row(constraint!(nm as f64 * et >= work));
     // Each machine runs its operators one at a time.
     for m in 0..nm {
         let load: Expression = (0..k)
             .filter_map(|a| x[a][m].map(|xv| c.time[sub.ops[a]][mach[m].0] * xv))
             .sum();
-        p.add_constraint(constraint!(et >= load + sub.free[m]));
+        p.row(constraint!(et >= load + sub.free[m]));
     }
     if symmetric(c, sub, mach) {
         let mut order: Vec<usize> = (0..k).collect();
@@ -638,7 +624,7 @@ fn add_cuts(
                     .filter_map(|&b| x[b][m - 1])
                     .map(Expression::from)
                     .sum();
-                p.add_constraint(constraint!(xv <= before));
+                p.row(constraint!(xv <= before));
             }
         }
     }

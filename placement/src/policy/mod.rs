@@ -10,6 +10,7 @@ pub mod hios_window;
 pub mod ios;
 pub mod lios;
 pub mod milp;
+pub mod milp_solver;
 pub mod nimble;
 pub mod opara;
 pub mod sequential;
@@ -43,6 +44,9 @@ pub struct Options {
     pub milp_time_limit_s: f64,
     /// MILP size limit (operators).
     pub milp_max_ops: usize,
+    /// MILP solver (default: the strongest this build has).
+    #[serde(default)]
+    pub milp_solver: milp_solver::MilpSolver,
     /// SortingHat: dominators per submodel.
     pub sortinghat_doms: usize,
     /// SortingHat: a submodel larger than this is list-scheduled instead of solved exactly.
@@ -68,6 +72,7 @@ impl Default for Options {
             ios_s: 8,
             milp_time_limit_s: 10.0,
             milp_max_ops: 40,
+            milp_solver: milp_solver::MilpSolver::default(),
             sortinghat_doms: 1,
             sortinghat_milp_ops: 10,
             auto_budget_ms: 600,

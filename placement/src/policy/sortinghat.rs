@@ -99,6 +99,7 @@ pub fn sortinghat(c: &Ctx, o: &Options) -> Result<Schedule> {
                 free: free.clone(),
                 comm_factor: &factor,
                 hints: &[],
+                solver: o.milp_solver,
             };
             solve(c, &sub, o.milp_time_limit_s / 10.0, true)
                 .ok()
