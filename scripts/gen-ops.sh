@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the README's supported-operator list from the kernel registry.
+# Regenerates the README's supported-operator list from the engine's op registry (`spillway ops`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 list="$(cargo run --quiet -p spillway -- ops)"

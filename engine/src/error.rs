@@ -72,6 +72,33 @@ pub enum Error {
         /// The shape given.
         got: Vec<usize>,
     },
+    /// An input of the wrong kind: a tensor where the model declares a sequence or an optional,
+    /// or the other way round.
+    #[error("input '{name}' is {got}, the model declares {expected}")]
+    InputKind {
+        /// Input name.
+        name: String,
+        /// The declared ONNX type (`seq(tensor(float))`, …).
+        expected: String,
+        /// The type of the value given.
+        got: String,
+    },
+    /// An output asked for as a tensor that is a sequence or an optional.
+    #[error("output '{name}' is {got}, not a tensor: read it as a Value")]
+    OutputKind {
+        /// Output name.
+        name: String,
+        /// The output's ONNX type.
+        got: String,
+    },
+    /// An output name the model does not have.
+    #[error("unknown output '{name}' (the model's outputs are: {expected})")]
+    UnknownOutput {
+        /// The name asked for.
+        name: String,
+        /// The model's output names, comma-separated.
+        expected: String,
+    },
     /// A device the session was asked to use is not available (and fallback was not allowed).
     #[error("device {device} is unavailable: {reason}")]
     DeviceUnavailable {

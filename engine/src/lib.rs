@@ -22,6 +22,7 @@ pub mod onnx;
 pub mod plan;
 pub mod profile;
 mod session;
+pub mod value;
 
 pub use device::{CopyCost, Device, Devices};
 pub use error::{Error, Result};
@@ -29,6 +30,18 @@ pub use exec::RunOptions;
 pub use io::{IntoTensor, SessionOutputs};
 pub use session::{OptimizationLevel, PlacementReport, RunReport, Session, SessionBuilder};
 pub use spillway_kernels::{DType, Tensor};
+pub use value::{Sequence, Value};
+
+/// Every op type the engine runs in the default (`ai.onnx`) domain, sorted: the CPU kernels,
+/// control flow (`If`, `Loop`) and the sequence and optional operators.
+pub fn supported_ops() -> Vec<&'static str> {
+    let mut ops = spillway_kernels::cpu::supported_ops();
+    ops.extend(["If", "Loop"]);
+    ops.extend(exec::value_ops::VALUE_OPS.iter().copied());
+    ops.sort_unstable();
+    ops.dedup();
+    ops
+}
 pub use spillway_placement::Policy as Placement;
 
 /// The README's Rust example, compiled and run as a doctest.

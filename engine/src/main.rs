@@ -171,7 +171,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Ops => {
-            for op in spillway_kernels::cpu::supported_ops() {
+            for op in spillway::supported_ops() {
                 println!("- {op}");
             }
             Ok(())

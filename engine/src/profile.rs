@@ -18,6 +18,7 @@ use crate::device::{Device, Devices};
 use crate::error::{Error, Result};
 use crate::exec::{SequentialPlan, Work};
 use crate::graph::{Graph, ValueId};
+use crate::value::Value;
 
 /// How the profiler measures.
 #[derive(Debug, Clone, Copy)]
@@ -91,7 +92,7 @@ fn median_us(mut samples: Vec<f64>) -> f64 {
     samples.get(samples.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// Profiles `graph` on `devices` with the given inputs (in the graph's input order).
+/// Profiles `graph` on `devices` with the given tensor inputs (in the graph's input order).
 /// `progress(done, total)` is called after each node.
 pub fn profile(
     graph: &Graph,
@@ -100,9 +101,21 @@ pub fn profile(
     options: ProfileOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<CostModel> {
+    let values: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
+    profile_values(graph, devices, &values, options, progress)
+}
+
+/// Like [`profile`], with inputs of any kind (sequences, optionals).
+pub fn profile_values(
+    graph: &Graph,
+    devices: &Devices,
+    inputs: &[Value],
+    options: ProfileOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<CostModel> {
     let _span = tracing::info_span!("profile", nodes = graph.nodes.len()).entered();
     let plan = SequentialPlan::compile(graph)?;
-    let bound: Vec<(ValueId, Tensor)> = graph
+    let bound: Vec<(ValueId, Value)> = graph
         .inputs
         .iter()
         .copied()
@@ -114,7 +127,7 @@ pub fn profile(
             .get(v.index())
             .cloned()
             .flatten()
-            .or_else(|| graph.constants.get(&v).cloned())
+            .or_else(|| graph.constants.get(&v).cloned().map(Value::Tensor))
     };
 
     let kinds: Vec<DeviceKind> = {
@@ -130,8 +143,8 @@ pub fn profile(
     let mut ops = Vec::with_capacity(graph.nodes.len());
     for (i, node) in graph.nodes.iter().enumerate() {
         let work = Work::build(node)?;
-        let held: Vec<Option<Tensor>> = node.inputs.iter().map(|v| v.and_then(value)).collect();
-        let args: Vec<Option<&Tensor>> = held.iter().map(Option::as_ref).collect();
+        let held: Vec<Option<Value>> = node.inputs.iter().map(|v| v.and_then(value)).collect();
+        let args: Vec<Option<&Value>> = held.iter().map(Option::as_ref).collect();
         let time_once = || -> Result<f64> {
             let start = Instant::now();
             work.run(&args, node.declared_inputs)?
@@ -174,7 +187,7 @@ pub fn profile(
 }
 
 /// One edge per (producer node, consumer node) with the bytes that flow along it.
-fn edges(graph: &Graph, value: &dyn Fn(ValueId) -> Option<Tensor>) -> Vec<Edge> {
+fn edges(graph: &Graph, value: &dyn Fn(ValueId) -> Option<Value>) -> Vec<Edge> {
     let producers = graph.producers();
     let mut bytes: BTreeMap<(usize, usize), f64> = BTreeMap::new();
     for (dst, node) in graph.nodes.iter().enumerate() {

@@ -59,6 +59,17 @@ pub enum KernelError {
     /// An input value the operator rejects (index out of range, negative size, …).
     #[error("invalid input value: {0}")]
     InvalidValue(String),
+    /// An input of the wrong kind of value: a sequence or optional where the operator takes a
+    /// tensor, or the other way round (ONNX's `seq(…)` / `optional(…)` types).
+    #[error("input {index} is {got}, the operator takes {expected}")]
+    ValueKind {
+        /// Input position.
+        index: usize,
+        /// What the operator takes (`a tensor`, `a sequence`, …).
+        expected: String,
+        /// What it was given, as an ONNX type (`seq(tensor(float))`).
+        got: String,
+    },
 }
 
 /// Shorthand for results of kernel construction and execution.

@@ -57,7 +57,78 @@ fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> ValueInfoProto {
     }
 }
 
+/// `tensor(elem_type)` of unknown shape.
+pub fn tensor_type(elem_type: i32) -> TypeProto {
+    TypeProto {
+        value: Some(proto::type_proto::Value::TensorType(
+            proto::type_proto::Tensor {
+                elem_type: Some(elem_type),
+                shape: None,
+            },
+        )),
+        ..Default::default()
+    }
+}
+
+/// `seq(elem)`.
+pub fn sequence_type(elem: TypeProto) -> TypeProto {
+    TypeProto {
+        value: Some(proto::type_proto::Value::SequenceType(Box::new(
+            proto::type_proto::Sequence {
+                elem_type: Some(Box::new(elem)),
+            },
+        ))),
+        ..Default::default()
+    }
+}
+
+/// `optional(elem)`.
+pub fn optional_type(elem: TypeProto) -> TypeProto {
+    TypeProto {
+        value: Some(proto::type_proto::Value::OptionalType(Box::new(
+            proto::type_proto::Optional {
+                elem_type: Some(Box::new(elem)),
+            },
+        ))),
+        ..Default::default()
+    }
+}
+
+fn typed_value_info(name: &str, ty: TypeProto) -> ValueInfoProto {
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(ty),
+        ..Default::default()
+    }
+}
+
 impl ModelBuilder {
+    /// An input of any ONNX type (sequences, optionals: see [`sequence_type`]).
+    pub fn input_of_type(&mut self, name: &str, ty: TypeProto) -> &mut Self {
+        self.graph.input.push(typed_value_info(name, ty));
+        self
+    }
+
+    /// An output of any ONNX type.
+    pub fn output_of_type(&mut self, name: &str, ty: TypeProto) -> &mut Self {
+        self.graph.output.push(typed_value_info(name, ty));
+        self
+    }
+
+    /// Sets a type-valued attribute (`Optional`'s `type`) on the last node.
+    pub fn type_attr(&mut self, name: &str, ty: TypeProto) -> &mut Self {
+        if let Some(node) = self.graph.node.last_mut() {
+            let mut p = AttributeProto {
+                name: Some(name.into()),
+                tp: Some(ty),
+                ..Default::default()
+            };
+            p.set_type(proto::attribute_proto::AttributeType::TypeProto);
+            node.attribute.push(p);
+        }
+        self
+    }
+
     /// An empty model whose random weights come from `seed`.
     pub fn new(seed: u64) -> Self {
         ModelBuilder {
@@ -121,7 +192,23 @@ impl ModelBuilder {
         self
     }
 
-    /// An int64 initializer.
+    /// A scalar integer initializer: int32 (`elem_type` 6) or int64 (7).
+    pub fn scalar_int(&mut self, name: &str, value: i64, elem_type: i32) -> &mut Self {
+        let mut t = TensorProto {
+            name: Some(name.into()),
+            dims: Vec::new(),
+            data_type: Some(elem_type),
+            ..Default::default()
+        };
+        match elem_type {
+            6 => t.int32_data = vec![value as i32],
+            _ => t.int64_data = vec![value],
+        }
+        self.graph.initializer.push(t);
+        self
+    }
+
+    /// An int64 1-D initializer.
     pub fn ints(&mut self, name: &str, values: &[i64]) -> &mut Self {
         self.graph.initializer.push(TensorProto {
             name: Some(name.into()),

@@ -6,6 +6,7 @@ pub mod oracle;
 
 use std::path::{Path, PathBuf};
 
+use spillway::Value;
 use spillway_kernels::{DType, Tensor};
 
 /// The workspace root.
@@ -68,6 +69,79 @@ pub fn tensor_pb_name(path: &Path) -> anyhow::Result<String> {
             .name()
             .to_string(),
     )
+}
+
+/// Reads a serialized `TensorProto`, `SequenceProto` or `OptionalProto` file, chosen by the
+/// declared type of the value it holds.
+pub fn read_value_pb(path: &Path, ty: &spillway::graph::ValueType) -> anyhow::Result<Value> {
+    let bytes = std::fs::read(path)?;
+    Ok(spillway::onnx::decode_value_bytes(
+        &bytes,
+        path.parent(),
+        ty,
+    )?)
+}
+
+/// Reads the `name` of a serialized `TensorProto`, `SequenceProto` or `OptionalProto` file,
+/// decoding it as the message `ty` calls for.
+pub fn value_pb_name(path: &Path, ty: &spillway::graph::ValueType) -> anyhow::Result<String> {
+    use prost::Message;
+    use spillway::graph::ValueType;
+    use spillway::onnx::proto;
+    let bytes = std::fs::read(path)?;
+    Ok(match ty {
+        ValueType::Tensor { .. } => proto::TensorProto::decode(bytes.as_slice())?
+            .name()
+            .to_string(),
+        ValueType::Sequence(_) => proto::SequenceProto::decode(bytes.as_slice())?
+            .name()
+            .to_string(),
+        ValueType::Optional(_) => proto::OptionalProto::decode(bytes.as_slice())?
+            .name()
+            .to_string(),
+    })
+}
+
+/// [`assert_close`] for values: same kind; sequences of the same element type and length,
+/// compared element by element; optionals both empty or both holding close values.
+pub fn assert_values_close(
+    expected: &Value,
+    actual: &Value,
+    rtol: f64,
+    atol: f64,
+) -> Result<(), String> {
+    match (expected, actual) {
+        (Value::Tensor(e), Value::Tensor(a)) => assert_close(e, a, rtol, atol),
+        (Value::Sequence(e), Value::Sequence(a)) => {
+            if e.dtype() != a.dtype() {
+                return Err(format!(
+                    "sequence element type: expected {}, got {}",
+                    e.dtype(),
+                    a.dtype()
+                ));
+            }
+            if e.len() != a.len() {
+                return Err(format!(
+                    "sequence length: expected {}, got {}",
+                    e.len(),
+                    a.len()
+                ));
+            }
+            for (i, (x, y)) in e.tensors().iter().zip(a.tensors()).enumerate() {
+                assert_close(x, y, rtol, atol).map_err(|m| format!("sequence element {i}: {m}"))?;
+            }
+            Ok(())
+        }
+        (Value::Optional(None), Value::Optional(None)) => Ok(()),
+        (Value::Optional(Some(e)), Value::Optional(Some(a))) => {
+            assert_values_close(e, a, rtol, atol).map_err(|m| format!("optional element: {m}"))
+        }
+        _ => Err(format!(
+            "kind: expected {}, got {}",
+            expected.type_string(),
+            actual.type_string()
+        )),
+    }
 }
 
 /// Compares like `numpy.testing.assert_allclose(actual, expected, rtol, atol)` with NaN equal

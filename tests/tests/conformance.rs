@@ -11,12 +11,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 
-use spillway::{Session, Tensor};
+use spillway::graph::ValueType;
+use spillway::{Session, Value};
 use spillway_tests::{
-    assert_close, onnx_test_data, read_tensor_pb, tensor_pb_name, workspace_root,
+    assert_values_close, onnx_test_data, read_value_pb, value_pb_name, workspace_root,
 };
 
-/// The operators under conformance (the engine-foundation and detection issues' lists).
+/// The operators under conformance (the engine-foundation and detection issues' lists, then
+/// the sequence and optional operators).
 const CONFORMANCE_OPS: &[&str] = &[
     "Conv",
     "ConvTranspose",
@@ -122,6 +124,17 @@ const CONFORMANCE_OPS: &[&str] = &[
     "ScatterND",
     "ScatterElements",
     "Scatter",
+    "SequenceConstruct",
+    "SequenceEmpty",
+    "SequenceAt",
+    "SequenceInsert",
+    "SequenceErase",
+    "SequenceLength",
+    "ConcatFromSequence",
+    "SplitToSequence",
+    "Optional",
+    "OptionalHasElement",
+    "OptionalGetElement",
 ];
 
 struct Outcome {
@@ -277,22 +290,30 @@ fn run_case(dir: &Path) -> Result<(), String> {
         v.shrink_to_fit();
         v
     };
-    let declared: Vec<String> = session.inputs().iter().map(|v| v.name.clone()).collect();
-    let mut inputs: Vec<(String, Tensor)> = Vec::new();
+    let declared: Vec<(String, ValueType)> = session
+        .inputs()
+        .iter()
+        .map(|v| (v.name.clone(), v.value_type()))
+        .collect();
+    let mut inputs: Vec<(String, Value)> = Vec::new();
     for (i, path) in files("input").iter().enumerate() {
-        let tensor = read_tensor_pb(path).map_err(|e| format!("input {i}: {e}"))?;
-        let pb_name = tensor_pb_name(path).unwrap_or_default();
-        let name = if declared.contains(&pb_name) {
-            pb_name
-        } else {
-            declared
-                .get(i)
-                .cloned()
-                .ok_or_else(|| format!("input file {i} has no matching graph input"))?
-        };
-        inputs.push((name, tensor));
+        // The file's own name picks the input when it names one; else its position does.
+        let (positional, positional_type) = declared
+            .get(i)
+            .cloned()
+            .ok_or_else(|| format!("input file {i} has no matching graph input"))?;
+        let pb_name = value_pb_name(path, &positional_type).unwrap_or_default();
+        let (name, ty) = declared
+            .iter()
+            .find(|(n, _)| *n == pb_name)
+            .cloned()
+            .unwrap_or((positional, positional_type));
+        let value = read_value_pb(path, &ty).map_err(|e| format!("input {i}: {e}"))?;
+        inputs.push((name, value));
     }
-    let outputs = session.run(inputs).map_err(|e| format!("run: {e}"))?;
+    let outputs = session
+        .run_values(inputs)
+        .map_err(|e| format!("run: {e}"))?;
     let expected_files = files("output");
     if expected_files.len() != outputs.len() {
         return Err(format!(
@@ -301,9 +322,12 @@ fn run_case(dir: &Path) -> Result<(), String> {
             expected_files.len()
         ));
     }
+    let output_types: Vec<ValueType> = session.outputs().iter().map(|v| v.value_type()).collect();
     for (i, path) in expected_files.iter().enumerate() {
-        let expected = read_tensor_pb(path).map_err(|e| format!("output {i}: {e}"))?;
-        assert_close(&expected, &outputs[i], 1e-3, 1e-7).map_err(|e| format!("output {i}: {e}"))?;
+        let expected =
+            read_value_pb(path, &output_types[i]).map_err(|e| format!("output {i}: {e}"))?;
+        assert_values_close(&expected, &outputs.values()[i], 1e-3, 1e-7)
+            .map_err(|e| format!("output {i}: {e}"))?;
     }
     Ok(())
 }

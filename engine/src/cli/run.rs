@@ -44,13 +44,16 @@ pub fn run(
         session.run(inputs.clone())?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
     }
-    for (name, t) in outputs.iter() {
-        println!(
-            "output {name}: {:?} {} first values {}",
-            t.shape(),
-            t.dtype(),
-            first_values(t, 6)
-        );
+    for (name, v) in outputs.iter_values() {
+        match v.as_tensor() {
+            Some(t) => println!(
+                "output {name}: {:?} {} first values {}",
+                t.shape(),
+                t.dtype(),
+                first_values(t, 6)
+            ),
+            None => println!("output {name}: {}", v.type_string()),
+        }
     }
     println!(
         "peak intermediate memory: {:.1} KiB",

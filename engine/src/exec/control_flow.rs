@@ -6,7 +6,8 @@ use spillway_kernels::{DType, Element, KernelError, Tensor, dispatch_all};
 
 use super::SequentialPlan;
 use crate::error::{Error, Result};
-use crate::graph::{Node, Subgraph, ValueId};
+use crate::graph::{Node, Subgraph, ValueId, ValueKind};
+use crate::value::Value;
 
 /// A compiled subgraph and how to bind it.
 #[derive(Debug)]
@@ -15,6 +16,8 @@ pub struct SubPlan {
     /// Declared element types of the subgraph's outputs (for empty scan outputs).
     output_dtypes: Vec<Option<DType>>,
     inputs: Vec<ValueId>,
+    /// Per formal input: declared `optional(…)`, so a plain value passed in is wrapped.
+    optional_inputs: Vec<bool>,
     formal_inputs: usize,
     capture_positions: Vec<usize>,
 }
@@ -30,13 +33,20 @@ impl SubPlan {
                 .map(|v| sub.graph.value(*v).dtype)
                 .collect(),
             inputs: sub.graph.inputs.clone(),
+            optional_inputs: sub
+                .graph
+                .inputs
+                .iter()
+                .take(sub.formal_inputs)
+                .map(|v| matches!(sub.graph.value(*v).kind, ValueKind::Optional(_)))
+                .collect(),
             formal_inputs: sub.formal_inputs,
             capture_positions: sub.capture_positions.clone(),
         })
     }
 
     /// Runs with the formal inputs given and the captures taken from the node's arguments.
-    fn run(&self, formal: Vec<Tensor>, node_args: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+    fn run(&self, formal: Vec<Value>, node_args: &[Option<&Value>]) -> Result<Vec<Value>> {
         if formal.len() != self.formal_inputs {
             return Err(Error::Internal(format!(
                 "subgraph given {} inputs, it declares {}",
@@ -44,7 +54,17 @@ impl SubPlan {
                 self.formal_inputs
             )));
         }
-        let mut bound: Vec<(ValueId, Tensor)> = self.inputs.iter().copied().zip(formal).collect();
+        // A Loop body may declare a carried value `optional(T)` and return a plain `T` for it
+        // (the backend test `test_loop16_seq_none` does): the next iteration sees it wrapped.
+        let formal = formal
+            .into_iter()
+            .zip(&self.optional_inputs)
+            .map(|(v, &optional)| match v {
+                Value::Optional(_) => v,
+                plain if optional => Value::some(plain),
+                plain => plain,
+            });
+        let mut bound: Vec<(ValueId, Value)> = self.inputs.iter().copied().zip(formal).collect();
         for (&value, &pos) in self.inputs[self.formal_inputs..]
             .iter()
             .zip(&self.capture_positions)
@@ -106,15 +126,15 @@ impl ControlFlow {
     /// subgraph already name the inner node.
     pub fn run(
         &self,
-        args: &[Option<&Tensor>],
+        args: &[Option<&Value>],
         declared: usize,
-    ) -> Result<Result<Vec<Tensor>, KernelError>> {
+    ) -> Result<Result<Vec<Value>, KernelError>> {
         match self {
             ControlFlow::If {
                 then_branch,
                 else_branch,
             } => {
-                let cond = match scalar_bool(args.first().copied().flatten()) {
+                let cond = match tensor_input(args, 0).and_then(scalar_bool) {
                     Ok(c) => c,
                     Err(e) => return Ok(Err(e)),
                 };
@@ -123,6 +143,22 @@ impl ControlFlow {
             }
             ControlFlow::Loop { body } => run_loop(body, args, declared),
         }
+    }
+}
+
+/// Input `index` as a tensor; `None` when absent.
+fn tensor_input<'a>(
+    args: &[Option<&'a Value>],
+    index: usize,
+) -> Result<Option<&'a Tensor>, KernelError> {
+    match args.get(index).copied().flatten() {
+        None => Ok(None),
+        Some(Value::Tensor(t)) => Ok(Some(t)),
+        Some(other) => Err(KernelError::ValueKind {
+            index,
+            expected: "a tensor".into(),
+            got: other.type_string(),
+        }),
     }
 }
 
@@ -142,10 +178,14 @@ fn scalar_bool(t: Option<&Tensor>) -> Result<bool, KernelError> {
 /// scans…); outputs (carried final…, scans stacked along a new axis 0).
 fn run_loop(
     body: &SubPlan,
-    args: &[Option<&Tensor>],
+    args: &[Option<&Value>],
     declared: usize,
-) -> Result<Result<Vec<Tensor>, KernelError>> {
-    let max_trips = match args.first().copied().flatten() {
+) -> Result<Result<Vec<Value>, KernelError>> {
+    let (m, c) = match (tensor_input(args, 0), tensor_input(args, 1)) {
+        (Ok(m), Ok(c)) => (m, c),
+        (Err(e), _) | (_, Err(e)) => return Ok(Err(e)),
+    };
+    let max_trips = match m {
         Some(t) => match t.to_i64_vec() {
             Ok(v) if v.len() == 1 => Some(v[0]),
             Ok(_) => return Ok(Err(invalid("M must be a scalar".into()))),
@@ -153,14 +193,14 @@ fn run_loop(
         },
         None => None,
     };
-    let mut cond = match args.get(1).copied().flatten() {
+    let mut cond = match c {
         Some(t) => match scalar_bool(Some(t)) {
             Ok(c) => c,
             Err(e) => return Ok(Err(e)),
         },
         None => true,
     };
-    let mut carried: Vec<Tensor> = Vec::new();
+    let mut carried: Vec<Value> = Vec::new();
     for i in 2..declared {
         match args.get(i).copied().flatten() {
             Some(t) => carried.push(t.clone()),
@@ -175,7 +215,10 @@ fn run_loop(
     let mut scans: Vec<Vec<Tensor>> = Vec::new();
     let mut iteration: i64 = 0;
     while cond && max_trips.is_none_or(|m| iteration < m) {
-        let mut formal = vec![Tensor::scalar(iteration), Tensor::scalar(cond)];
+        let mut formal = vec![
+            Value::Tensor(Tensor::scalar(iteration)),
+            Value::Tensor(Tensor::scalar(cond)),
+        ];
         formal.extend(carried.iter().cloned());
         let outputs = body.run(formal, args)?;
         if outputs.len() < 1 + n_carried {
@@ -186,17 +229,35 @@ fn run_loop(
             ))));
         }
         let mut outputs = outputs.into_iter();
-        cond = match scalar_bool(outputs.next().as_ref()) {
+        let next_cond = match outputs.next() {
+            Some(Value::Tensor(t)) => Ok(t),
+            Some(other) => Err(KernelError::ValueKind {
+                index: 0,
+                expected: "a boolean tensor (the body's condition output)".into(),
+                got: other.type_string(),
+            }),
+            None => Err(KernelError::Arity("the body returned no condition".into())),
+        };
+        cond = match next_cond.and_then(|t| scalar_bool(Some(&t))) {
             Ok(c) => c,
             Err(e) => return Ok(Err(e)),
         };
         carried = outputs.by_ref().take(n_carried).collect();
-        let scan_values: Vec<Tensor> = outputs.collect();
+        let scan_values: Vec<Value> = outputs.collect();
         if scans.is_empty() {
             scans = vec![Vec::new(); scan_values.len()];
         }
-        for (acc, t) in scans.iter_mut().zip(scan_values) {
-            acc.push(t);
+        for (k, (acc, v)) in scans.iter_mut().zip(scan_values).enumerate() {
+            match v {
+                Value::Tensor(t) => acc.push(t),
+                other => {
+                    return Ok(Err(KernelError::ValueKind {
+                        index: 1 + n_carried + k,
+                        expected: "a tensor (scan outputs are stacked)".into(),
+                        got: other.type_string(),
+                    }));
+                }
+            }
         }
         iteration += 1;
     }
@@ -214,11 +275,11 @@ fn run_loop(
                 .copied()
                 .flatten()
                 .unwrap_or(DType::F32);
-            results.push(Tensor::zeros(dtype, &[0]));
+            results.push(Value::Tensor(Tensor::zeros(dtype, &[0])));
             continue;
         }
         match stack(&acc) {
-            Ok(t) => results.push(t),
+            Ok(t) => results.push(Value::Tensor(t)),
             Err(e) => return Ok(Err(e)),
         }
     }

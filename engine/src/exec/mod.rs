@@ -6,6 +6,7 @@ mod parallel;
 mod queue;
 mod sequential;
 mod trace;
+pub mod value_ops;
 mod work;
 
 pub use parallel::{ParallelExecutor, RunOptions};

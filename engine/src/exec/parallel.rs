@@ -13,13 +13,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
 use smallvec::SmallVec;
-use spillway_kernels::{KernelError, Tensor};
+use spillway_kernels::KernelError;
 
 use super::events::{Event, EventPool};
 use super::queue::{QueueKind, ReadyQueue};
 use super::trace::{TraceEvent, TraceLog};
 use crate::error::{Error, Result};
 use crate::plan::{ExecutionPlan, Source, TaskId, TaskKind};
+use crate::value::Value;
 
 /// How long an idle worker spins before it parks.
 const SPIN_ITERATIONS: u32 = 2_000;
@@ -42,7 +43,7 @@ struct Job {
 struct RunState {
     pending: Vec<AtomicU32>,
     readers: Vec<AtomicU32>,
-    slots: Vec<Mutex<Option<Tensor>>>,
+    slots: Vec<Mutex<Option<Value>>>,
     remaining: AtomicUsize,
     failed: AtomicBool,
     error: Mutex<Option<Error>>,
@@ -154,9 +155,9 @@ impl ParallelExecutor {
     /// graph's output order, and the trace when asked for.
     pub fn run(
         &self,
-        inputs: Vec<Tensor>,
+        inputs: Vec<Value>,
         options: RunOptions,
-    ) -> Result<(Vec<Tensor>, Option<Vec<TraceEvent>>)> {
+    ) -> Result<(Vec<Value>, Option<Vec<TraceEvent>>)> {
         let plan = &self.shared.plan;
         let run = Arc::new(RunState {
             pending: plan
@@ -199,7 +200,7 @@ impl ParallelExecutor {
             .output_sources
             .iter()
             .map(|s| match s {
-                Source::Constant(c) => Ok(plan.constants[*c].clone()),
+                Source::Constant(c) => Ok(Value::Tensor(plan.constants[*c].clone())),
                 Source::Slot(s) => lock(&run.slots[*s])
                     .clone()
                     .ok_or_else(|| Error::Internal("an output was not computed".into())),
@@ -257,22 +258,18 @@ impl Shared {
                 declared_inputs,
                 outputs,
             } => {
-                let held: SmallVec<[Option<Tensor>; 4]> = inputs
+                // Cheap clones: tensors share their buffers.
+                let held: SmallVec<[Option<Value>; 4]> = inputs
                     .iter()
                     .map(|s| match s {
                         Some(Source::Slot(s)) => lock(&run.slots[*s]).clone(),
-                        _ => None,
-                    })
-                    .collect();
-                let args: SmallVec<[Option<&Tensor>; 4]> = inputs
-                    .iter()
-                    .zip(&held)
-                    .map(|(s, h)| match s {
-                        Some(Source::Constant(c)) => Some(&self.plan.constants[*c]),
-                        Some(Source::Slot(_)) => h.as_ref(),
+                        Some(Source::Constant(c)) => {
+                            Some(Value::Tensor(self.plan.constants[*c].clone()))
+                        }
                         None => None,
                     })
                     .collect();
+                let args: SmallVec<[Option<&Value>; 4]> = held.iter().map(Option::as_ref).collect();
                 let fail = |cause: KernelError| Error::Kernel {
                     node: task.name.clone(),
                     op_type: task.op_type.clone(),
@@ -344,7 +341,7 @@ impl Shared {
                 let begin = Instant::now();
                 let bytes = source.byte_len();
                 // The destination has its own memory: a real copy, never a shared buffer.
-                *lock(&run.slots[*to]) = Some(deep_copy(&source));
+                *lock(&run.slots[*to]) = Some(source.deep_copy());
                 let deadline = begin + cost.time(bytes);
                 if deadline > Instant::now() {
                     let device = self.plan.lanes[task.lane].device_index;
@@ -468,8 +465,4 @@ fn worker(shared: &Shared, lane: usize) {
         }
         shared.idle[lane].store(false, Ordering::SeqCst);
     }
-}
-
-fn deep_copy(t: &Tensor) -> Tensor {
-    spillway_kernels::dispatch_all!(t, a => spillway_kernels::Element::into_tensor(a.to_owned().into_shared()))
 }

@@ -1,11 +1,12 @@
 //! The sequential CPU executor: nodes in topological order, one at a time, each
 //! intermediate freed right after its last use.
 
-use spillway_kernels::{Kernel, NodeSpec, Tensor};
+use spillway_kernels::{Kernel, NodeSpec};
 
 use super::Work;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
+use crate::value::Value;
 
 /// One node, ready to run.
 #[derive(Debug)]
@@ -26,7 +27,7 @@ struct Step {
 pub struct SequentialPlan {
     steps: Vec<Step>,
     /// Constants by value index; `None` for values computed at run time.
-    constants: Vec<Option<Tensor>>,
+    constants: Vec<Option<Value>>,
     outputs: Vec<ValueId>,
 }
 
@@ -95,7 +96,7 @@ impl SequentialPlan {
         }
         let mut constants = vec![None; graph.values.len()];
         for (id, t) in &graph.constants {
-            constants[id.index()] = Some(t.clone());
+            constants[id.index()] = Some(Value::Tensor(t.clone()));
         }
         Ok(SequentialPlan {
             steps,
@@ -105,32 +106,29 @@ impl SequentialPlan {
     }
 
     /// Runs the plan on inputs already validated by the session; returns the graph outputs in order.
-    pub fn run(&self, inputs: Vec<(ValueId, Tensor)>) -> Result<(Vec<Tensor>, RunStats)> {
+    pub fn run(&self, inputs: Vec<(ValueId, Value)>) -> Result<(Vec<Value>, RunStats)> {
         self.run_impl(inputs, false)
             .map(|(outputs, stats, _)| (outputs, stats))
     }
 
     /// Runs and returns every value computed, indexed by value (the profiler's inputs).
-    pub fn run_keeping_values(
-        &self,
-        inputs: Vec<(ValueId, Tensor)>,
-    ) -> Result<Vec<Option<Tensor>>> {
+    pub fn run_keeping_values(&self, inputs: Vec<(ValueId, Value)>) -> Result<Vec<Option<Value>>> {
         self.run_impl(inputs, true).map(|(_, _, values)| values)
     }
 
     fn run_impl(
         &self,
-        inputs: Vec<(ValueId, Tensor)>,
+        inputs: Vec<(ValueId, Value)>,
         keep: bool,
-    ) -> Result<(Vec<Tensor>, RunStats, Vec<Option<Tensor>>)> {
-        let mut slots: Vec<Option<Tensor>> = vec![None; self.constants.len()];
+    ) -> Result<(Vec<Value>, RunStats, Vec<Option<Value>>)> {
+        let mut slots: Vec<Option<Value>> = vec![None; self.constants.len()];
         for (id, t) in inputs {
             slots[id.index()] = Some(t);
         }
         let mut live_bytes = 0usize;
         let mut stats = RunStats::default();
         for step in &self.steps {
-            let args: Vec<Option<&Tensor>> = step
+            let args: Vec<Option<&Value>> = step
                 .inputs
                 .iter()
                 .map(|v| {

@@ -5,6 +5,7 @@ mod node;
 pub mod passes;
 pub mod shape_inference;
 mod value;
+mod value_kinds;
 
 use std::collections::HashMap;
 
@@ -12,7 +13,7 @@ use spillway_kernels::Tensor;
 
 pub use ids::{NodeId, ValueId};
 pub use node::{Node, Subgraph};
-pub use value::{Dim, ValueInfo, shape_to_string};
+pub use value::{Dim, ValueInfo, ValueKind, ValueType, shape_to_string};
 
 use crate::error::{Error, Result};
 

@@ -2,7 +2,7 @@
 
 use spillway_kernels::Attributes;
 
-use super::{Graph, ValueId};
+use super::{Graph, ValueId, ValueType};
 
 /// A graph-valued attribute (`If`'s branches, `Loop`'s body).
 #[derive(Debug, Clone)]
@@ -40,6 +40,8 @@ pub struct Node {
     pub outputs: Vec<Option<ValueId>>,
     /// Graph-valued attributes.
     pub subgraphs: Vec<Subgraph>,
+    /// Type-valued attributes (`Optional`'s `type`), by name.
+    pub type_attrs: Vec<(String, ValueType)>,
 }
 
 impl Node {

@@ -16,12 +16,21 @@ pub fn infer(graph: &mut Graph) {
         info.shape = Some(t.shape().iter().map(|&d| Dim::Fixed(d)).collect());
     }
     for i in 0..graph.nodes.len() {
+        if let Some(ty) = super::value_kinds::infer_output_type(graph, &graph.nodes[i]) {
+            if let Some(Some(v)) = graph.nodes[i].outputs.first().copied() {
+                super::value_kinds::apply(&mut graph.values[v.index()], ty);
+            }
+            continue;
+        }
         let node = &graph.nodes[i];
         let (dtype, shapes) = infer_node(graph, node);
         let outputs = node.outputs.clone();
         for (k, out) in outputs.iter().enumerate() {
             let Some(v) = out else { continue };
             let info = &mut graph.values[v.index()];
+            if !info.kind.is_tensor() {
+                continue;
+            }
             if info.dtype.is_none() && k == 0 {
                 info.dtype = dtype;
             }

@@ -1,4 +1,5 @@
-//! What the graph knows about a value before running: name, element type and shape.
+//! What the graph knows about a value before running: name, kind (tensor, sequence,
+//! optional), element type and shape.
 
 use spillway_kernels::DType;
 
@@ -39,15 +40,75 @@ pub fn shape_to_string(shape: &[Dim]) -> String {
     format!("[{}]", dims.join(", "))
 }
 
+/// The ONNX type of a value, as the model declares it (`TypeProto`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ValueType {
+    /// `tensor(T)`: element type and shape when known.
+    Tensor {
+        /// Element type.
+        dtype: Option<DType>,
+        /// Shape, when the rank is known.
+        shape: Option<Vec<Dim>>,
+    },
+    /// `seq(T)`.
+    Sequence(Box<ValueType>),
+    /// `optional(T)`.
+    Optional(Box<ValueType>),
+}
+
+impl ValueType {
+    /// A tensor of unknown element type and shape.
+    pub fn any_tensor() -> Self {
+        ValueType::Tensor {
+            dtype: None,
+            shape: None,
+        }
+    }
+}
+
+impl std::fmt::Display for ValueType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ValueType::Tensor { dtype: Some(d), .. } => write!(f, "tensor({d})"),
+            ValueType::Tensor { dtype: None, .. } => f.write_str("tensor"),
+            ValueType::Sequence(e) => write!(f, "seq({e})"),
+            ValueType::Optional(e) => write!(f, "optional({e})"),
+        }
+    }
+}
+
+/// What kind of value a graph value is. For a tensor, [`ValueInfo::dtype`] and
+/// [`ValueInfo::shape`] describe it; for a sequence or an optional they are `None` and the
+/// element's type is here.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ValueKind {
+    /// A tensor (the default: every value the model does not declare otherwise).
+    #[default]
+    Tensor,
+    /// A sequence whose elements have this type.
+    Sequence(Box<ValueType>),
+    /// An optional whose element has this type.
+    Optional(Box<ValueType>),
+}
+
+impl ValueKind {
+    /// True for a tensor.
+    pub fn is_tensor(&self) -> bool {
+        matches!(self, ValueKind::Tensor)
+    }
+}
+
 /// A value of the graph.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValueInfo {
     /// The name in the model file.
     pub name: String,
-    /// Element type, when known.
+    /// Element type, when known (tensors only).
     pub dtype: Option<DType>,
-    /// Shape, when the rank is known.
+    /// Shape, when the rank is known (tensors only).
     pub shape: Option<Vec<Dim>>,
+    /// Tensor, sequence or optional.
+    pub kind: ValueKind,
 }
 
 impl ValueInfo {
@@ -57,6 +118,33 @@ impl ValueInfo {
             name: name.into(),
             dtype: None,
             shape: None,
+            kind: ValueKind::Tensor,
+        }
+    }
+
+    /// A value of the declared ONNX type.
+    pub fn typed(name: impl Into<String>, ty: ValueType) -> Self {
+        let mut info = ValueInfo::named(name);
+        match ty {
+            ValueType::Tensor { dtype, shape } => {
+                info.dtype = dtype;
+                info.shape = shape;
+            }
+            ValueType::Sequence(e) => info.kind = ValueKind::Sequence(e),
+            ValueType::Optional(e) => info.kind = ValueKind::Optional(e),
+        }
+        info
+    }
+
+    /// The value's full ONNX type.
+    pub fn value_type(&self) -> ValueType {
+        match &self.kind {
+            ValueKind::Tensor => ValueType::Tensor {
+                dtype: self.dtype,
+                shape: self.shape.clone(),
+            },
+            ValueKind::Sequence(e) => ValueType::Sequence(e.clone()),
+            ValueKind::Optional(e) => ValueType::Optional(e.clone()),
         }
     }
 

@@ -11,7 +11,7 @@ use super::attributes::convert_attributes;
 use super::proto::{self, ModelProto, ValueInfoProto};
 use super::tensor::decode_tensor;
 use crate::error::{Error, Result};
-use crate::graph::{Dim, Graph, Node, Subgraph, ValueId, ValueInfo};
+use crate::graph::{Dim, Graph, Node, Subgraph, ValueId, ValueInfo, ValueKind, ValueType};
 
 /// The newest default-domain opset this engine knows (onnx 1.22).
 pub const MAX_OPSET: i64 = 27;
@@ -134,6 +134,7 @@ impl<'c, 'o> Builder<'c, 'o> {
                 name: init.name().to_string(),
                 dtype: Some(tensor.dtype()),
                 shape: Some(tensor.shape().iter().map(|&d| Dim::Fixed(d)).collect()),
+                kind: ValueKind::Tensor,
             };
             let id = self.define(info)?;
             self.graph.constants.insert(id, tensor);
@@ -182,6 +183,14 @@ impl<'c, 'o> Builder<'c, 'o> {
         };
         let (graph_attrs, plain): (Vec<_>, Vec<_>) =
             n.attribute.iter().cloned().partition(|a| a.g.is_some());
+        let (type_attrs, plain): (Vec<_>, Vec<_>) = plain.into_iter().partition(|a| a.tp.is_some());
+        let type_attrs = type_attrs
+            .iter()
+            .map(|a| {
+                let tp = a.tp.as_ref().expect("partitioned on tp");
+                Ok((a.name().to_string(), value_type(&name, tp)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let attrs = convert_attributes(&name, &plain, self.ctx.base_dir)?;
         let mut inputs: Vec<Option<ValueId>> = n
             .input
@@ -246,6 +255,7 @@ impl<'c, 'o> Builder<'c, 'o> {
             declared_inputs,
             outputs,
             subgraphs,
+            type_attrs,
         });
         Ok(())
     }
@@ -292,6 +302,15 @@ impl<'c, 'o> Builder<'c, 'o> {
     fn merge_info(&mut self, id: ValueId, proto: &ValueInfoProto) -> Result<()> {
         let parsed = value_info(proto)?;
         let slot = &mut self.graph.values[id.index()];
+        if slot.kind.is_tensor() && !parsed.kind.is_tensor() {
+            slot.kind = parsed.kind;
+            slot.dtype = None;
+            slot.shape = None;
+            return Ok(());
+        }
+        if !slot.kind.is_tensor() || !parsed.kind.is_tensor() {
+            return Ok(());
+        }
         if slot.dtype.is_none() {
             slot.dtype = parsed.dtype;
         }
@@ -302,41 +321,71 @@ impl<'c, 'o> Builder<'c, 'o> {
     }
 }
 
-/// Reads a declared tensor type. Non-tensor types (sequences, maps, optionals) are rejected.
+/// Reads a declared value: tensor, sequence or optional types. Map and sparse types are
+/// rejected.
 fn value_info(p: &ValueInfoProto) -> Result<ValueInfo> {
+    match p.r#type.as_ref() {
+        None => Ok(ValueInfo::named(p.name())),
+        Some(t) => Ok(ValueInfo::typed(p.name(), value_type(p.name(), t)?)),
+    }
+}
+
+/// `TypeProto` → [`ValueType`]; `name` is the value's, for errors.
+pub(crate) fn value_type(name: &str, t: &proto::TypeProto) -> Result<ValueType> {
     use proto::type_proto::Value;
-    let mut info = ValueInfo::named(p.name());
-    let Some(ty) = p.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
-        return Ok(info);
+    let elem = |e: Option<&proto::TypeProto>| match e {
+        Some(e) => value_type(name, e),
+        None => Ok(ValueType::any_tensor()),
     };
-    let Value::TensorType(t) = ty else {
-        return Err(Error::InvalidModel(format!(
-            "value '{}' is not a tensor (sequence, map and optional values are not supported)",
-            p.name()
-        )));
-    };
-    if t.elem_type.is_some() {
-        info.dtype = Some(DType::from_onnx(t.elem_type()).ok_or_else(|| {
+    match t.value.as_ref() {
+        None => Ok(ValueType::any_tensor()),
+        Some(Value::TensorType(t)) => tensor_type(name, t),
+        Some(Value::SequenceType(s)) => {
+            let e = elem(s.elem_type.as_deref())?;
+            if !matches!(e, ValueType::Tensor { .. }) {
+                return Err(Error::InvalidModel(format!(
+                    "value '{name}' is a sequence of {e}: only sequences of tensors are supported"
+                )));
+            }
+            Ok(ValueType::Sequence(Box::new(e)))
+        }
+        Some(Value::OptionalType(o)) => {
+            let e = elem(o.elem_type.as_deref())?;
+            if matches!(e, ValueType::Optional(_)) {
+                return Err(Error::InvalidModel(format!(
+                    "value '{name}' is an optional of an optional, which ONNX does not allow"
+                )));
+            }
+            Ok(ValueType::Optional(Box::new(e)))
+        }
+        Some(_) => Err(Error::InvalidModel(format!(
+            "value '{name}' is a map or sparse tensor (not supported; tensors, sequences of \
+             tensors and optionals are)"
+        ))),
+    }
+}
+
+fn tensor_type(name: &str, t: &proto::type_proto::Tensor) -> Result<ValueType> {
+    let dtype = match t.elem_type {
+        // 0 is UNDEFINED: an element type left open.
+        Some(code) if code != 0 => Some(DType::from_onnx(code).ok_or_else(|| {
             Error::InvalidModel(format!(
-                "value '{}': element type code {} is not supported",
-                p.name(),
-                t.elem_type()
+                "value '{name}': element type code {code} is not supported"
             ))
-        })?);
-    }
-    if let Some(shape) = &t.shape {
+        })?),
+        _ => None,
+    };
+    let shape = t.shape.as_ref().map(|shape| {
         use proto::tensor_shape_proto::dimension::Value as D;
-        info.shape = Some(
-            shape
-                .dim
-                .iter()
-                .map(|d| match &d.value {
-                    Some(D::DimValue(v)) if *v >= 0 => Dim::Fixed(*v as usize),
-                    Some(D::DimParam(s)) if !s.is_empty() => Dim::Symbol(s.clone()),
-                    _ => Dim::Unknown,
-                })
-                .collect(),
-        );
-    }
-    Ok(info)
+        shape
+            .dim
+            .iter()
+            .map(|d| match &d.value {
+                Some(D::DimValue(v)) if *v >= 0 => Dim::Fixed(*v as usize),
+                Some(D::DimParam(s)) if !s.is_empty() => Dim::Symbol(s.clone()),
+                _ => Dim::Unknown,
+            })
+            .collect()
+    });
+    Ok(ValueType::Tensor { dtype, shape })
 }

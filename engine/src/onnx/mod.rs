@@ -1,10 +1,12 @@
-//! ONNX model loading: protobuf decoding (zero-copy from an mmap), tensors, and the
-//! translation of names into the dense ids of [`crate::graph`].
+//! ONNX model loading: protobuf decoding (zero-copy from an mmap), tensors, sequences and
+//! optionals, and the translation of names into the dense ids of [`crate::graph`].
 
 mod attributes;
 mod load;
 pub mod proto;
 mod tensor;
+mod value;
 
 pub use load::{load_bytes, load_file};
 pub use tensor::decode_tensor;
+pub use value::{decode_optional, decode_sequence, decode_value_bytes};

@@ -5,7 +5,7 @@ mod placing;
 
 use std::collections::HashMap;
 
-use spillway_kernels::Tensor;
+use spillway_kernels::{DType, Tensor};
 
 pub use builder::{OptimizationLevel, SessionBuilder};
 use placing::Engine;
@@ -14,9 +14,10 @@ pub use placing::PlacementReport;
 use crate::device::Devices;
 use crate::error::{Error, Result};
 use crate::exec::{RunOptions, RunStats, TraceEvent};
-use crate::graph::{Dim, Graph, ValueId, ValueInfo, shape_inference, shape_to_string};
+use crate::graph::{Dim, Graph, ValueId, ValueInfo, ValueType, shape_inference, shape_to_string};
 use crate::io::SessionOutputs;
 use crate::memory::{self, MemoryPlan};
+use crate::value::Value;
 
 /// A loaded model, ready to run. `run` takes `&self` and may be called from many threads
 /// at once: the plan is immutable and every run has its own state.
@@ -79,6 +80,9 @@ impl Session {
                         .join(", "),
                 })?;
             let id = graph.inputs[i];
+            if !graph.values[id.index()].kind.is_tensor() {
+                continue; // a sequence or optional: no tensor shape to bind
+            }
             graph.values[id.index()].shape = Some(shape.iter().map(|&d| Dim::Fixed(d)).collect());
         }
         shape_inference::infer(&mut graph);
@@ -93,6 +97,7 @@ impl Session {
     }
 
     /// Runs the model. Inputs are `(name, tensor)` pairs; every declared input must be given once.
+    /// A model with sequence or optional inputs runs through [`Session::run_values`].
     pub fn run<S: AsRef<str>>(
         &self,
         inputs: impl IntoIterator<Item = (S, Tensor)>,
@@ -101,10 +106,33 @@ impl Session {
             .map(|(out, _)| out)
     }
 
+    /// Runs the model on inputs of any kind: `(name, value)` pairs, where a value is a tensor,
+    /// a sequence or an optional. Each must be of the kind the model declares for it
+    /// ([`Error::InputKind`] otherwise), with the declared element types and shapes.
+    pub fn run_values<S: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (S, Value)>,
+    ) -> Result<SessionOutputs> {
+        self.run_values_with_options(inputs, &RunOptions::default())
+            .map(|(out, _)| out)
+    }
+
     /// Runs with per-run options (tracing, the fault-injection testing hook).
     pub fn run_with_options<S: AsRef<str>>(
         &self,
         inputs: impl IntoIterator<Item = (S, Tensor)>,
+        options: &RunOptions,
+    ) -> Result<(SessionOutputs, RunReport)> {
+        self.run_values_with_options(
+            inputs.into_iter().map(|(n, t)| (n, Value::Tensor(t))),
+            options,
+        )
+    }
+
+    /// [`Session::run_values`] with per-run options.
+    pub fn run_values_with_options<S: AsRef<str>>(
+        &self,
+        inputs: impl IntoIterator<Item = (S, Value)>,
         options: &RunOptions,
     ) -> Result<(SessionOutputs, RunReport)> {
         let _span = tracing::debug_span!("run").entered();
@@ -117,17 +145,17 @@ impl Session {
             .collect();
         match &self.engine {
             Engine::Sequential(plan) => {
-                let (tensors, stats) = plan.run(bound)?;
+                let (values, stats) = plan.run(bound)?;
                 Ok((
-                    SessionOutputs::new(names, tensors),
+                    SessionOutputs::new(names, values),
                     RunReport { stats, trace: None },
                 ))
             }
             Engine::Parallel { executor, .. } => {
-                let inputs = bound.into_iter().map(|(_, t)| t).collect();
-                let (tensors, trace) = executor.run(inputs, options.clone())?;
+                let inputs = bound.into_iter().map(|(_, v)| v).collect();
+                let (values, trace) = executor.run(inputs, options.clone())?;
                 Ok((
-                    SessionOutputs::new(names, tensors),
+                    SessionOutputs::new(names, values),
                     RunReport {
                         stats: RunStats::default(),
                         trace,
@@ -172,13 +200,13 @@ impl Session {
             .map(|(out, report)| (out, report.stats))
     }
 
-    /// Checks names, element types and shapes (symbolic dims must agree across inputs).
+    /// Checks names, kinds, element types and shapes (symbolic dims must agree across inputs).
     fn bind_inputs<S: AsRef<str>>(
         &self,
-        inputs: impl IntoIterator<Item = (S, Tensor)>,
-    ) -> Result<Vec<(ValueId, Tensor)>> {
-        let mut given: Vec<Option<Tensor>> = vec![None; self.graph.inputs.len()];
-        for (name, tensor) in inputs {
+        inputs: impl IntoIterator<Item = (S, Value)>,
+    ) -> Result<Vec<(ValueId, Value)>> {
+        let mut given: Vec<Option<Value>> = vec![None; self.graph.inputs.len()];
+        for (name, value) in inputs {
             let name = name.as_ref();
             let &i = self
                 .input_index
@@ -192,43 +220,99 @@ impl Session {
                         .collect::<Vec<_>>()
                         .join(", "),
                 })?;
-            given[i] = Some(tensor);
+            given[i] = Some(value);
         }
-        let mut symbols: HashMap<&str, usize> = HashMap::new();
+        let mut symbols: HashMap<String, usize> = HashMap::new();
         let mut bound = Vec::with_capacity(given.len());
-        for (&id, tensor) in self.graph.inputs.iter().zip(given) {
+        for (&id, value) in self.graph.inputs.iter().zip(given) {
             let info = self.graph.value(id);
-            let tensor = tensor.ok_or_else(|| Error::MissingInput(info.name.clone()))?;
-            if let Some(expected) = info.dtype
-                && tensor.dtype() != expected
-            {
-                return Err(Error::InputDType {
-                    name: info.name.clone(),
-                    expected,
-                    got: tensor.dtype(),
-                });
-            }
-            if let Some(shape) = &info.shape {
-                let mismatch = || Error::InputShape {
-                    name: info.name.clone(),
-                    expected: shape_to_string(shape),
-                    got: tensor.shape().to_vec(),
-                };
-                if shape.len() != tensor.rank() {
-                    return Err(mismatch());
-                }
-                for (dim, &n) in shape.iter().zip(tensor.shape()) {
-                    match dim {
-                        Dim::Fixed(d) if *d != n => return Err(mismatch()),
-                        Dim::Symbol(s) if *symbols.entry(s.as_str()).or_insert(n) != n => {
-                            return Err(mismatch());
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            bound.push((id, tensor));
+            let value = value.ok_or_else(|| Error::MissingInput(info.name.clone()))?;
+            check_value(&info.name, &info.value_type(), &value, &mut symbols, true)?;
+            bound.push((id, value));
         }
         Ok(bound)
     }
+}
+
+/// Checks `value` against the declared type `ty`. Symbolic dims bind across the top-level
+/// tensor inputs (`bind_symbols`); inside sequences each element may differ.
+fn check_value(
+    name: &str,
+    ty: &ValueType,
+    value: &Value,
+    symbols: &mut HashMap<String, usize>,
+    bind_symbols: bool,
+) -> Result<()> {
+    let kind_error = || Error::InputKind {
+        name: name.to_string(),
+        expected: ty.to_string(),
+        got: value.type_string(),
+    };
+    match (ty, value) {
+        (ValueType::Tensor { dtype, shape }, Value::Tensor(t)) => {
+            check_tensor(name, *dtype, shape.as_deref(), t, symbols, bind_symbols)
+        }
+        (ValueType::Sequence(elem), Value::Sequence(seq)) => {
+            let ValueType::Tensor { dtype, shape } = elem.as_ref() else {
+                return Err(kind_error());
+            };
+            if let Some(expected) = *dtype
+                && seq.dtype() != expected
+            {
+                return Err(Error::InputDType {
+                    name: name.to_string(),
+                    expected,
+                    got: seq.dtype(),
+                });
+            }
+            for t in seq.tensors() {
+                check_tensor(name, *dtype, shape.as_deref(), t, symbols, false)?;
+            }
+            Ok(())
+        }
+        (ValueType::Optional(_), Value::Optional(None)) => Ok(()),
+        (ValueType::Optional(elem), Value::Optional(Some(inner))) => {
+            check_value(name, elem, inner, symbols, bind_symbols)
+        }
+        _ => Err(kind_error()),
+    }
+}
+
+fn check_tensor(
+    name: &str,
+    dtype: Option<DType>,
+    shape: Option<&[Dim]>,
+    tensor: &Tensor,
+    symbols: &mut HashMap<String, usize>,
+    bind_symbols: bool,
+) -> Result<()> {
+    if let Some(expected) = dtype
+        && tensor.dtype() != expected
+    {
+        return Err(Error::InputDType {
+            name: name.to_string(),
+            expected,
+            got: tensor.dtype(),
+        });
+    }
+    if let Some(shape) = shape {
+        let mismatch = || Error::InputShape {
+            name: name.to_string(),
+            expected: shape_to_string(shape),
+            got: tensor.shape().to_vec(),
+        };
+        if shape.len() != tensor.rank() {
+            return Err(mismatch());
+        }
+        for (dim, &n) in shape.iter().zip(tensor.shape()) {
+            match dim {
+                Dim::Fixed(d) if *d != n => return Err(mismatch()),
+                Dim::Symbol(s) if bind_symbols && *symbols.entry(s.clone()).or_insert(n) != n => {
+                    return Err(mismatch());
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }

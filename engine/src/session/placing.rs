@@ -8,9 +8,10 @@ use super::builder::SessionBuilder;
 use crate::device::Devices;
 use crate::error::{Error, Result};
 use crate::exec::{ParallelExecutor, SequentialPlan};
-use crate::graph::Graph;
+use crate::graph::{Graph, ValueType};
 use crate::plan;
 use crate::profile::{self, CostModel};
+use crate::value::{Sequence, Value};
 
 /// What runs a session's inferences.
 #[derive(Debug)]
@@ -70,47 +71,65 @@ impl std::fmt::Display for PlacementReport {
     }
 }
 
-/// Seeded inputs for profiling: declared shapes with symbolic dims from `shapes` or 1.
-fn profile_inputs(graph: &Graph, shapes: &[(String, Vec<usize>)]) -> Result<Vec<Tensor>> {
+/// Seeded inputs for profiling: declared shapes with symbolic dims from `shapes` or 1. A
+/// sequence input gets one element of its declared element shape; an optional, its element.
+fn profile_inputs(graph: &Graph, shapes: &[(String, Vec<usize>)]) -> Result<Vec<Value>> {
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     graph
         .inputs
         .iter()
         .map(|&v| {
             let info = graph.value(v);
-            let shape: Vec<usize> = match shapes.iter().find(|(n, _)| *n == info.name) {
-                Some((_, s)) => s.clone(),
-                None => info
-                    .shape
-                    .as_ref()
-                    .ok_or_else(|| {
-                        Error::InvalidModel(format!(
-                            "input '{}' has no declared shape: give a profile shape",
-                            info.name
-                        ))
-                    })?
-                    .iter()
-                    .map(|d| d.fixed().unwrap_or(1))
-                    .collect(),
+            let given = shapes
+                .iter()
+                .find(|(n, _)| *n == info.name)
+                .map(|(_, s)| s.as_slice());
+            sample(&info.name, &info.value_type(), given, &mut state)
+        })
+        .collect()
+}
+
+fn sample(name: &str, ty: &ValueType, given: Option<&[usize]>, state: &mut u64) -> Result<Value> {
+    match ty {
+        ValueType::Tensor { dtype, shape } => {
+            let shape: Vec<usize> = match (given, shape) {
+                (Some(s), _) => s.to_vec(),
+                (None, Some(s)) => s.iter().map(|d| d.fixed().unwrap_or(1)).collect(),
+                (None, None) => {
+                    return Err(Error::InvalidModel(format!(
+                        "input '{name}' has no declared shape: give a profile shape"
+                    )));
+                }
             };
             let n: usize = shape.iter().product();
-            let dtype = info.dtype.unwrap_or(DType::F32);
+            let dtype = dtype.unwrap_or(DType::F32);
             let t = if dtype == DType::F32 {
                 let data = (0..n)
                     .map(|_| {
-                        state ^= state << 13;
-                        state ^= state >> 7;
-                        state ^= state << 17;
-                        ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+                        *state ^= *state << 13;
+                        *state ^= *state >> 7;
+                        *state ^= *state << 17;
+                        ((*state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
                     })
                     .collect();
                 Tensor::from_shape_vec(&shape, data).map_err(|e| Error::Internal(e.to_string()))?
             } else {
                 Tensor::zeros(dtype, &shape)
             };
-            Ok(t)
-        })
-        .collect()
+            Ok(Value::Tensor(t))
+        }
+        ValueType::Sequence(elem) => {
+            let Value::Tensor(t) = sample(name, elem, given, state)? else {
+                return Err(Error::InvalidModel(format!(
+                    "input '{name}': only sequences of tensors are supported"
+                )));
+            };
+            let seq =
+                Sequence::new(t.dtype(), vec![t]).map_err(|e| Error::Internal(e.to_string()))?;
+            Ok(Value::Sequence(seq))
+        }
+        ValueType::Optional(elem) => Ok(Value::some(sample(name, elem, given, state)?)),
+    }
 }
 
 /// Checks lanes × intra-op threads against the cores; returns the intra-op threads per lane.
@@ -150,7 +169,11 @@ pub(crate) fn build(
     let cost_model = match &builder.cost_model {
         Some(path) => CostModel::load(path)?,
         None => {
-            let shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape().to_vec()).collect();
+            // The cache key: tensor shapes (the kinds of a model's inputs are fixed).
+            let shapes: Vec<Vec<usize>> = inputs
+                .iter()
+                .map(|v| v.as_tensor().map_or_else(Vec::new, |t| t.shape().to_vec()))
+                .collect();
             let cache = profile::cache_path(model_hash, devices, &shapes);
             match CostModel::load(&cache)
                 .ok()
@@ -158,7 +181,7 @@ pub(crate) fn build(
             {
                 Some(m) => m,
                 None => {
-                    let m = profile::profile(
+                    let m = profile::profile_values(
                         graph,
                         devices,
                         &inputs,

@@ -6,6 +6,7 @@ use spillway_kernels::Tensor;
 
 use crate::error::Result;
 use crate::exec::build_kernel;
+use crate::exec::value_ops::VALUE_OPS;
 use crate::graph::{Dim, Graph, Node, shape_inference};
 
 /// Folded outputs larger than this stay computed at run time (a model can ask for huge
@@ -47,6 +48,17 @@ pub fn fold_constants(graph: &mut Graph) -> Result<()> {
 fn fold_node(graph: &Graph, node: &Node) -> Result<Option<Vec<Tensor>>> {
     let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
     if !default_domain || !node.subgraphs.is_empty() {
+        return Ok(None);
+    }
+    // Sequences and optionals are never folded into tensors: their operators (Identity
+    // aside, which the kernels fold on a constant tensor) are left to run, and so is any
+    // node touching a value declared as a sequence or an optional.
+    if (node.op_type != "Identity" && VALUE_OPS.contains(&node.op_type.as_str()))
+        || node
+            .present_inputs()
+            .chain(node.present_outputs())
+            .any(|v| !graph.value(v).kind.is_tensor())
+    {
         return Ok(None);
     }
     if let Some(t) = fold_shape(graph, node) {
