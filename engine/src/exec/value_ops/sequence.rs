@@ -225,6 +225,8 @@ pub(super) fn split(
                     lengths
                 }
                 1 => {
+                    // The spec says "positive"; zero-length parts are accepted, as Split and
+                    // ONNX Runtime 1.31 accept them (an empty part along the axis).
                     if let Some(v) = values.iter().find(|&&v| v < 0) {
                         return Err(invalid(format!(
                             "split lengths must not be negative, got {v}"
