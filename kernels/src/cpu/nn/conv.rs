@@ -1,12 +1,19 @@
 //! `Conv` (opset 1+; implemented from 7): N-d convolution with groups, strides, dilations, pads
 //! and `auto_pad`. Depthwise 1-d/2-d convolutions use a direct kernel, 1x1 unpadded unit-stride
-//! convolutions a plain GEMM on the input, everything else `im2col` + GEMM.
+//! convolutions a plain GEMM on the input, everything else `im2col` + GEMM. In `f32` the GEMM
+//! is the packed one ([`PackedA`]) where the CPU has AVX2 or AVX-512: the weights are packed
+//! the first time the kernel sees them and kept with the kernel while they stay the same
+//! tensor (a model's constant weights: once per session).
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, same_dtype, widen};
 use super::im2col::{Sweep, im2col};
 use super::matrix::{Layout, gemm};
+use super::packed_gemm::PackedA;
 use super::spatial::{Geometry, WindowAttrs};
 use crate::Tensor;
 use crate::error::{KernelError, Result};
@@ -17,6 +24,36 @@ use crate::kernel::{Kernel, NodeSpec, input, opt_input};
 pub struct Conv {
     window: WindowAttrs,
     group: usize,
+    packed: OnceLock<PackedWeights>,
+}
+
+/// Weights packed per group, with the tensor they were packed from: holding it keeps its
+/// buffer alive (and, the array being copy-on-write, unchanged), so the same buffer address
+/// later means the same weights.
+struct PackedWeights {
+    source: Tensor,
+    groups: Vec<PackedA>,
+}
+
+impl std::fmt::Debug for PackedWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PackedWeights({:?}, {} groups)",
+            self.source.shape(),
+            self.groups.len()
+        )
+    }
+}
+
+/// Whether two tensors are views of the same `f32` buffer with the same layout.
+fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
+    match (a, b) {
+        (Tensor::F32(x), Tensor::F32(y)) => {
+            x.as_ptr() == y.as_ptr() && x.shape() == y.shape() && x.strides() == y.strides()
+        }
+        _ => false,
+    }
 }
 
 /// Builds `Conv`.
@@ -41,6 +78,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     Ok(Box::new(Conv {
         window: WindowAttrs::parse(spec.attrs)?,
         group,
+        packed: OnceLock::new(),
     }))
 }
 
@@ -52,6 +90,13 @@ struct Dims {
     group: usize,
     image: Vec<usize>,
     geo: Geometry,
+}
+
+impl Dims {
+    /// One input channel per group, 1-d or 2-d: the direct depthwise kernel.
+    fn is_depthwise(&self) -> bool {
+        self.in_ch / self.group == 1 && self.group == self.in_ch && self.image.len() <= 2
+    }
 }
 
 impl Conv {
@@ -93,31 +138,112 @@ impl Kernel for Conv {
         let w = widen(input(inputs, 1)?, 1)?;
         let b = opt_input(inputs, 2).map(|b| widen(b, 2)).transpose()?;
         let d = self.dims(x.shape(), w.shape(), b.as_ref().map(Tensor::shape))?;
-        let y = match x {
-            Tensor::F64(_) => conv_typed::<f64>(&d, &x, &w, b.as_ref())?,
-            _ => conv_typed::<f32>(&d, &x, &w, b.as_ref())?,
+        let b = b.as_ref();
+        let y = if let Tensor::F64(_) = x {
+            let ws = contiguous::<f64>(&w)?;
+            conv_typed::<f64>(&d, &x, &ws, b, &|g, cols, y| {
+                generic_product(&d, &ws, g, cols, y)
+            })?
+        } else {
+            let ws = contiguous::<f32>(&w)?;
+            let cacheable = input(inputs, 1)?.dtype() == crate::DType::F32;
+            match self.packed_weights(&d, &w, &ws, cacheable) {
+                Some(p) => conv_typed::<f32>(&d, &x, &ws, b, &|g, cols, y| {
+                    let n = y.len() / p[g].rows().max(1);
+                    p[g].multiply(cols, n, n, y, n);
+                    Ok(())
+                })?,
+                None => conv_typed::<f32>(&d, &x, &ws, b, &|g, cols, y| {
+                    generic_product(&d, &ws, g, cols, y)
+                })?,
+            }
         };
         Ok(vec![narrow(y, dtype)?])
     }
 }
 
-fn conv_typed<T: Real>(d: &Dims, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
+impl Conv {
+    /// The weights of every group packed for [`PackedA`]: from the cache when `w` is the tensor
+    /// packed before, else packed now (and cached when `cacheable` and the cache is empty).
+    /// `None` where the packed GEMM does not apply (no AVX2/AVX-512, depthwise).
+    fn packed_weights<'a>(
+        &'a self,
+        d: &Dims,
+        w: &Tensor,
+        ws: &[f32],
+        cacheable: bool,
+    ) -> Option<Cow<'a, [PackedA]>> {
+        let (cg, mg) = (d.in_ch / d.group, d.out_ch / d.group);
+        if d.is_depthwise() {
+            return None;
+        }
+        if let Some(c) = self.packed.get() {
+            if same_buffer(&c.source, w) {
+                return Some(Cow::Borrowed(&c.groups));
+            }
+        }
+        let k = cg * d.geo.kernel.iter().product::<usize>();
+        let groups = (0..d.group)
+            .map(|g| PackedA::new(&ws[g * mg * k..(g + 1) * mg * k], mg, k))
+            .collect::<Option<Vec<_>>>()?;
+        if !cacheable {
+            return Some(Cow::Owned(groups));
+        }
+        if let Err(rejected) = self.packed.set(PackedWeights {
+            source: w.clone(),
+            groups,
+        }) {
+            // Another run cached first (these weights or others): use ours this time.
+            return Some(Cow::Owned(rejected.groups));
+        }
+        self.packed
+            .get()
+            .map(|c| Cow::Borrowed(c.groups.as_slice()))
+    }
+}
+
+/// `y = W_g · cols` for group `g` through the generic matrix core.
+fn generic_product<T: Real>(d: &Dims, ws: &[T], g: usize, cols: &[T], y: &mut [T]) -> Result<()> {
+    let (cg, mg) = (d.in_ch / d.group, d.out_ch / d.group);
+    let k = cg * d.geo.kernel.iter().product::<usize>();
+    let n = y.len() / mg.max(1);
+    gemm(
+        T::ONE,
+        &ws[g * mg * k..(g + 1) * mg * k],
+        Layout::row_major(mg, k),
+        cols,
+        Layout::row_major(k, n),
+        T::ZERO,
+        y,
+        Layout::row_major(mg, n),
+    )
+}
+
+/// One group's product `y = W_g · cols` (`y` is `out_ch / group` rows of the output grid).
+type Product<'a, T> = dyn Fn(usize, &[T], &mut [T]) -> Result<()> + 'a;
+
+fn conv_typed<T: Real>(
+    d: &Dims,
+    x: &Tensor,
+    ws: &[T],
+    b: Option<&Tensor>,
+    product: &Product<'_, T>,
+) -> Result<Tensor> {
     let xs = contiguous::<T>(x)?;
-    let ws = contiguous::<T>(w)?;
     let geo = &d.geo;
     let ilen: usize = d.image.iter().product();
     let olen: usize = geo.out.iter().product();
     let klen: usize = geo.kernel.iter().product();
     let (cg, mg) = (d.in_ch / d.group, d.out_ch / d.group);
     let mut y = vec![T::ZERO; d.batch * d.out_ch * olen];
-    let depthwise = cg == 1 && d.group == d.in_ch && d.image.len() <= 2;
+    let depthwise = d.is_depthwise();
     let pointwise = klen == 1
         && geo.strides.iter().all(|&s| s == 1)
         && geo.pad_begin.iter().chain(&geo.pad_end).all(|&p| p == 0);
     if y.is_empty() {
         // Nothing to compute.
     } else if depthwise {
-        depthwise_conv(&xs, &ws, d, &mut y);
+        depthwise_conv(&xs, ws, d, &mut y);
     } else {
         let pad_begin: Vec<i64> = geo.pad_begin.iter().map(|&p| p as i64).collect();
         let sweep = Sweep {
@@ -142,18 +268,8 @@ fn conv_typed<T: Real>(d: &Dims, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> 
                     im2col(img, cg, &sweep, &mut col);
                     &col
                 };
-                let wg = &ws[g * mg * cg * klen..(g + 1) * mg * cg * klen];
                 let yo = (n * d.out_ch + g * mg) * olen;
-                gemm(
-                    T::ONE,
-                    wg,
-                    Layout::row_major(mg, cg * klen),
-                    cols,
-                    Layout::row_major(cg * klen, olen),
-                    T::ZERO,
-                    &mut y[yo..yo + mg * olen],
-                    Layout::row_major(mg, olen),
-                )?;
+                product(g, cols, &mut y[yo..yo + mg * olen])?;
             }
         }
     }

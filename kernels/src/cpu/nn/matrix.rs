@@ -267,7 +267,7 @@ const GEMM_MIN_BLOCK: usize = 32;
 
 /// A pointer handed to the threads that each write their own block of `C`.
 #[derive(Clone, Copy)]
-struct SendPtr<T>(*mut T);
+pub(super) struct SendPtr<T>(pub(super) *mut T);
 // SAFETY: each thread writes a disjoint block through it (see `parallel_gemm`).
 unsafe impl<T> Send for SendPtr<T> {}
 // SAFETY: as above.
@@ -275,7 +275,7 @@ unsafe impl<T> Sync for SendPtr<T> {}
 
 impl<T> SendPtr<T> {
     /// The pointer (a method, so closures capture the whole `Send` wrapper).
-    fn get(self) -> *mut T {
+    pub(super) fn get(self) -> *mut T {
         self.0
     }
 }

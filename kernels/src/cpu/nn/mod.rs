@@ -12,6 +12,7 @@ pub mod lrn;
 pub mod matmul;
 pub mod matrix;
 pub mod norm;
+pub mod packed_gemm;
 pub mod pool;
 pub mod pool2d;
 pub mod spatial;

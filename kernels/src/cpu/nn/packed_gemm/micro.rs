@@ -1,0 +1,239 @@
+//! The register-blocked micro-kernels: `C[MR×NR] (+)= A_panel · B_panel` over `kc` steps, with
+//! `A_panel[p·MR + i]` and `B_panel[p·NR + j]`. One per instruction set; the tile shape is the
+//! instruction set's ([`Isa::tile`]).
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// The vector instruction set the packed GEMM runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512F: 8 × 32 tiles, 16 zmm accumulators.
+    Avx512,
+    /// AVX2 + FMA: 6 × 16 tiles, 12 ymm accumulators.
+    Avx2,
+}
+
+impl Isa {
+    /// The instruction set the packed GEMM uses on this CPU: the best it has, or the one
+    /// `SPILLWAY_GEMM` names (`avx512`, `avx2`, or `generic` for none: every product then goes
+    /// to the generic matrix core), when the CPU has it. Read once per process.
+    pub fn detect() -> Option<Isa> {
+        static CHOSEN: std::sync::OnceLock<Option<Isa>> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| {
+            let supported = Isa::supported();
+            match std::env::var("SPILLWAY_GEMM").ok().as_deref() {
+                Some("generic") => None,
+                Some("avx2") => supported.into_iter().find(|&i| i == Isa::Avx2),
+                _ => supported.first().copied(),
+            }
+        })
+    }
+
+    /// The instruction sets of ours this CPU has, best first.
+    pub fn supported() -> Vec<Isa> {
+        let mut out = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                out.push(Isa::Avx512);
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                out.push(Isa::Avx2);
+            }
+        }
+        out
+    }
+
+    /// `(MR, NR)`: rows of A and columns of B per micro-tile.
+    pub fn tile(self) -> (usize, usize) {
+        match self {
+            Isa::Avx512 => (8, 32),
+            Isa::Avx2 => (6, 16),
+        }
+    }
+}
+
+/// One micro-tile. Writes the `mr × nr` top-left corner of the tile to `c` (row stride
+/// `ldc`), adding to what is there when `accumulate`.
+///
+/// # Safety
+/// The CPU supports `isa`; `a` holds `kc · MR` and `b` `kc · NR` floats; `c` is valid for
+/// rows `0..mr` × columns `0..nr` at row stride `ldc`, with `mr ≤ MR`, `nr ≤ NR`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tile(
+    isa: Isa,
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+) {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe {
+        match isa {
+            Isa::Avx512 => tile_avx512(kc, a, b, c, ldc, mr, nr, accumulate),
+            Isa::Avx2 => tile_avx2(kc, a, b, c, ldc, mr, nr, accumulate),
+        }
+    }
+}
+
+/// Writes a finished `MR × NR` register tile (already stored to `acc`, row-major) into `c`.
+///
+/// # Safety
+/// As [`tile`].
+#[inline(always)]
+unsafe fn write_back<const NR: usize>(
+    acc: &[f32],
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+) {
+    for i in 0..mr {
+        // SAFETY: row i < mr and columns < nr lie inside the caller's C.
+        let row = unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), nr) };
+        let src = &acc[i * NR..i * NR + nr];
+        if accumulate {
+            row.iter_mut().zip(src).for_each(|(d, s)| *d += s);
+        } else {
+            row.copy_from_slice(src);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_avx512(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+) {
+    const MR: usize = 8;
+    const NR: usize = 32;
+    let mut r0 = [_mm512_setzero_ps(); MR];
+    let mut r1 = [_mm512_setzero_ps(); MR];
+    // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
+    unsafe {
+        for p in 0..kc {
+            let b0 = _mm512_loadu_ps(b.add(p * NR));
+            let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
+            let ap = a.add(p * MR);
+            for i in 0..MR {
+                let ai = _mm512_set1_ps(*ap.add(i));
+                r0[i] = _mm512_fmadd_ps(ai, b0, r0[i]);
+                r1[i] = _mm512_fmadd_ps(ai, b1, r1[i]);
+            }
+        }
+        if mr == MR && nr == NR {
+            for i in 0..MR {
+                let row = c.add(i * ldc);
+                let (mut v0, mut v1) = (r0[i], r1[i]);
+                if accumulate {
+                    v0 = _mm512_add_ps(v0, _mm512_loadu_ps(row));
+                    v1 = _mm512_add_ps(v1, _mm512_loadu_ps(row.add(16)));
+                }
+                _mm512_storeu_ps(row, v0);
+                _mm512_storeu_ps(row.add(16), v1);
+            }
+            return;
+        }
+        let mut acc = [0.0f32; MR * NR];
+        for i in 0..MR {
+            _mm512_storeu_ps(acc.as_mut_ptr().add(i * NR), r0[i]);
+            _mm512_storeu_ps(acc.as_mut_ptr().add(i * NR + 16), r1[i]);
+        }
+        write_back::<NR>(&acc, c, ldc, mr, nr, accumulate);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_avx2(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    accumulate: bool,
+) {
+    const MR: usize = 6;
+    const NR: usize = 16;
+    let mut r0 = [_mm256_setzero_ps(); MR];
+    let mut r1 = [_mm256_setzero_ps(); MR];
+    // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
+    unsafe {
+        for p in 0..kc {
+            let b0 = _mm256_loadu_ps(b.add(p * NR));
+            let b1 = _mm256_loadu_ps(b.add(p * NR + 8));
+            let ap = a.add(p * MR);
+            for i in 0..MR {
+                let ai = _mm256_broadcast_ss(&*ap.add(i));
+                r0[i] = _mm256_fmadd_ps(ai, b0, r0[i]);
+                r1[i] = _mm256_fmadd_ps(ai, b1, r1[i]);
+            }
+        }
+        if mr == MR && nr == NR {
+            for i in 0..MR {
+                let row = c.add(i * ldc);
+                let (mut v0, mut v1) = (r0[i], r1[i]);
+                if accumulate {
+                    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row));
+                    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row.add(8)));
+                }
+                _mm256_storeu_ps(row, v0);
+                _mm256_storeu_ps(row.add(8), v1);
+            }
+            return;
+        }
+        let mut acc = [0.0f32; MR * NR];
+        for i in 0..MR {
+            _mm256_storeu_ps(acc.as_mut_ptr().add(i * NR), r0[i]);
+            _mm256_storeu_ps(acc.as_mut_ptr().add(i * NR + 8), r1[i]);
+        }
+        write_back::<NR>(&acc, c, ldc, mr, nr, accumulate);
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_avx512(
+    _: usize,
+    _: *const f32,
+    _: *const f32,
+    _: *mut f32,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: bool,
+) {
+    unreachable!("Isa::detect never returns Avx512 off x86-64")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_avx2(
+    _: usize,
+    _: *const f32,
+    _: *const f32,
+    _: *mut f32,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: bool,
+) {
+    unreachable!("Isa::detect never returns Avx2 off x86-64")
+}

@@ -1,0 +1,218 @@
+//! `C = A · B` in `f32` with `A` packed once and reused across calls: the convolution weights
+//! are the same on every run, so packing them (which `matrixmultiply` redoes on every call, and
+//! once more per parallel block) happens when a `Conv` first sees them.
+//!
+//! The loops are the classic five around a register-blocked micro-kernel (Goto & van de Geijn;
+//! BLIS): `B` is packed per `KC × NC` block into `KC × NR` column panels, `A` is stored as
+//! `MR × KC` row panels, and each `MR × NR` tile of `C` accumulates over the `KC` steps in
+//! registers. Threads take disjoint column ranges of `C` (or row ranges when `C` is narrow),
+//! each packing its own part of `B`; the packed `A` is shared read-only.
+
+mod micro;
+
+use rayon::prelude::*;
+
+pub use micro::Isa;
+
+use super::matrix::SendPtr;
+
+/// Depth of one packed block (`A` panels are `MR × KC`, `B` panels `KC × NR`).
+const KC: usize = 256;
+/// Rows of `A` per cache block (the `A` block stays in L2 while `B` panels stream by).
+const MC: usize = 64;
+/// Columns of `B` per packed block.
+const NC: usize = 2048;
+/// Below this many multiply-adds one thread does the whole product.
+const PARALLEL_WORK: usize = 1 << 17;
+
+/// A row-major `m × k` matrix stored as the micro-kernel reads it: for each `KC` block of
+/// columns, `ceil(m / MR)` panels of `MR × kc` values, column by column, padded with zeros.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedA {
+    isa: Isa,
+    m: usize,
+    k: usize,
+    data: Vec<f32>,
+}
+
+impl PackedA {
+    /// Packs the dense row-major `m × k` matrix `a` for this CPU; `None` when the CPU has none of
+    /// the instruction sets the micro-kernels need (callers fall back to the generic GEMM).
+    pub fn new(a: &[f32], m: usize, k: usize) -> Option<Self> {
+        Isa::detect().map(|isa| Self::with_isa(a, m, k, isa))
+    }
+
+    /// Packs for a given instruction set (which the CPU must support to multiply).
+    ///
+    /// # Panics
+    /// If `a` is shorter than `m · k` (an internal contract; callers check shapes first).
+    pub fn with_isa(a: &[f32], m: usize, k: usize, isa: Isa) -> Self {
+        assert!(a.len() >= m * k, "PackedA: {} values for {m}x{k}", a.len());
+        let (mr, _) = isa.tile();
+        let panels = m.div_ceil(mr);
+        let mut data = vec![0.0f32; panels * mr * k];
+        let mut at = 0;
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for ip in 0..panels {
+                for p in 0..kc {
+                    for i in 0..mr {
+                        let row = ip * mr + i;
+                        if row < m {
+                            data[at] = a[row * k + pc + p];
+                        }
+                        at += 1;
+                    }
+                }
+            }
+        }
+        PackedA { isa, m, k, data }
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.m
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.k
+    }
+
+    /// The panel `ip` of the `KC` block starting at column `pc` (whose depth is `kc`).
+    fn panel(&self, pc: usize, kc: usize, ip: usize) -> &[f32] {
+        let (mr, _) = self.isa.tile();
+        let start = pc * self.m.div_ceil(mr) * mr + ip * mr * kc;
+        &self.data[start..start + mr * kc]
+    }
+
+    /// `c = self · b` for the row-major `k × n` matrix `b` (row stride `ldb ≥ n`), written to the
+    /// row-major `m × n` matrix `c` (row stride `ldc ≥ n`).
+    ///
+    /// # Panics
+    /// If a slice is too short for its shape (an internal contract; callers check shapes).
+    pub fn multiply(&self, b: &[f32], ldb: usize, n: usize, c: &mut [f32], ldc: usize) {
+        let (m, k) = (self.m, self.k);
+        if m == 0 || n == 0 {
+            return;
+        }
+        assert!(ldb >= n && ldc >= n, "PackedA::multiply: strides below n");
+        assert!(
+            k == 0 || b.len() >= (k - 1) * ldb + n,
+            "PackedA::multiply: B too short"
+        );
+        assert!(
+            c.len() >= (m - 1) * ldc + n,
+            "PackedA::multiply: C too short"
+        );
+        if k == 0 {
+            for i in 0..m {
+                c[i * ldc..i * ldc + n].fill(0.0);
+            }
+            return;
+        }
+        let (mr, nr) = self.isa.tile();
+        let (row_panels, col_panels) = (m.div_ceil(mr), n.div_ceil(nr));
+        let threads = rayon::current_num_threads();
+        let c_ptr = SendPtr(c.as_mut_ptr());
+        let run = |rows: (usize, usize), cols: (usize, usize)| {
+            // SAFETY: tasks cover disjoint rectangles of C, inside the checked slice.
+            unsafe { self.block(b, ldb, c_ptr.get(), ldc, rows, cols) }
+        };
+        if m * k * n < PARALLEL_WORK || threads < 2 {
+            run((0, row_panels), (0, n));
+        } else if col_panels >= 2 * threads {
+            let chunks = (2 * threads).min(col_panels);
+            let per = col_panels.div_ceil(chunks) * nr;
+            (0..n.div_ceil(per)).into_par_iter().for_each(|i| {
+                run((0, row_panels), (i * per, ((i + 1) * per).min(n)));
+            });
+        } else {
+            let chunks = (2 * threads).min(row_panels);
+            let per = row_panels.div_ceil(chunks);
+            (0..row_panels.div_ceil(per))
+                .into_par_iter()
+                .for_each(|i| run((i * per, ((i + 1) * per).min(row_panels)), (0, n)));
+        }
+    }
+
+    /// Row panels `rows.0..rows.1` × columns `cols.0..cols.1` of `C`.
+    ///
+    /// # Safety
+    /// `c` is valid for the whole `m × n` matrix at row stride `ldc`, and no other thread
+    /// writes this rectangle.
+    unsafe fn block(
+        &self,
+        b: &[f32],
+        ldb: usize,
+        c: *mut f32,
+        ldc: usize,
+        rows: (usize, usize),
+        cols: (usize, usize),
+    ) {
+        let (mr, nr) = self.isa.tile();
+        let width = (cols.1 - cols.0).min(NC);
+        let mut packed_b = vec![0.0f32; KC * width.div_ceil(nr) * nr];
+        for jc in (cols.0..cols.1).step_by(NC) {
+            let nc = NC.min(cols.1 - jc);
+            for pc in (0..self.k).step_by(KC) {
+                let kc = KC.min(self.k - pc);
+                pack_b(b, ldb, pc, kc, jc, nc, nr, &mut packed_b);
+                for ic in (rows.0..rows.1).step_by((MC / mr).max(1)) {
+                    let ic_end = (ic + (MC / mr).max(1)).min(rows.1);
+                    for jp in 0..nc.div_ceil(nr) {
+                        let bp = &packed_b[jp * kc * nr..(jp + 1) * kc * nr];
+                        for ip in ic..ic_end {
+                            let ap = self.panel(pc, kc, ip);
+                            let (i0, j0) = (ip * mr, jc + jp * nr);
+                            // SAFETY: the tile's rows i0..i0+mr' and columns j0..j0+nr' lie in
+                            // this task's rectangle of C; the panels hold kc·MR and kc·NR values.
+                            unsafe {
+                                micro::tile(
+                                    self.isa,
+                                    kc,
+                                    ap.as_ptr(),
+                                    bp.as_ptr(),
+                                    c.add(i0 * ldc + j0),
+                                    ldc,
+                                    mr.min(self.m - i0),
+                                    nr.min(jc + nc - j0),
+                                    pc > 0,
+                                )
+                            };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Packs rows `pc..pc + kc`, columns `jc..jc + nc` of `b` into `kc × NR` column panels (zero
+/// padded on the right).
+#[allow(clippy::too_many_arguments)]
+fn pack_b(
+    b: &[f32],
+    ldb: usize,
+    pc: usize,
+    kc: usize,
+    jc: usize,
+    nc: usize,
+    nr: usize,
+    out: &mut [f32],
+) {
+    for jp in 0..nc.div_ceil(nr) {
+        let j0 = jc + jp * nr;
+        let w = nr.min(jc + nc - j0);
+        let panel = &mut out[jp * kc * nr..(jp + 1) * kc * nr];
+        for p in 0..kc {
+            let src = &b[(pc + p) * ldb + j0..(pc + p) * ldb + j0 + w];
+            let dst = &mut panel[p * nr..(p + 1) * nr];
+            dst[..w].copy_from_slice(src);
+            dst[w..].fill(0.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
