@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::common::{Real, contiguous, min_opset, narrow, output, same_dtype, widen};
 use super::im2col::{Sweep, im2col};
 use super::matrix::{Layout, gemm};
-use super::packed_gemm::PackedA;
+use super::packed_gemm::{BSource, Image2d, PackedA};
 use super::spatial::{Geometry, WindowAttrs};
 use crate::Tensor;
 use crate::error::{KernelError, Result};
@@ -93,6 +93,24 @@ struct Dims {
 }
 
 impl Dims {
+    /// The 2-D im2col geometry (image left empty) when the convolution is 2-D and not
+    /// pointwise: the packed GEMM then gathers its operand straight from the image.
+    fn image2d(&self) -> Option<Image2d<'static>> {
+        let g = &self.geo;
+        let pointwise = g.kernel.iter().all(|&k| k == 1)
+            && g.strides.iter().all(|&s| s == 1)
+            && g.pad_begin.iter().chain(&g.pad_end).all(|&p| p == 0);
+        (self.image.len() == 2 && !pointwise).then(|| Image2d {
+            img: &[],
+            size: [self.image[0], self.image[1]],
+            kernel: [g.kernel[0], g.kernel[1]],
+            strides: [g.strides[0], g.strides[1]],
+            dilations: [g.dilations[0], g.dilations[1]],
+            pads: [g.pad_begin[0], g.pad_begin[1]],
+            out: [g.out[0], g.out[1]],
+        })
+    }
+
     /// One input channel per group, 1-d or 2-d: the direct depthwise kernel.
     fn is_depthwise(&self) -> bool {
         self.in_ch / self.group == 1 && self.group == self.in_ch && self.image.len() <= 2
@@ -141,21 +159,50 @@ impl Kernel for Conv {
         let b = b.as_ref();
         let y = if let Tensor::F64(_) = x {
             let ws = contiguous::<f64>(&w)?;
-            conv_typed::<f64>(&d, &x, &ws, b, &|g, cols, y| {
-                generic_product(&d, &ws, g, cols, y)
-            })?
+            let run = |g: usize, cols: &[f64], y: &mut [f64]| generic_product(&d, &ws, g, cols, y);
+            conv_typed::<f64>(&d, &x, &ws, b, &Product::generic(&run))?
         } else {
             let ws = contiguous::<f32>(&w)?;
             let cacheable = input(inputs, 1)?.dtype() == crate::DType::F32;
             match self.packed_weights(&d, &w, &ws, cacheable) {
-                Some(p) => conv_typed::<f32>(&d, &x, &ws, b, &|g, cols, y| {
-                    let n = y.len() / p[g].rows().max(1);
-                    p[g].multiply(cols, n, n, y, n);
-                    Ok(())
-                })?,
-                None => conv_typed::<f32>(&d, &x, &ws, b, &|g, cols, y| {
-                    generic_product(&d, &ws, g, cols, y)
-                })?,
+                Some(p) => {
+                    let bias = b.map(contiguous::<f32>).transpose()?;
+                    let image = d.image2d();
+                    let olen = d.geo.out.iter().product::<usize>();
+                    let run = |g: usize, operand: &[f32], y: &mut [f32]| {
+                        let mg = d.out_ch / d.group;
+                        let bias = bias.as_deref().map(|bs| &bs[g * mg..(g + 1) * mg]);
+                        let src = match &image {
+                            Some(geometry) => BSource::Image(&Image2d {
+                                img: operand,
+                                ..*geometry
+                            }),
+                            None => BSource::Dense {
+                                data: operand,
+                                ld: olen,
+                            },
+                        };
+                        p[g].multiply(src, olen, y, olen, bias);
+                        Ok(())
+                    };
+                    conv_typed::<f32>(
+                        &d,
+                        &x,
+                        &ws,
+                        b,
+                        &Product {
+                            run: &run,
+                            reads_images: image.is_some(),
+                            adds_bias: true,
+                        },
+                    )?
+                }
+                None => {
+                    let run = |g: usize, cols: &[f32], y: &mut [f32]| {
+                        generic_product(&d, &ws, g, cols, y)
+                    };
+                    conv_typed::<f32>(&d, &x, &ws, b, &Product::generic(&run))?
+                }
             }
         };
         Ok(vec![narrow(y, dtype)?])
@@ -219,8 +266,26 @@ fn generic_product<T: Real>(d: &Dims, ws: &[T], g: usize, cols: &[T], y: &mut [T
     )
 }
 
-/// One group's product `y = W_g · cols` (`y` is `out_ch / group` rows of the output grid).
-type Product<'a, T> = dyn Fn(usize, &[T], &mut [T]) -> Result<()> + 'a;
+/// How one group's product is computed: `run(g, operand, y)` writes `y = W_g · B` for group
+/// `g`, where `operand` is the group's channels of the image when `reads_images` (it gathers
+/// the im2col matrix itself), else the im2col matrix (or, for a pointwise convolution, the
+/// image, which is that matrix); it also adds the bias when `adds_bias`.
+struct Product<'a, T> {
+    run: &'a dyn Fn(usize, &[T], &mut [T]) -> Result<()>,
+    reads_images: bool,
+    adds_bias: bool,
+}
+
+impl<'a, T> Product<'a, T> {
+    /// A product on the im2col matrix that leaves the bias to the caller.
+    fn generic(run: &'a dyn Fn(usize, &[T], &mut [T]) -> Result<()>) -> Self {
+        Product {
+            run,
+            reads_images: false,
+            adds_bias: false,
+        }
+    }
+}
 
 fn conv_typed<T: Real>(
     d: &Dims,
@@ -254,7 +319,7 @@ fn conv_typed<T: Real>(
             dilations: &geo.dilations,
             pad_begin: &pad_begin,
         };
-        let mut col = if pointwise {
+        let mut col = if pointwise || product.reads_images {
             Vec::new()
         } else {
             vec![T::ZERO; cg * klen * olen]
@@ -262,18 +327,18 @@ fn conv_typed<T: Real>(
         for n in 0..d.batch {
             for g in 0..d.group {
                 let img = &xs[(n * d.in_ch + g * cg) * ilen..(n * d.in_ch + (g + 1) * cg) * ilen];
-                let cols: &[T] = if pointwise {
+                let cols: &[T] = if pointwise || product.reads_images {
                     img
                 } else {
                     im2col(img, cg, &sweep, &mut col);
                     &col
                 };
                 let yo = (n * d.out_ch + g * mg) * olen;
-                product(g, cols, &mut y[yo..yo + mg * olen])?;
+                (product.run)(g, cols, &mut y[yo..yo + mg * olen])?;
             }
         }
     }
-    if let Some(b) = b {
+    if let Some(b) = b.filter(|_| !product.adds_bias || depthwise) {
         let bs = contiguous::<T>(b)?;
         y.par_chunks_mut(olen.max(1))
             .enumerate()

@@ -55,11 +55,13 @@ impl Isa {
 }
 
 /// One micro-tile. Writes the `mr × nr` top-left corner of the tile to `c` (row stride
-/// `ldc`), adding to what is there when `accumulate`.
+/// `ldc`), adding to what is there when `accumulate`; row `i` starts from `row_init[i]`
+/// (a bias) instead of zero when given.
 ///
 /// # Safety
 /// The CPU supports `isa`; `a` holds `kc · MR` and `b` `kc · NR` floats; `c` is valid for
-/// rows `0..mr` × columns `0..nr` at row stride `ldc`, with `mr ≤ MR`, `nr ≤ NR`.
+/// rows `0..mr` × columns `0..nr` at row stride `ldc`, with `mr ≤ MR`, `nr ≤ NR`;
+/// `row_init`, when given, holds at least `MR` values.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn tile(
     isa: Isa,
@@ -71,12 +73,13 @@ pub unsafe fn tile(
     mr: usize,
     nr: usize,
     accumulate: bool,
+    row_init: Option<&[f32]>,
 ) {
     // SAFETY: forwarded from the caller's contract.
     unsafe {
         match isa {
-            Isa::Avx512 => tile_avx512(kc, a, b, c, ldc, mr, nr, accumulate),
-            Isa::Avx2 => tile_avx2(kc, a, b, c, ldc, mr, nr, accumulate),
+            Isa::Avx512 => tile_avx512(kc, a, b, c, ldc, mr, nr, accumulate, row_init),
+            Isa::Avx2 => tile_avx2(kc, a, b, c, ldc, mr, nr, accumulate, row_init),
         }
     }
 }
@@ -118,11 +121,18 @@ unsafe fn tile_avx512(
     mr: usize,
     nr: usize,
     accumulate: bool,
+    row_init: Option<&[f32]>,
 ) {
     const MR: usize = 8;
     const NR: usize = 32;
     let mut r0 = [_mm512_setzero_ps(); MR];
     let mut r1 = [_mm512_setzero_ps(); MR];
+    if let Some(init) = row_init {
+        for i in 0..MR {
+            r0[i] = _mm512_set1_ps(init[i]);
+            r1[i] = r0[i];
+        }
+    }
     // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
     unsafe {
         for p in 0..kc {
@@ -169,11 +179,18 @@ unsafe fn tile_avx2(
     mr: usize,
     nr: usize,
     accumulate: bool,
+    row_init: Option<&[f32]>,
 ) {
     const MR: usize = 6;
     const NR: usize = 16;
     let mut r0 = [_mm256_setzero_ps(); MR];
     let mut r1 = [_mm256_setzero_ps(); MR];
+    if let Some(init) = row_init {
+        for i in 0..MR {
+            r0[i] = _mm256_set1_ps(init[i]);
+            r1[i] = r0[i];
+        }
+    }
     // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
     unsafe {
         for p in 0..kc {

@@ -9,10 +9,12 @@
 //! each packing its own part of `B`; the packed `A` is shared read-only.
 
 mod micro;
+mod source;
 
 use rayon::prelude::*;
 
 pub use micro::Isa;
+pub use source::{BSource, Image2d};
 
 use super::matrix::SendPtr;
 
@@ -86,28 +88,36 @@ impl PackedA {
         &self.data[start..start + mr * kc]
     }
 
-    /// `c = self · b` for the row-major `k × n` matrix `b` (row stride `ldb ≥ n`), written to the
-    /// row-major `m × n` matrix `c` (row stride `ldc ≥ n`).
+    /// `c = self · b (+ bias per row)` for the `k × n` operand `b`, written to the row-major
+    /// `m × n` matrix `c` (row stride `ldc ≥ n`); `bias` has `m` values.
     ///
     /// # Panics
-    /// If a slice is too short for its shape (an internal contract; callers check shapes).
-    pub fn multiply(&self, b: &[f32], ldb: usize, n: usize, c: &mut [f32], ldc: usize) {
+    /// If an operand is too small for its shape (an internal contract; callers check shapes).
+    pub fn multiply(
+        &self,
+        b: BSource<'_>,
+        n: usize,
+        c: &mut [f32],
+        ldc: usize,
+        bias: Option<&[f32]>,
+    ) {
         let (m, k) = (self.m, self.k);
         if m == 0 || n == 0 {
             return;
         }
-        assert!(ldb >= n && ldc >= n, "PackedA::multiply: strides below n");
-        assert!(
-            k == 0 || b.len() >= (k - 1) * ldb + n,
-            "PackedA::multiply: B too short"
-        );
+        b.check(k, n);
+        assert!(ldc >= n, "PackedA::multiply: stride below n");
         assert!(
             c.len() >= (m - 1) * ldc + n,
             "PackedA::multiply: C too short"
         );
+        assert!(
+            bias.is_none_or(|b| b.len() >= m),
+            "PackedA::multiply: bias too short"
+        );
         if k == 0 {
             for i in 0..m {
-                c[i * ldc..i * ldc + n].fill(0.0);
+                c[i * ldc..i * ldc + n].fill(bias.map_or(0.0, |b| b[i]));
             }
             return;
         }
@@ -117,7 +127,7 @@ impl PackedA {
         let c_ptr = SendPtr(c.as_mut_ptr());
         let run = |rows: (usize, usize), cols: (usize, usize)| {
             // SAFETY: tasks cover disjoint rectangles of C, inside the checked slice.
-            unsafe { self.block(b, ldb, c_ptr.get(), ldc, rows, cols) }
+            unsafe { self.block(b, bias, c_ptr.get(), ldc, rows, cols) }
         };
         if m * k * n < PARALLEL_WORK || threads < 2 {
             run((0, row_panels), (0, n));
@@ -143,8 +153,8 @@ impl PackedA {
     /// writes this rectangle.
     unsafe fn block(
         &self,
-        b: &[f32],
-        ldb: usize,
+        b: BSource<'_>,
+        bias: Option<&[f32]>,
         c: *mut f32,
         ldc: usize,
         rows: (usize, usize),
@@ -153,11 +163,12 @@ impl PackedA {
         let (mr, nr) = self.isa.tile();
         let width = (cols.1 - cols.0).min(NC);
         let mut packed_b = vec![0.0f32; KC * width.div_ceil(nr) * nr];
+        let mut init = [0.0f32; 16];
         for jc in (cols.0..cols.1).step_by(NC) {
             let nc = NC.min(cols.1 - jc);
             for pc in (0..self.k).step_by(KC) {
                 let kc = KC.min(self.k - pc);
-                pack_b(b, ldb, pc, kc, jc, nc, nr, &mut packed_b);
+                b.pack(pc, kc, jc, nc, nr, &mut packed_b);
                 for ic in (rows.0..rows.1).step_by((MC / mr).max(1)) {
                     let ic_end = (ic + (MC / mr).max(1)).min(rows.1);
                     for jp in 0..nc.div_ceil(nr) {
@@ -165,6 +176,16 @@ impl PackedA {
                         for ip in ic..ic_end {
                             let ap = self.panel(pc, kc, ip);
                             let (i0, j0) = (ip * mr, jc + jp * nr);
+                            let live = mr.min(self.m - i0);
+                            // The bias starts the accumulators, once (first depth block).
+                            let row_init = match bias {
+                                Some(bv) if pc == 0 => {
+                                    init[..live].copy_from_slice(&bv[i0..i0 + live]);
+                                    init[live..].fill(0.0);
+                                    Some(&init[..])
+                                }
+                                _ => None,
+                            };
                             // SAFETY: the tile's rows i0..i0+mr' and columns j0..j0+nr' lie in
                             // this task's rectangle of C; the panels hold kc·MR and kc·NR values.
                             unsafe {
@@ -175,41 +196,16 @@ impl PackedA {
                                     bp.as_ptr(),
                                     c.add(i0 * ldc + j0),
                                     ldc,
-                                    mr.min(self.m - i0),
+                                    live,
                                     nr.min(jc + nc - j0),
                                     pc > 0,
+                                    row_init,
                                 )
                             };
                         }
                     }
                 }
             }
-        }
-    }
-}
-
-/// Packs rows `pc..pc + kc`, columns `jc..jc + nc` of `b` into `kc × NR` column panels (zero
-/// padded on the right).
-#[allow(clippy::too_many_arguments)]
-fn pack_b(
-    b: &[f32],
-    ldb: usize,
-    pc: usize,
-    kc: usize,
-    jc: usize,
-    nc: usize,
-    nr: usize,
-    out: &mut [f32],
-) {
-    for jp in 0..nc.div_ceil(nr) {
-        let j0 = jc + jp * nr;
-        let w = nr.min(jc + nc - j0);
-        let panel = &mut out[jp * kc * nr..(jp + 1) * kc * nr];
-        for p in 0..kc {
-            let src = &b[(pc + p) * ldb + j0..(pc + p) * ldb + j0 + w];
-            let dst = &mut panel[p * nr..(p + 1) * nr];
-            dst[..w].copy_from_slice(src);
-            dst[w..].fill(0.0);
         }
     }
 }

@@ -45,7 +45,8 @@ fn check(m: usize, k: usize, n: usize, threads: usize) {
         let packed = PackedA::with_isa(&a, m, k, isa);
         // Cells outside the m × n window must keep the sentinel.
         let mut c = vec![f32::NAN; m.max(1) * ldc];
-        pool.install(|| packed.multiply(&b, ldb, n, &mut c, ldc));
+        let src = BSource::Dense { data: &b, ld: ldb };
+        pool.install(|| packed.multiply(src, n, &mut c, ldc, None));
         for i in 0..m {
             for j in 0..ldc {
                 let got = c[i * ldc + j];
@@ -100,5 +101,113 @@ fn packing_keeps_every_value_once() {
         want.sort_by(f32::total_cmp);
         assert_eq!(seen, want, "{isa:?}");
         assert_eq!((p.rows(), p.cols()), (m, k));
+    }
+}
+
+#[test]
+fn bias_starts_every_row_once() {
+    // Depth past KC (two blocks): the bias must be added once, not per block.
+    let (m, k, n) = (11, 300, 37);
+    let a = values(m * k, 7);
+    let b = values(k * n, 8);
+    let bias: Vec<f32> = (0..m).map(|i| i as f32 - 4.0).collect();
+    let want = reference(&a, &b, n, m, k, n);
+    for isa in isas() {
+        let packed = PackedA::with_isa(&a, m, k, isa);
+        let mut c = vec![0.0f32; m * n];
+        packed.multiply(
+            BSource::Dense { data: &b, ld: n },
+            n,
+            &mut c,
+            n,
+            Some(&bias),
+        );
+        for i in 0..m {
+            for j in 0..n {
+                let w = want[i * n + j] + bias[i] as f64;
+                assert!(
+                    (c[i * n + j] as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{isa:?}"
+                );
+            }
+        }
+    }
+}
+
+/// The im2col matrix of `im` by the definition.
+fn im2col_by_definition(im: &Image2d, channels: usize) -> Vec<f32> {
+    let ([h, w], [kh, kw], [oh, ow]) = (im.size, im.kernel, im.out);
+    let mut out = Vec::new();
+    for c in 0..channels {
+        for u in 0..kh {
+            for v in 0..kw {
+                for i in 0..oh {
+                    for j in 0..ow {
+                        let y =
+                            (i * im.strides[0] + u * im.dilations[0]) as i64 - im.pads[0] as i64;
+                        let x =
+                            (j * im.strides[1] + v * im.dilations[1]) as i64 - im.pads[1] as i64;
+                        let inside = y >= 0 && x >= 0 && y < h as i64 && x < w as i64;
+                        out.push(if inside {
+                            im.img[(c * h + y as usize) * w + x as usize]
+                        } else {
+                            0.0
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn image_source_is_the_im2col_matrix() {
+    // (channels, size, kernel, strides, dilations, pads): unit and large strides, dilations,
+    // pads larger than the kernel reach, 1x1, non-square, output rows shorter than NR.
+    let cases: &[(
+        usize,
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+        [usize; 2],
+    )] = &[
+        (3, [9, 11], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (2, [14, 14], [7, 7], [2, 2], [1, 1], [3, 3]),
+        (4, [10, 7], [3, 2], [2, 1], [2, 1], [2, 0]),
+        (1, [5, 5], [1, 1], [1, 1], [1, 1], [0, 0]),
+        (30, [8, 8], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (2, [6, 40], [1, 5], [1, 3], [1, 2], [0, 4]),
+    ];
+    for &(ch, size, kernel, strides, dilations, pads) in cases {
+        let out = [0, 1]
+            .map(|d| (size[d] + 2 * pads[d] - dilations[d] * (kernel[d] - 1) - 1) / strides[d] + 1);
+        let img = values(ch * size[0] * size[1], ch as u64);
+        let im = Image2d {
+            img: &img,
+            size,
+            kernel,
+            strides,
+            dilations,
+            pads,
+            out,
+        };
+        let (k, n, m) = (ch * kernel[0] * kernel[1], out[0] * out[1], 10);
+        let cols = im2col_by_definition(&im, ch);
+        let a = values(m * k, 99);
+        let want = reference(&a, &cols, n, m, k, n);
+        for isa in isas() {
+            let packed = PackedA::with_isa(&a, m, k, isa);
+            let mut c = vec![0.0f32; m * n];
+            packed.multiply(BSource::Image(&im), n, &mut c, n, None);
+            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
+                assert!(
+                    (*g as f64 - w).abs() <= tol,
+                    "{isa:?} {size:?} {kernel:?} {strides:?}: [{idx}] {g} vs {w}"
+                );
+            }
+        }
     }
 }

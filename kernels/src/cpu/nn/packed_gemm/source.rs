@@ -1,0 +1,142 @@
+//! Where the packed GEMM reads its right operand `B` from, and how a `KC × NC` block of it is
+//! packed into `KC × NR` column panels: a dense matrix, or — for a 2-D convolution — the im2col
+//! matrix of an image, gathered straight from the image so that the column matrix is never
+//! written out whole.
+
+/// The right operand `B` (`k × n`).
+#[derive(Debug, Clone, Copy)]
+pub enum BSource<'a> {
+    /// A dense row-major matrix with row stride `ld`.
+    Dense {
+        /// The values.
+        data: &'a [f32],
+        /// Distance between rows, ≥ `n`.
+        ld: usize,
+    },
+    /// The im2col matrix of a 2-D image.
+    Image(&'a Image2d<'a>),
+}
+
+/// A `channels × height × width` image seen as its im2col matrix: row `(c, u, v)` (channel, then
+/// kernel offsets), column `(i, j)` (output position) holds
+/// `img[c, i·stride_h − pad_h + u·dilation_h, j·stride_w − pad_w + v·dilation_w]`, zero outside.
+#[derive(Debug, Clone, Copy)]
+pub struct Image2d<'a> {
+    /// The image, `channels · height · width` values.
+    pub img: &'a [f32],
+    /// Image height and width.
+    pub size: [usize; 2],
+    /// Kernel height and width.
+    pub kernel: [usize; 2],
+    /// Strides.
+    pub strides: [usize; 2],
+    /// Dilations.
+    pub dilations: [usize; 2],
+    /// Padding before (top, left).
+    pub pads: [usize; 2],
+    /// Output height and width.
+    pub out: [usize; 2],
+}
+
+impl BSource<'_> {
+    /// Panics (an internal contract) unless the source holds a `k × n` matrix.
+    pub(super) fn check(&self, k: usize, n: usize) {
+        match self {
+            BSource::Dense { data, ld } => {
+                assert!(*ld >= n, "BSource: stride {ld} below n {n}");
+                assert!(
+                    k == 0 || data.len() >= (k - 1) * ld + n,
+                    "BSource: too short"
+                );
+            }
+            BSource::Image(im) => {
+                let taps = im.kernel[0] * im.kernel[1];
+                assert!(
+                    taps > 0 && k.is_multiple_of(taps),
+                    "BSource: k {k} vs kernel"
+                );
+                assert_eq!(n, im.out[0] * im.out[1], "BSource: n vs output grid");
+                assert!(
+                    im.img.len() >= k / taps * im.size[0] * im.size[1],
+                    "BSource: image"
+                );
+                assert!(im.strides.iter().chain(&im.dilations).all(|&s| s > 0));
+            }
+        }
+    }
+
+    /// Packs rows `pc..pc + kc`, columns `jc..jc + nc` into `kc × nr` column panels in `out`
+    /// (zero padded on the right).
+    pub(super) fn pack(
+        &self,
+        pc: usize,
+        kc: usize,
+        jc: usize,
+        nc: usize,
+        nr: usize,
+        out: &mut [f32],
+    ) {
+        for jp in 0..nc.div_ceil(nr) {
+            let j0 = jc + jp * nr;
+            let w = nr.min(jc + nc - j0);
+            let panel = &mut out[jp * kc * nr..(jp + 1) * kc * nr];
+            for p in 0..kc {
+                let dst = &mut panel[p * nr..(p + 1) * nr];
+                match self {
+                    BSource::Dense { data, ld } => {
+                        let row = (pc + p) * ld + j0;
+                        dst[..w].copy_from_slice(&data[row..row + w]);
+                    }
+                    BSource::Image(im) => im.gather(pc + p, j0, &mut dst[..w]),
+                }
+                dst[w..].fill(0.0);
+            }
+        }
+    }
+}
+
+impl Image2d<'_> {
+    /// Row `r` of the im2col matrix, columns `j0..j0 + dst.len()`.
+    fn gather(&self, r: usize, j0: usize, dst: &mut [f32]) {
+        let [kh, kw] = self.kernel;
+        let [h, w] = self.size;
+        let (c, u, v) = (r / (kh * kw), (r / kw) % kh, r % kw);
+        let plane = &self.img[c * h * w..(c + 1) * h * w];
+        let ow = self.out[1];
+        let mut t = 0;
+        while t < dst.len() {
+            let (i, j) = ((j0 + t) / ow, (j0 + t) % ow);
+            let seg = (dst.len() - t).min(ow - j);
+            let out = &mut dst[t..t + seg];
+            t += seg;
+            let y = (i * self.strides[0] + u * self.dilations[0]) as isize - self.pads[0] as isize;
+            if y < 0 || y >= h as isize {
+                out.fill(0.0);
+                continue;
+            }
+            let row = &plane[y as usize * w..(y as usize + 1) * w];
+            let x0 = (j * self.strides[1] + v * self.dilations[1]) as isize - self.pads[1] as isize;
+            if self.strides[1] == 1 {
+                // Columns t with 0 ≤ x0 + t < w come from the row, the rest is padding.
+                let lo = (-x0).clamp(0, seg as isize) as usize;
+                let hi = (w as isize - x0).clamp(lo as isize, seg as isize) as usize;
+                out[..lo].fill(0.0);
+                if hi > lo {
+                    let from = (x0 + lo as isize) as usize;
+                    out[lo..hi].copy_from_slice(&row[from..from + hi - lo]);
+                }
+                out[hi..].fill(0.0);
+            } else {
+                let step = self.strides[1] as isize;
+                for (q, o) in out.iter_mut().enumerate() {
+                    let x = x0 + q as isize * step;
+                    *o = if x >= 0 && x < w as isize {
+                        row[x as usize]
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+    }
+}
