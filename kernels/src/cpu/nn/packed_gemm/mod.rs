@@ -131,7 +131,9 @@ impl PackedA {
         };
         if m * k * n < PARALLEL_WORK || threads < 2 {
             run((0, row_panels), (0, n));
-        } else if col_panels >= 2 * threads {
+        } else if n > m && col_panels >= 2 * threads {
+            // Cut along the longer side: column blocks each read all of the packed A, row blocks
+            // each pack all of B, so the smaller operand is the one read twice.
             let chunks = (2 * threads).min(col_panels);
             let per = col_panels.div_ceil(chunks) * nr;
             (0..n.div_ceil(per)).into_par_iter().for_each(|i| {
@@ -162,52 +164,65 @@ impl PackedA {
     ) {
         let (mr, nr) = self.isa.tile();
         let width = (cols.1 - cols.0).min(NC);
-        let mut packed_b = vec![0.0f32; KC * width.div_ceil(nr) * nr];
-        let mut init = [0.0f32; 16];
-        for jc in (cols.0..cols.1).step_by(NC) {
-            let nc = NC.min(cols.1 - jc);
-            for pc in (0..self.k).step_by(KC) {
-                let kc = KC.min(self.k - pc);
-                b.pack(pc, kc, jc, nc, nr, &mut packed_b);
-                for ic in (rows.0..rows.1).step_by((MC / mr).max(1)) {
-                    let ic_end = (ic + (MC / mr).max(1)).min(rows.1);
-                    for jp in 0..nc.div_ceil(nr) {
-                        let bp = &packed_b[jp * kc * nr..(jp + 1) * kc * nr];
-                        for ip in ic..ic_end {
-                            let ap = self.panel(pc, kc, ip);
-                            let (i0, j0) = (ip * mr, jc + jp * nr);
-                            let live = mr.min(self.m - i0);
-                            // The bias starts the accumulators, once (first depth block).
-                            let row_init = match bias {
-                                Some(bv) if pc == 0 => {
-                                    init[..live].copy_from_slice(&bv[i0..i0 + live]);
-                                    init[live..].fill(0.0);
-                                    Some(&init[..])
-                                }
-                                _ => None,
-                            };
-                            // SAFETY: the tile's rows i0..i0+mr' and columns j0..j0+nr' lie in
-                            // this task's rectangle of C; the panels hold kc·MR and kc·NR values.
-                            unsafe {
-                                micro::tile(
-                                    self.isa,
-                                    kc,
-                                    ap.as_ptr(),
-                                    bp.as_ptr(),
-                                    c.add(i0 * ldc + j0),
-                                    ldc,
-                                    live,
-                                    nr.min(jc + nc - j0),
-                                    pc > 0,
-                                    row_init,
-                                )
-                            };
+        // The packed B block lives in a per-thread buffer reused by every call (a fresh
+        // allocation of this size would be new pages, faulted in on every call).
+        PACKED_B.with_borrow_mut(|scratch| {
+            let need = KC * width.div_ceil(nr) * nr;
+            if scratch.len() < need {
+                scratch.resize(need, 0.0);
+            }
+            let packed_b = &mut scratch[..need];
+            let mut init = [0.0f32; 16];
+            for jc in (cols.0..cols.1).step_by(NC) {
+                let nc = NC.min(cols.1 - jc);
+                for pc in (0..self.k).step_by(KC) {
+                    let kc = KC.min(self.k - pc);
+                    b.pack(pc, kc, jc, nc, nr, packed_b);
+                    for ic in (rows.0..rows.1).step_by((MC / mr).max(1)) {
+                        let ic_end = (ic + (MC / mr).max(1)).min(rows.1);
+                        for jp in 0..nc.div_ceil(nr) {
+                            let bp = &packed_b[jp * kc * nr..(jp + 1) * kc * nr];
+                            for ip in ic..ic_end {
+                                let ap = self.panel(pc, kc, ip);
+                                let (i0, j0) = (ip * mr, jc + jp * nr);
+                                let live = mr.min(self.m - i0);
+                                // The bias starts the accumulators, once (first depth block).
+                                let row_init = match bias {
+                                    Some(bv) if pc == 0 => {
+                                        init[..live].copy_from_slice(&bv[i0..i0 + live]);
+                                        init[live..].fill(0.0);
+                                        Some(&init[..])
+                                    }
+                                    _ => None,
+                                };
+                                // SAFETY: the tile's rows i0..i0+mr' and columns j0..j0+nr' lie in
+                                // this task's rectangle of C; the panels hold kc·MR and kc·NR values.
+                                unsafe {
+                                    micro::tile(
+                                        self.isa,
+                                        kc,
+                                        ap.as_ptr(),
+                                        bp.as_ptr(),
+                                        c.add(i0 * ldc + j0),
+                                        ldc,
+                                        live,
+                                        nr.min(jc + nc - j0),
+                                        pc > 0,
+                                        row_init,
+                                    )
+                                };
+                            }
                         }
                     }
                 }
             }
-        }
+        });
     }
+}
+
+thread_local! {
+    /// Per-thread scratch for packed `B` blocks.
+    static PACKED_B: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[cfg(test)]

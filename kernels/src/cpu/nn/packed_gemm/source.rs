@@ -76,20 +76,25 @@ impl BSource<'_> {
         nr: usize,
         out: &mut [f32],
     ) {
-        for jp in 0..nc.div_ceil(nr) {
-            let j0 = jc + jp * nr;
-            let w = nr.min(jc + nc - j0);
-            let panel = &mut out[jp * kc * nr..(jp + 1) * kc * nr];
-            for p in 0..kc {
-                let dst = &mut panel[p * nr..(p + 1) * nr];
-                match self {
-                    BSource::Dense { data, ld } => {
-                        let row = (pc + p) * ld + j0;
-                        dst[..w].copy_from_slice(&data[row..row + w]);
-                    }
-                    BSource::Image(im) => im.gather(pc + p, j0, &mut dst[..w]),
+        let panels = nc.div_ceil(nr);
+        // An image row is gathered once, whole, then cut into the panels.
+        let mut row = match self {
+            BSource::Image(_) => vec![0.0f32; nc],
+            BSource::Dense { .. } => Vec::new(),
+        };
+        for p in 0..kc {
+            let src: &[f32] = match self {
+                BSource::Dense { data, ld } => &data[(pc + p) * ld + jc..(pc + p) * ld + jc + nc],
+                BSource::Image(im) => {
+                    im.gather(pc + p, jc, &mut row);
+                    &row
                 }
-                dst[w..].fill(0.0);
+            };
+            for jp in 0..panels {
+                let w = nr.min(nc - jp * nr);
+                let at = (jp * kc + p) * nr;
+                out[at..at + w].copy_from_slice(&src[jp * nr..jp * nr + w]);
+                out[at + w..at + nr].fill(0.0);
             }
         }
     }
