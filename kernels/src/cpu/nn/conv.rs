@@ -224,10 +224,10 @@ impl Conv {
         if d.is_depthwise() {
             return None;
         }
-        if let Some(c) = self.packed.get() {
-            if same_buffer(&c.source, w) {
-                return Some(Cow::Borrowed(&c.groups));
-            }
+        if let Some(c) = self.packed.get()
+            && same_buffer(&c.source, w)
+        {
+            return Some(Cow::Borrowed(&c.groups));
         }
         let k = cg * d.geo.kernel.iter().product::<usize>();
         let groups = (0..d.group)
@@ -266,19 +266,22 @@ fn generic_product<T: Real>(d: &Dims, ws: &[T], g: usize, cols: &[T], y: &mut [T
     )
 }
 
+/// `(group, operand, y)`: see [`Product`].
+type GroupProduct<'a, T> = dyn Fn(usize, &[T], &mut [T]) -> Result<()> + 'a;
+
 /// How one group's product is computed: `run(g, operand, y)` writes `y = W_g · B` for group
 /// `g`, where `operand` is the group's channels of the image when `reads_images` (it gathers
 /// the im2col matrix itself), else the im2col matrix (or, for a pointwise convolution, the
 /// image, which is that matrix); it also adds the bias when `adds_bias`.
 struct Product<'a, T> {
-    run: &'a dyn Fn(usize, &[T], &mut [T]) -> Result<()>,
+    run: &'a GroupProduct<'a, T>,
     reads_images: bool,
     adds_bias: bool,
 }
 
 impl<'a, T> Product<'a, T> {
     /// A product on the im2col matrix that leaves the bias to the caller.
-    fn generic(run: &'a dyn Fn(usize, &[T], &mut [T]) -> Result<()>) -> Self {
+    fn generic(run: &'a GroupProduct<'a, T>) -> Self {
         Product {
             run,
             reads_images: false,

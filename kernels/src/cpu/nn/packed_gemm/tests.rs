@@ -165,14 +165,15 @@ fn im2col_by_definition(im: &Image2d, channels: usize) -> Vec<f32> {
 fn image_source_is_the_im2col_matrix() {
     // (channels, size, kernel, strides, dilations, pads): unit and large strides, dilations,
     // pads larger than the kernel reach, 1x1, non-square, output rows shorter than NR.
-    let cases: &[(
+    type Case = (
         usize,
         [usize; 2],
         [usize; 2],
         [usize; 2],
         [usize; 2],
         [usize; 2],
-    )] = &[
+    );
+    let cases: &[Case] = &[
         (3, [9, 11], [3, 3], [1, 1], [1, 1], [1, 1]),
         (2, [14, 14], [7, 7], [2, 2], [1, 1], [3, 3]),
         (4, [10, 7], [3, 2], [2, 1], [2, 1], [2, 0]),

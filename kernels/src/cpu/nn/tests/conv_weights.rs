@@ -6,6 +6,7 @@ use crate::kernel::NodeSpec;
 use crate::{AttrValue, Attributes, Tensor};
 
 /// `y[o, i, j] = Σ_{c, u, v} x[c, i·s + u − p, j·s + v − p] · w[o, c, u, v]`, batch 1, one group.
+#[allow(clippy::too_many_arguments)]
 fn direct(
     x: &[f32],
     w: &[f32],
