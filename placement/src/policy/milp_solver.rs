@@ -58,12 +58,12 @@ impl Default for MilpSolver {
     }
 }
 
-/// A minimisation model under construction: variables are registered in creation order so that
-/// a solver working on column indices (HiGHS) can be given the warm start.
+/// A minimisation model under construction: variables are kept in creation order, which is
+/// also the column order a solver working on column indices (HiGHS) sees.
 #[derive(Default)]
 pub(crate) struct Model {
     vars: ProblemVariables,
-    index: HashMap<Variable, usize>,
+    order: Vec<Variable>,
     /// The rows.
     pub rows: Vec<Constraint>,
 }
@@ -72,7 +72,7 @@ impl Model {
     /// Adds a variable.
     pub fn add(&mut self, def: VariableDefinition) -> Variable {
         let v = self.vars.add(def);
-        self.index.insert(v, self.index.len());
+        self.order.push(v);
         v
     }
 
@@ -115,12 +115,8 @@ pub(crate) fn minimise(
         )));
     }
     let seconds = seconds.max(0.0);
-    let Model { vars, index, rows } = model;
-    let order = {
-        let mut o: Vec<(usize, Variable)> = index.iter().map(|(&v, &i)| (i, v)).collect();
-        o.sort_unstable_by_key(|p| p.0);
-        o.into_iter().map(|p| p.1).collect::<Vec<_>>()
-    };
+    let Model { vars, order, rows } = model;
+    let index: HashMap<Variable, usize> = order.iter().enumerate().map(|(i, &v)| (v, i)).collect();
     let problem = vars.minimise(objective);
     let (values, optimal, gap) = match solver {
         MilpSolver::Microlp => through_good_lp(

@@ -11,6 +11,7 @@ pub mod ios;
 pub mod lios;
 pub mod milp;
 pub mod milp_solver;
+mod milp_warm;
 pub mod nimble;
 pub mod opara;
 pub mod sequential;

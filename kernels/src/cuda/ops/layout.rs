@@ -24,6 +24,20 @@ pub(super) struct Piece {
     pub(super) strides: Strides,
 }
 
+impl Piece {
+    /// All `n` elements of output 0 from input 0, starting at `src_offset`.
+    pub(super) fn whole(src_offset: usize, n: usize, strides: Strides) -> Self {
+        Piece {
+            input: 0,
+            output: 0,
+            src_offset,
+            dst_offset: 0,
+            n,
+            strides,
+        }
+    }
+}
+
 /// A sequence of strided copies.
 #[derive(Debug)]
 pub(super) struct StridedCopies {
@@ -90,18 +104,7 @@ fn plan_transpose(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
     let src_strides: Vec<i64> = perm.iter().map(|&p| src[p]).collect();
     let strides = Strides::new(&y.shape, &[&src_strides, &contiguous_strides(&y.shape)])
         .ok_or_else(|| node.unsupported(format!("rank {rank}")))?;
-    copies(
-        node,
-        rank,
-        vec![Piece {
-            input: 0,
-            output: 0,
-            src_offset: 0,
-            dst_offset: 0,
-            n: y.len(),
-            strides,
-        }],
-    )
+    copies(node, rank, vec![Piece::whole(0, y.len(), strides)])
 }
 
 pub(super) fn build_concat(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
@@ -219,14 +222,7 @@ fn plan_slice(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
     copies(
         node,
         y.shape.len(),
-        vec![Piece {
-            input: 0,
-            output: 0,
-            src_offset: offset.max(0) as usize,
-            dst_offset: 0,
-            n: y.len(),
-            strides,
-        }],
+        vec![Piece::whole(offset.max(0) as usize, y.len(), strides)],
     )
 }
 
@@ -241,18 +237,7 @@ fn plan_expand(node: &GpuNode<'_>) -> CudaResult<StridedCopies> {
         .ok_or_else(|| node.unsupported(format!("{:?} to {:?}", x.shape, y.shape)))?;
     let strides = Strides::new(&y.shape, &[&src, &contiguous_strides(&y.shape)])
         .ok_or_else(|| node.unsupported(format!("rank {}", y.shape.len())))?;
-    copies(
-        node,
-        y.shape.len(),
-        vec![Piece {
-            input: 0,
-            output: 0,
-            src_offset: 0,
-            dst_offset: 0,
-            n: y.len(),
-            strides,
-        }],
-    )
+    copies(node, y.shape.len(), vec![Piece::whole(0, y.len(), strides)])
 }
 
 /// A shape-only operator: the output's bytes are the input's.
