@@ -11,6 +11,7 @@ pub mod dtype;
 pub mod error;
 pub mod kernel;
 pub mod low_precision;
+pub mod output_buffer;
 pub mod tensor;
 
 pub use attrs::{AttrValue, Attributes};

@@ -268,6 +268,15 @@ pub fn seeded_f32(shape: &[usize], seed: u64) -> Tensor {
 /// Seeded inputs for every declared input of `session` (input `i` from seed `17 + i`); symbolic
 /// dims take `batch`, an input without a declared shape is a scalar.
 pub fn seeded_inputs(session: &spillway::Session, batch: usize) -> Vec<(String, Tensor)> {
+    seeded_inputs_from(session, batch, 17)
+}
+
+/// Like [`seeded_inputs`], from another seed (input `i` uses `seed + i`).
+pub fn seeded_inputs_from(
+    session: &spillway::Session,
+    batch: usize,
+    seed: u64,
+) -> Vec<(String, Tensor)> {
     session
         .inputs()
         .iter()
@@ -278,7 +287,7 @@ pub fn seeded_inputs(session: &spillway::Session, batch: usize) -> Vec<(String, 
                 .as_ref()
                 .map(|s| s.iter().map(|d| d.fixed().unwrap_or(batch)).collect())
                 .unwrap_or_default();
-            (info.name.clone(), seeded_f32(&shape, 17 + i as u64))
+            (info.name.clone(), seeded_f32(&shape, seed + i as u64))
         })
         .collect()
 }

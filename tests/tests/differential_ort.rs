@@ -8,7 +8,9 @@ use spillway::Session;
 use spillway_kernels::Tensor;
 use spillway_tests::build::{Attr, ModelBuilder};
 use spillway_tests::oracle::{Oracle, OrtConfig};
-use spillway_tests::{onnx_test_data, relative_l2, seeded_inputs, workspace_root};
+use spillway_tests::{
+    onnx_test_data, relative_l2, seeded_inputs, seeded_inputs_from, workspace_root,
+};
 
 const TOLERANCE: f64 = 1e-4;
 
@@ -124,6 +126,54 @@ fn light_models_match_onnx_runtime() {
         })
         .collect();
     check_table(&rows);
+}
+
+/// The light models again, each run twice on one session: the second run's intermediates are
+/// written into the shared buffers the first run left (holding the first run's values), and
+/// must still match ORT on the second run's (different) inputs.
+#[test]
+fn light_models_match_onnx_runtime_when_buffers_are_reused() {
+    let dir = onnx_test_data().join("light");
+    let mut models: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "onnx"))
+        .collect();
+    models.sort();
+    models.push(workspace_root().join("models/small/inception_block.onnx"));
+    let mut reused_total = 0;
+    for path in &models {
+        let label = path.file_stem().unwrap().to_string_lossy().to_string();
+        let session = Session::builder().commit_from_file(path).unwrap();
+        let (_, first) = session.run_with_stats(seeded_inputs(&session, 1)).unwrap();
+        let inputs = seeded_inputs_from(&session, 1, 1001);
+        let (ours, second) = session.run_with_stats(inputs.clone()).unwrap();
+        let theirs = Oracle::load(path, OrtConfig::default())
+            .unwrap()
+            .run(&inputs)
+            .unwrap();
+        for (i, (name, t)) in ours.iter().enumerate() {
+            let err = relative_l2(&theirs[i], t).unwrap();
+            let own = ort_self_disagreement(path, &session);
+            assert!(
+                err <= TOLERANCE.max(2.0 * own),
+                "{label}: output {name}: relative L2 error {err:.2e} after buffer reuse"
+            );
+        }
+        println!(
+            "{label}: outputs into reused buffers: first run {}, second run {}",
+            first.reused_outputs, second.reused_outputs
+        );
+        assert!(
+            second.reused_outputs >= first.reused_outputs,
+            "{label}: the second run finds the first run's buffers"
+        );
+        reused_total += second.reused_outputs;
+    }
+    assert!(
+        reused_total > 0,
+        "no output was written into a reused buffer"
+    );
 }
 
 /// Small models that exercise the passes: BatchNorm folding, constant folding of the

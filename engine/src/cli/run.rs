@@ -56,8 +56,9 @@ pub fn run(
         }
     }
     println!(
-        "peak intermediate memory: {:.1} KiB",
-        stats.peak_intermediate_bytes as f64 / 1024.0
+        "peak intermediate memory: {:.1} KiB ({} outputs written into reused buffers)",
+        stats.peak_intermediate_bytes as f64 / 1024.0,
+        stats.reused_outputs
     );
     if !times.is_empty() {
         times.sort_by(f64::total_cmp);

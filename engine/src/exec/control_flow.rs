@@ -12,7 +12,7 @@ use crate::value::Value;
 /// A compiled subgraph and how to bind it.
 #[derive(Debug)]
 pub struct SubPlan {
-    plan: SequentialPlan,
+    plan: Box<SequentialPlan>,
     /// Declared element types of the subgraph's outputs (for empty scan outputs).
     output_dtypes: Vec<Option<DType>>,
     inputs: Vec<ValueId>,
@@ -25,7 +25,7 @@ pub struct SubPlan {
 impl SubPlan {
     fn compile(sub: &Subgraph) -> Result<Self> {
         Ok(SubPlan {
-            plan: SequentialPlan::compile(&sub.graph)?,
+            plan: Box::new(SequentialPlan::compile(&sub.graph)?),
             output_dtypes: sub
                 .graph
                 .outputs

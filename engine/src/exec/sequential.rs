@@ -1,11 +1,17 @@
-//! The sequential CPU executor: nodes in topological order, one at a time, each
-//! intermediate freed right after its last use.
+//! The sequential CPU executor: nodes in topological order, one at a time. Each intermediate
+//! is given back right after its last use: its storage returns to the shared buffer the static
+//! plan ([`crate::memory::shared`]) gives it, and is offered to the next node writing a value of
+//! that buffer. The buffers stay with the plan between runs (one set per concurrent run).
 
+use std::sync::Mutex;
+
+use spillway_kernels::output_buffer::{self, Buffer};
 use spillway_kernels::{Kernel, NodeSpec};
 
 use super::Work;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
+use crate::memory::shared;
 use crate::value::Value;
 
 /// One node, ready to run.
@@ -29,13 +35,25 @@ pub struct SequentialPlan {
     /// Constants by value index; `None` for values computed at run time.
     constants: Vec<Option<Value>>,
     outputs: Vec<ValueId>,
+    /// The shared buffer of each value (by value index), from the static plan.
+    buffer_of: Vec<Option<usize>>,
+    /// How many shared buffers the plan has.
+    buffer_count: usize,
+    /// Buffer sets left by finished runs, taken by the next ones.
+    idle_buffers: Mutex<Vec<BufferSet>>,
 }
+
+/// One run's shared buffers, by buffer index; `None` while a value holds the memory.
+type BufferSet = Vec<Option<Buffer>>;
 
 /// Figures from one run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RunStats {
     /// Largest number of bytes held by intermediate values at one time.
     pub peak_intermediate_bytes: usize,
+    /// Outputs written into a shared buffer taken back from an earlier value (of this run or,
+    /// for the first values of a buffer, of an earlier run) instead of new memory.
+    pub reused_outputs: usize,
 }
 
 /// Builds the CPU kernel for a node, wrapping any error with the node's context.
@@ -98,10 +116,14 @@ impl SequentialPlan {
         for (id, t) in &graph.constants {
             constants[id.index()] = Some(Value::Tensor(t.clone()));
         }
+        let buffers = shared::plan(graph);
         Ok(SequentialPlan {
             steps,
             constants,
             outputs: graph.outputs.clone(),
+            buffer_of: buffers.buffer_of,
+            buffer_count: buffers.bytes.len(),
+            idle_buffers: Mutex::new(Vec::new()),
         })
     }
 
@@ -120,6 +142,25 @@ impl SequentialPlan {
         &self,
         inputs: Vec<(ValueId, Value)>,
         keep: bool,
+    ) -> Result<(Vec<Value>, RunStats, Vec<Option<Value>>)> {
+        let idle = self
+            .idle_buffers
+            .lock()
+            .ok()
+            .and_then(|mut sets| sets.pop());
+        let mut buffers = idle.unwrap_or_else(|| (0..self.buffer_count).map(|_| None).collect());
+        let result = self.run_steps(inputs, keep, &mut buffers);
+        if let Ok(mut sets) = self.idle_buffers.lock() {
+            sets.push(buffers);
+        }
+        result
+    }
+
+    fn run_steps(
+        &self,
+        inputs: Vec<(ValueId, Value)>,
+        keep: bool,
+        buffers: &mut BufferSet,
     ) -> Result<(Vec<Value>, RunStats, Vec<Option<Value>>)> {
         let mut slots: Vec<Option<Value>> = vec![None; self.constants.len()];
         for (id, t) in inputs {
@@ -155,7 +196,22 @@ impl SequentialPlan {
                     step.name
                 )));
             }
-            let results = step.work.run(&args, step.declared_inputs)?.map_err(fail)?;
+            let buffer_of = |v: &Option<ValueId>| v.and_then(|v| self.buffer_of[v.index()]);
+            let mut offers: BufferSet = step
+                .outputs
+                .iter()
+                .map(|v| buffer_of(v).and_then(|b| buffers[b].take()))
+                .collect();
+            let offered = offers.iter().flatten().count();
+            let results =
+                output_buffer::offer(&mut offers, || step.work.run(&args, step.declared_inputs));
+            stats.reused_outputs += offered - offers.iter().flatten().count();
+            for (v, left) in step.outputs.iter().zip(offers) {
+                if let (Some(b), Some(left)) = (buffer_of(v), left) {
+                    buffers[b] = Some(left);
+                }
+            }
+            let results = results?.map_err(fail)?;
             if results.len() < step.outputs.iter().filter(|o| o.is_some()).count()
                 || results.len() > step.outputs.len()
             {
@@ -175,8 +231,17 @@ impl SequentialPlan {
             }
             stats.peak_intermediate_bytes = stats.peak_intermediate_bytes.max(live_bytes);
             for v in step.release.iter().filter(|_| !keep) {
-                if let Some(t) = slots[v.index()].take() {
-                    live_bytes = live_bytes.saturating_sub(t.byte_len());
+                let Some(value) = slots[v.index()].take() else {
+                    continue;
+                };
+                live_bytes = live_bytes.saturating_sub(value.byte_len());
+                if let (Some(b), Value::Tensor(t)) = (self.buffer_of[v.index()], value)
+                    && let Some(back) = Buffer::reclaim(t)
+                    && buffers[b]
+                        .as_ref()
+                        .is_none_or(|old| old.bytes() < back.bytes())
+                {
+                    buffers[b] = Some(back);
                 }
             }
         }

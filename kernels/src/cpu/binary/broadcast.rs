@@ -47,7 +47,7 @@ pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Vec<usize>> {
 pub fn map_into<T, O, F>(src: &[T], out: &mut [MaybeUninit<O>], f: &F)
 where
     T: Sync,
-    O: Send,
+    O: Send + 'static,
     F: Fn(&T) -> O + Sync,
 {
     if src.len() >= PAR_THRESHOLD {
@@ -65,24 +65,20 @@ fn map_slice<T, O, F: Fn(&T) -> O>(src: &[T], out: &mut [MaybeUninit<O>], f: &F)
     }
 }
 
-/// Builds a vector of `len` elements by letting `fill` initialise every slot.
+/// Builds the kernel's (first) output, `len` elements, by letting `fill` initialise every slot;
+/// the storage is the executor's offered buffer when there is one.
 ///
 /// `fill` must write every element of the slice it is given; all callers here write
 /// through loops whose bounds are exactly the slice length.
-pub fn build_vec<O>(len: usize, fill: impl FnOnce(&mut [MaybeUninit<O>])) -> Vec<O> {
-    let mut v: Vec<O> = Vec::with_capacity(len);
-    fill(&mut v.spare_capacity_mut()[..len]);
-    // SAFETY: `fill` initialised all `len` slots (see the contract above), and
-    // `len <= capacity`.
-    unsafe { v.set_len(len) };
-    v
+pub fn build_vec<O: 'static>(len: usize, fill: impl FnOnce(&mut [MaybeUninit<O>])) -> Vec<O> {
+    crate::output_buffer::build(0, len, fill)
 }
 
 /// Applies `f` elementwise to any array, keeping the shape (unary kernels).
 pub fn unary_map<T, O, F>(a: &ArrayViewD<'_, T>, f: F) -> ArrayD<O>
 where
     T: Clone + Sync,
-    O: Send,
+    O: Send + 'static,
     F: Fn(&T) -> O + Sync,
 {
     let a = a.as_standard_layout();
@@ -239,7 +235,7 @@ pub fn zip_map<A, B, O, F>(a: &ArrayViewD<'_, A>, b: &ArrayViewD<'_, B>, f: F) -
 where
     A: Clone + Sync,
     B: Clone + Sync,
-    O: Send,
+    O: Send + 'static,
     F: Fn(&A, &B) -> O + Sync,
 {
     let shape = broadcast_shapes(&[a.shape(), b.shape()])?;

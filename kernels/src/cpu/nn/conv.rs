@@ -15,9 +15,9 @@ use super::im2col::{Sweep, im2col};
 use super::matrix::{Layout, gemm};
 use super::packed_gemm::{BSource, Image2d, PackedA};
 use super::spatial::{Geometry, WindowAttrs};
-use crate::Tensor;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
+use crate::{Tensor, output_buffer};
 
 /// A built `Conv`.
 #[derive(Debug)]
@@ -303,8 +303,14 @@ fn conv_typed<T: Real>(
     let olen: usize = geo.out.iter().product();
     let klen: usize = geo.kernel.iter().product();
     let (cg, mg) = (d.in_ch / d.group, d.out_ch / d.group);
-    let mut y = vec![T::ZERO; d.batch * d.out_ch * olen];
+    let len = d.batch * d.out_ch * olen;
     let depthwise = d.is_depthwise();
+    // The products overwrite every element; the depthwise loop accumulates into zeros.
+    let mut y = if depthwise {
+        output_buffer::zeroed(0, len)
+    } else {
+        output_buffer::overwritable(0, len)
+    };
     let pointwise = klen == 1
         && geo.strides.iter().all(|&s| s == 1)
         && geo.pad_begin.iter().chain(&geo.pad_end).all(|&p| p == 0);

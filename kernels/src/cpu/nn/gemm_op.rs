@@ -90,7 +90,7 @@ impl Gemm {
         };
         let alpha = T::from_attr(self.alpha).ok_or_else(|| bad("alpha", self.alpha))?;
         let beta = T::from_attr(self.beta).ok_or_else(|| bad("beta", self.beta))?;
-        let mut y = vec![T::ZERO; m * n];
+        let mut y = crate::output_buffer::filled(0, m * n, T::ZERO);
         let mut beta_eff = T::ZERO;
         if let Some(c) = c {
             let sc = c.shape();

@@ -128,7 +128,7 @@ pub fn plan(a: &[usize], b: &[usize]) -> Result<BatchPlan> {
 /// Runs a planned batched product on contiguous data.
 pub fn batched<T: MatElem>(p: &BatchPlan, a: &[T], b: &[T]) -> Result<Vec<T>> {
     let (m, k, n) = (p.m, p.k, p.n);
-    let mut y = vec![T::ZERO; p.offsets.len() * m * n];
+    let mut y = crate::output_buffer::filled(0, p.offsets.len() * m * n, T::ZERO);
     if y.is_empty() {
         return Ok(y);
     }

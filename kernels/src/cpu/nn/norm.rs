@@ -77,7 +77,7 @@ fn channel_param(t: &Tensor, c: usize, what: &str) -> Result<Vec<f64>> {
 
 /// `y = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + bias[c]` over `(N, C, ...)` data.
 fn affine<T: Real>(x: &[T], channels: usize, plane: usize, mul: &[f64], add: &[f64]) -> Vec<T> {
-    let mut y = vec![T::ZERO; x.len()];
+    let mut y = crate::output_buffer::filled(0, x.len(), T::ZERO);
     if plane == 0 {
         return y;
     }

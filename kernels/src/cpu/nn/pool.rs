@@ -184,7 +184,7 @@ impl Pool {
             s.reverse();
             s
         };
-        let mut y = vec![T::LOWEST; planes * olen];
+        let mut y = crate::output_buffer::filled(0, planes * olen, T::LOWEST);
         let mut idx = vec![0i64; if indices { planes * olen } else { 0 }];
         let work = |p: usize, yp: &mut [T], ip: Option<&mut [i64]>| {
             let plane = &xs[p * ilen..(p + 1) * ilen];
@@ -262,7 +262,7 @@ impl Pool {
             geo.out.iter().product::<usize>(),
         );
         let rm = strides_of(image);
-        let mut y = vec![T::ZERO; shape[0] * shape[1] * olen];
+        let mut y = crate::output_buffer::filled(0, shape[0] * shape[1] * olen, T::ZERO);
         if pool2d::applies(&geo) {
             let (rows, cols) = pool2d::plane_windows(&geo, image);
             pool2d::pool_planes(

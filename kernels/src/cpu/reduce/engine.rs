@@ -53,7 +53,7 @@ pub fn reduce<T, A, O, S, M, F>(b: &Blocked<'_, T>, fold: &Fold<A, S, M, F>) -> 
 where
     T: Sync,
     A: Copy + Send + Sync,
-    O: Send,
+    O: Send + 'static,
     S: Fn(A, &T) -> A + Sync,
     M: Fn(A, A) -> A + Sync,
     F: Fn(A) -> O + Sync,

@@ -76,7 +76,7 @@ fn concat_typed<T: Element>(
             )
         })
         .collect();
-    let mut data = Vec::with_capacity(out_shape.iter().product());
+    let mut data = crate::output_buffer::empty(0, out_shape.iter().product());
     for o in 0..outer {
         for (s, chunk) in &slices {
             data.extend_from_slice(&s[o * chunk..(o + 1) * chunk]);

@@ -15,7 +15,7 @@ pub struct ClipKernel {
     pub attr_bounds: Option<(f32, f32)>,
 }
 
-fn clip<T: Copy + PartialOrd + Send + Sync>(
+fn clip<T: Copy + PartialOrd + Send + Sync + 'static>(
     a: &ArrayViewD<'_, T>,
     lo: Option<T>,
     hi: Option<T>,

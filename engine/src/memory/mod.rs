@@ -3,6 +3,8 @@
 //! sequential order. Offsets are assigned greedily, largest value first (the "greedy by size"
 //! strategy of TFLite and ONNX Runtime), into the lowest gap that fits.
 
+pub mod shared;
+
 use crate::graph::{Graph, ValueId};
 
 /// Byte alignment of every offset (one cache line; also what SIMD loads like).
@@ -19,24 +21,19 @@ pub struct MemoryPlan {
     pub naive_bytes: usize,
     /// Intermediates whose size is not known before running (planned per run instead).
     pub dynamic: Vec<ValueId>,
+    /// What the CPU executor's shared buffers take: each [`shared`] buffer as large as the
+    /// largest value it holds (values of unknown size count nothing).
+    pub shared_bytes: usize,
 }
 
 /// Plans the intermediates of `graph` (node outputs that are not graph outputs), whose nodes
 /// run in list order. Sizes come from the inferred shapes.
 pub fn plan(graph: &Graph) -> MemoryPlan {
-    let n = graph.values.len();
-    let mut first = vec![usize::MAX; n];
-    let mut last = vec![0usize; n];
-    for (i, node) in graph.nodes.iter().enumerate() {
-        for v in node.present_outputs() {
-            first[v.index()] = first[v.index()].min(i);
-            last[v.index()] = last[v.index()].max(i);
-        }
-        for v in node.present_inputs() {
-            last[v.index()] = last[v.index()].max(i);
-        }
-    }
-    let mut out = MemoryPlan::default();
+    let (first, last) = lifetimes(graph);
+    let mut out = MemoryPlan {
+        shared_bytes: shared::plan(graph).bytes.iter().sum(),
+        ..MemoryPlan::default()
+    };
     let mut items: Vec<(ValueId, usize)> = Vec::new();
     for (index, info) in graph.values.iter().enumerate() {
         let id = ValueId::new(index);
@@ -66,6 +63,24 @@ pub fn plan(graph: &Graph) -> MemoryPlan {
         out.placements.push((id, offset, bytes));
     }
     out
+}
+
+/// The first (producing) and last (reading) node of every value, in list order;
+/// `usize::MAX` as first for values no node produces.
+pub(crate) fn lifetimes(graph: &Graph) -> (Vec<usize>, Vec<usize>) {
+    let n = graph.values.len();
+    let mut first = vec![usize::MAX; n];
+    let mut last = vec![0usize; n];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for v in node.present_outputs() {
+            first[v.index()] = first[v.index()].min(i);
+            last[v.index()] = last[v.index()].max(i);
+        }
+        for v in node.present_inputs() {
+            last[v.index()] = last[v.index()].max(i);
+        }
+    }
+    (first, last)
 }
 
 /// The lowest offset where `bytes` fit between the `[start, end)` ranges already taken by
