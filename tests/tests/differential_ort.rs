@@ -3,8 +3,9 @@
 //! must be within relative L2 error 1e-4 of ORT's on the same seeded input.
 
 use std::path::Path;
+use std::time::Duration;
 
-use spillway::Session;
+use spillway::{CopyCost, Devices, Placement, Session};
 use spillway_kernels::Tensor;
 use spillway_tests::build::{Attr, ModelBuilder};
 use spillway_tests::oracle::{Oracle, OrtConfig};
@@ -130,7 +131,8 @@ fn light_models_match_onnx_runtime() {
 
 /// The light models again, each run twice on one session: the second run's intermediates are
 /// written into the shared buffers the first run left (holding the first run's values), and
-/// must still match ORT on the second run's (different) inputs.
+/// must still match ORT on the second run's (different) inputs. Both executors: the sequential
+/// one, and the parallel one on two CPU lanes and a Virtual device (buffers per device).
 #[test]
 fn light_models_match_onnx_runtime_when_buffers_are_reused() {
     let dir = onnx_test_data().join("light");
@@ -141,34 +143,47 @@ fn light_models_match_onnx_runtime_when_buffers_are_reused() {
         .collect();
     models.sort();
     models.push(workspace_root().join("models/small/inception_block.onnx"));
+    let link = CopyCost {
+        latency: Duration::from_micros(5),
+        bandwidth_bytes_per_s: 4e9,
+    };
     let mut reused_total = 0;
     for path in &models {
         let label = path.file_stem().unwrap().to_string_lossy().to_string();
-        let session = Session::builder().commit_from_file(path).unwrap();
-        let (_, first) = session.run_with_stats(seeded_inputs(&session, 1)).unwrap();
-        let inputs = seeded_inputs_from(&session, 1, 1001);
-        let (ours, second) = session.run_with_stats(inputs.clone()).unwrap();
+        let sequential = Session::builder().commit_from_file(path).unwrap();
+        let parallel = Session::builder()
+            .with_devices(Devices::cpu().with_cpu_lanes(2).with_virtual(1, link))
+            .with_placement(Placement::Greedy)
+            .commit_from_file(path)
+            .unwrap();
+        let inputs = seeded_inputs_from(&sequential, 1, 1001);
         let theirs = Oracle::load(path, OrtConfig::default())
             .unwrap()
             .run(&inputs)
             .unwrap();
-        for (i, (name, t)) in ours.iter().enumerate() {
-            let err = relative_l2(&theirs[i], t).unwrap();
-            let own = ort_self_disagreement(path, &session);
-            assert!(
-                err <= TOLERANCE.max(2.0 * own),
-                "{label}: output {name}: relative L2 error {err:.2e} after buffer reuse"
-            );
+        let own = ort_self_disagreement(path, &sequential);
+        for (engine, session) in [("sequential", &sequential), ("parallel", &parallel)] {
+            let (_, first) = session.run_with_stats(seeded_inputs(session, 1)).unwrap();
+            let (ours, second) = session.run_with_stats(inputs.clone()).unwrap();
+            for (i, (name, t)) in ours.iter().enumerate() {
+                let err = relative_l2(&theirs[i], t).unwrap();
+                assert!(
+                    err <= TOLERANCE.max(2.0 * own),
+                    "{label} ({engine}): output {name}: relative L2 error {err:.2e} after reuse"
+                );
+            }
+            if engine == "sequential" {
+                println!(
+                    "{label}: outputs into reused buffers: first run {}, second run {}",
+                    first.reused_outputs, second.reused_outputs
+                );
+                assert!(
+                    second.reused_outputs >= first.reused_outputs,
+                    "{label}: the second run finds the first run's buffers"
+                );
+                reused_total += second.reused_outputs;
+            }
         }
-        println!(
-            "{label}: outputs into reused buffers: first run {}, second run {}",
-            first.reused_outputs, second.reused_outputs
-        );
-        assert!(
-            second.reused_outputs >= first.reused_outputs,
-            "{label}: the second run finds the first run's buffers"
-        );
-        reused_total += second.reused_outputs;
     }
     assert!(
         reused_total > 0,

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::SegQueue;
 use smallvec::SmallVec;
 use spillway_kernels::KernelError;
+use spillway_kernels::output_buffer::{self, Buffer};
 
 use super::events::{Event, EventPool};
 use super::queue::{QueueKind, ReadyQueue};
@@ -44,6 +45,8 @@ struct RunState {
     pending: Vec<AtomicU32>,
     readers: Vec<AtomicU32>,
     slots: Vec<Mutex<Option<Value>>>,
+    /// The plan's shared buffers; `None` while a value holds the memory.
+    buffers: Vec<Mutex<Option<Buffer>>>,
     remaining: AtomicUsize,
     failed: AtomicBool,
     error: Mutex<Option<Error>>,
@@ -69,6 +72,8 @@ struct Shared {
     in_flight: Vec<SegQueue<(Event, Job)>>,
     /// Per lane: the intra-op thread pool its kernels run in.
     pools: Vec<Option<rayon::ThreadPool>>,
+    /// Shared buffers left by finished runs, taken by the next ones.
+    idle_buffers: Mutex<Vec<Vec<Option<Buffer>>>>,
     shutdown: AtomicBool,
 }
 
@@ -118,6 +123,7 @@ impl ParallelExecutor {
             events: (0..devices).map(|_| EventPool::new(256)).collect(),
             in_flight: (0..lanes).map(|_| SegQueue::new()).collect(),
             pools,
+            idle_buffers: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             plan,
         });
@@ -159,6 +165,9 @@ impl ParallelExecutor {
         options: RunOptions,
     ) -> Result<(Vec<Value>, Option<Vec<TraceEvent>>)> {
         let plan = &self.shared.plan;
+        let buffers = lock(&self.shared.idle_buffers)
+            .pop()
+            .unwrap_or_else(|| (0..plan.buffer_count).map(|_| None).collect());
         let run = Arc::new(RunState {
             pending: plan
                 .tasks
@@ -171,6 +180,7 @@ impl ParallelExecutor {
                 .map(|s| AtomicU32::new(s.readers))
                 .collect(),
             slots: plan.slots.iter().map(|_| Mutex::new(None)).collect(),
+            buffers: buffers.into_iter().map(Mutex::new).collect(),
             remaining: AtomicUsize::new(plan.tasks.len()),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -207,6 +217,7 @@ impl ParallelExecutor {
             })
             .collect::<Result<Vec<_>>>()?;
         let trace = run.trace.as_ref().map(TraceLog::take);
+        lock(&self.shared.idle_buffers).push(run.buffers.iter().map(|b| lock(b).take()).collect());
         Ok((outputs, trace))
     }
 }
@@ -289,8 +300,21 @@ impl Shared {
                         task.name
                     )))
                 } else {
+                    let buffer = |s: &Option<usize>| s.and_then(|s| self.plan.slots[s].buffer);
+                    let mut offers: SmallVec<[Option<Buffer>; 2]> = outputs
+                        .iter()
+                        .map(|s| buffer(s).and_then(|b| lock(&run.buffers[b]).take()))
+                        .collect();
                     // The worker already runs inside this lane's kernel pool.
-                    match catch_unwind(AssertUnwindSafe(|| work.run(&args, *declared_inputs))) {
+                    let result = catch_unwind(AssertUnwindSafe(|| {
+                        output_buffer::offer(&mut offers, || work.run(&args, *declared_inputs))
+                    }));
+                    for (s, left) in outputs.iter().zip(offers) {
+                        if let (Some(b), Some(left)) = (buffer(s), left) {
+                            *lock(&run.buffers[b]) = Some(left);
+                        }
+                    }
+                    match result {
                         Ok(Ok(Ok(values))) => Ok(values),
                         Ok(Ok(Err(cause))) => Err(fail(cause)),
                         Ok(Err(e)) => Err(e),
@@ -374,7 +398,15 @@ impl Shared {
         let task = &self.plan.tasks[t];
         for &s in &task.reads {
             if run.readers[s].fetch_sub(1, Ordering::AcqRel) == 1 && !self.plan.slots[s].is_output {
-                lock(&run.slots[s]).take();
+                let value = lock(&run.slots[s]).take();
+                if let (Some(b), Some(Value::Tensor(t))) = (self.plan.slots[s].buffer, value)
+                    && let Some(back) = Buffer::reclaim(t)
+                {
+                    let mut held = lock(&run.buffers[b]);
+                    if held.as_ref().is_none_or(|old| old.bytes() < back.bytes()) {
+                        *held = Some(back);
+                    }
+                }
             }
         }
         let mut inline = None;

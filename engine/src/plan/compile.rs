@@ -129,7 +129,13 @@ pub fn compile(graph: &Graph, schedule: &Schedule, devices: &Devices) -> Result<
     let sources = (0..b.tasks.len())
         .filter(|&t| b.tasks[t].predecessors == 0)
         .collect();
+    let shared = crate::memory::shared::plan(graph);
+    for slot in b.slots.iter_mut().filter(|s| !s.is_output) {
+        slot.buffer =
+            shared.buffer_of[slot.value.index()].map(|k| k * specs.len() + slot.device_index);
+    }
     Ok(ExecutionPlan {
+        buffer_count: shared.bytes.len() * specs.len(),
         tasks: b.tasks,
         lanes: b.lanes,
         slots: b.slots,
@@ -168,6 +174,7 @@ impl Builder {
             readers: 0,
             producer,
             is_output: false,
+            buffer: None,
         });
         let id = self.slots.len() - 1;
         self.slot_of.insert((value, device_index), id);

@@ -108,6 +108,10 @@ pub struct Slot {
     pub producer: Option<TaskId>,
     /// True when the slot holds a graph output.
     pub is_output: bool,
+    /// The shared buffer (of this slot's device) its storage comes from and goes back to:
+    /// the sequential order's [`crate::memory::shared`] plan, one set of buffers per device.
+    /// Buffers move by ownership, so a plan that a concurrent order outruns only costs reuse.
+    pub buffer: Option<usize>,
 }
 
 /// The compiled, immutable plan shared by every run.
@@ -127,6 +131,8 @@ pub struct ExecutionPlan {
     pub output_sources: Vec<Source>,
     /// Tasks with no predecessor.
     pub sources: Vec<TaskId>,
+    /// How many shared buffers the slots use (all devices).
+    pub buffer_count: usize,
 }
 
 impl ExecutionPlan {
