@@ -37,7 +37,9 @@ fn main() {
             let k = ch * kern * kern;
             let n = side * side;
             let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
-            let img: Vec<f32> = (0..ch * side * side).map(|i| (i % 5) as f32 * 0.1).collect();
+            let img: Vec<f32> = (0..ch * side * side)
+                .map(|i| (i % 5) as f32 * 0.1)
+                .collect();
             let dense: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
             let packed = PackedA::new(&a, m, k).expect("an ISA");
             let mut c = vec![0.0f32; m * n];
@@ -53,12 +55,27 @@ fn main() {
             let flops = 2.0 * (m * k * n) as f64;
             let t_dense = pool.install(|| {
                 median_secs(
-                    || packed.multiply(BSource::Dense { data: &dense, ld: n }, n, &mut c, n, None),
+                    || {
+                        packed.multiply(
+                            BSource::Dense {
+                                data: &dense,
+                                ld: n,
+                            },
+                            n,
+                            &mut c,
+                            n,
+                            None,
+                            None,
+                        )
+                    },
                     15,
                 )
             });
             let t_image = pool.install(|| {
-                median_secs(|| packed.multiply(BSource::Image(&image), n, &mut c, n, None), 15)
+                median_secs(
+                    || packed.multiply(BSource::Image(&image), n, &mut c, n, None, None),
+                    15,
+                )
             });
             println!(
                 "threads {threads} m {m:5} k {k:5} n {n:5}: dense {:6.1} GFLOP/s, im2col {:6.1} GFLOP/s",
