@@ -1,7 +1,7 @@
 //! CPU kernels (ndarray + rayon), grouped by family.
 //!
 //! Each family module exposes `OPS` (the op types it implements) and `build`
-//! (a [`Builder`](crate::kernel::Builder) for any op in `OPS`).
+//! (a [`Builder`] for any op in `OPS`).
 
 pub mod binary;
 pub mod detection;

@@ -29,8 +29,7 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
         let &i = producers.get(&v)?;
         (sole_value(v) && is_fusable_conv(graph, &graph.nodes[i])).then_some(i)
     };
-    // (activation node, conv node, add node and Z, activation attributes).
-    let mut fusions: Vec<(usize, usize, Option<(usize, ValueId)>, Activation)> = Vec::new();
+    let mut fusions: Vec<Fusion> = Vec::new();
     for (i, node) in graph.nodes.iter().enumerate() {
         if !default_domain(node) || node.present_outputs().count() != 1 {
             continue;
@@ -42,7 +41,12 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
             continue;
         };
         if let Some(c) = conv_at(x) {
-            fusions.push((i, c, None, activation));
+            fusions.push(Fusion {
+                act: i,
+                conv: c,
+                add: None,
+                activation,
+            });
             continue;
         }
         // Conv → Add(other) → Relu.
@@ -64,11 +68,22 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
             (other != conv_out && same_shape(graph, conv_out, other)).then_some((c, other))
         });
         if let Some((c, z)) = pick {
-            fusions.push((i, c, Some((a, z)), activation));
+            fusions.push(Fusion {
+                act: i,
+                conv: c,
+                add: Some((a, z)),
+                activation,
+            });
         }
     }
     let mut remove = vec![false; graph.nodes.len()];
-    for (act, conv, add, activation) in &fusions {
+    for Fusion {
+        act,
+        conv,
+        add,
+        activation,
+    } in &fusions
+    {
         let mut fused = graph.nodes[*conv].clone();
         fused.op_type = "FusedConv".into();
         fused.domain = DOMAIN.into();
@@ -100,6 +115,15 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
         !remove[i - 1]
     });
     fusions.len()
+}
+
+/// One rewrite: the activation node, the `Conv` node, the `Add` node and `Z` (for a residual),
+/// and the activation's attributes.
+struct Fusion {
+    act: usize,
+    conv: usize,
+    add: Option<(usize, ValueId)>,
+    activation: Activation,
 }
 
 /// `FusedConv`'s `activation` and `activation_params`.

@@ -219,7 +219,7 @@ impl Conv {
         let y = if let Tensor::F64(_) = x {
             let ws = contiguous::<f64>(&w)?;
             let zs = z.as_ref().map(contiguous::<f64>).transpose()?;
-            let epilogue = fused.then(|| Epilogue {
+            let epilogue = fused.then_some(Epilogue {
                 add: zs.as_deref(),
                 activation,
             });
@@ -229,7 +229,7 @@ impl Conv {
             conv_typed::<f64>(&d, &x, &ws, b, epilogue, &Product::generic(&run))?
         } else {
             let zs = z.as_ref().map(contiguous::<f32>).transpose()?;
-            let epilogue = fused.then(|| Epilogue {
+            let epilogue = fused.then_some(Epilogue {
                 add: zs.as_deref(),
                 activation,
             });
