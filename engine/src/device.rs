@@ -163,6 +163,13 @@ impl Devices {
         &self.specs
     }
 
+    /// Whether a CUDA GPU is among the devices.
+    pub fn has_cuda(&self) -> bool {
+        self.specs
+            .iter()
+            .any(|s| matches!(s.device, Device::Cuda { .. }))
+    }
+
     /// Total worker lanes over all devices.
     pub fn total_lanes(&self) -> usize {
         self.specs.iter().map(|s| s.lanes).sum()

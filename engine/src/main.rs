@@ -38,6 +38,9 @@ enum Command {
         /// Symbolic dimensions not fixed by an input file take this size.
         #[arg(long, default_value_t = 1)]
         dim_default: usize,
+        /// Graph optimizations: `disabled`, `basic` (no fusions) or `all`.
+        #[arg(long, default_value = "all")]
+        optimization: String,
     },
     /// Measure every node on every device and write the cost model (JSON).
     Profile {
@@ -111,7 +114,8 @@ fn main() -> Result<()> {
             inputs,
             repeat,
             dim_default,
-        } => cli::run::run(model, &inputs, repeat, dim_default),
+            optimization,
+        } => cli::run::run(model, &inputs, repeat, dim_default, &optimization),
         Command::Profile {
             model,
             devices,

@@ -82,7 +82,7 @@ pub fn device_kind(d: Device) -> DeviceKind {
 
 fn boundness(op_type: &str) -> Boundness {
     match op_type {
-        "Conv" | "ConvTranspose" | "Gemm" | "MatMul" | "Einsum" => Boundness::Compute,
+        "Conv" | "FusedConv" | "ConvTranspose" | "Gemm" | "MatMul" | "Einsum" => Boundness::Compute,
         _ => Boundness::Memory,
     }
 }
@@ -284,11 +284,20 @@ pub fn cache_dir() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("spillway-cache"))
 }
 
-/// The cache file for a model hash, device set and input shapes.
-pub fn cache_path(model_hash: u64, devices: &Devices, shapes: &[Vec<usize>]) -> PathBuf {
+/// The cache file for a model hash, the graph as optimized (its op types: the same model gives
+/// another graph at another optimization level or device set), device set and input shapes.
+pub fn cache_path(
+    model_hash: u64,
+    graph: &Graph,
+    devices: &Devices,
+    shapes: &[Vec<usize>],
+) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     model_hash.hash(&mut h);
+    for node in &graph.nodes {
+        (&node.domain, &node.op_type).hash(&mut h);
+    }
     serde_json::to_string(devices)
         .unwrap_or_default()
         .hash(&mut h);

@@ -65,6 +65,7 @@ fn main() {
                             &mut c,
                             n,
                             None,
+                            None,
                         )
                     },
                     15,
@@ -72,7 +73,7 @@ fn main() {
             });
             let t_image = pool.install(|| {
                 median_secs(
-                    || packed.multiply(BSource::Image(&image), n, &mut c, n, None),
+                    || packed.multiply(BSource::Image(&image), n, &mut c, n, None, None),
                     15,
                 )
             });

@@ -16,6 +16,8 @@ pub enum Attr {
     Float(f32),
     /// Ints.
     Ints(Vec<i64>),
+    /// Floats.
+    Floats(Vec<f32>),
     /// A string.
     Str(&'static str),
 }
@@ -249,6 +251,10 @@ impl ModelBuilder {
                         p.ints = v.clone();
                         p.set_type(T::Ints);
                     }
+                    Attr::Floats(v) => {
+                        p.floats = v.clone();
+                        p.set_type(T::Floats);
+                    }
                     Attr::Str(s) => {
                         p.s = Some(bytes::Bytes::from_static(s.as_bytes()));
                         p.set_type(T::String);
@@ -314,14 +320,33 @@ impl ModelBuilder {
         self
     }
 
+    /// Puts the last node added in `domain` (e.g. `com.microsoft`).
+    pub fn in_domain(&mut self, domain: &str) -> &mut Self {
+        if let Some(node) = self.graph.node.last_mut() {
+            node.domain = Some(domain.into());
+        }
+        self
+    }
+
     /// Serializes with the given default-domain opset.
     pub fn to_bytes(&self, opset: i64) -> Vec<u8> {
+        self.to_bytes_with(opset, &[])
+    }
+
+    /// Serializes with the given default-domain opset and the `(domain, version)` imports of
+    /// other domains.
+    pub fn to_bytes_with(&self, opset: i64, domains: &[(&str, i64)]) -> Vec<u8> {
+        let mut opset_import = vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(opset),
+        }];
+        opset_import.extend(domains.iter().map(|(d, v)| OperatorSetIdProto {
+            domain: Some((*d).into()),
+            version: Some(*v),
+        }));
         ModelProto {
             ir_version: Some(8),
-            opset_import: vec![OperatorSetIdProto {
-                domain: Some(String::new()),
-                version: Some(opset),
-            }],
+            opset_import,
             producer_name: Some("spillway-tests".into()),
             graph: Some(self.graph.clone()),
             ..Default::default()

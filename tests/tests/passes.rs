@@ -219,3 +219,278 @@ fn dead_nodes_are_removed() {
     assert_eq!(ops(&g), ["Neg"]);
     assert_same_outputs(&bytes, g, input(&[3]), 0.0);
 }
+
+/// `x → Conv(w, b) → <activation> → y`, with the activation's attributes and extra inputs.
+fn conv_activation_model(
+    opset: i64,
+    activation: &str,
+    attrs: &[(&str, Attr)],
+    extra: &[&str],
+) -> Vec<u8> {
+    let mut m = ModelBuilder::new(11);
+    m.input("x", &[2, 4, 7, 7])
+        .weight("w", &[6, 4, 3, 3], 0.5)
+        .weight("b", &[6], 0.3)
+        .weight("lo", &[], 0.0)
+        .node(
+            "Conv",
+            &["x", "w", "b"],
+            &["c"],
+            &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        );
+    let mut inputs = vec!["c"];
+    inputs.extend_from_slice(extra);
+    m.node(activation, &inputs, &["y"], attrs).output("y");
+    m.to_bytes(opset)
+}
+
+/// A scalar f32 constant named `name`, appended to a model's initializers.
+fn with_scalar(bytes: &[u8], name: &str, value: f32) -> Vec<u8> {
+    use prost::Message;
+    use spillway::onnx::proto::{ModelProto, TensorProto};
+    let mut model = ModelProto::decode(bytes).unwrap();
+    let graph = model.graph.as_mut().unwrap();
+    graph.initializer.retain(|t| t.name() != name);
+    graph.initializer.push(TensorProto {
+        name: Some(name.into()),
+        data_type: Some(1),
+        float_data: vec![value],
+        ..Default::default()
+    });
+    model.encode_to_vec()
+}
+
+fn attr_string(g: &Graph, name: &str) -> Option<String> {
+    g.nodes[0].attrs.string(name, "").ok()
+}
+
+fn attr_floats(g: &Graph, name: &str) -> Vec<f32> {
+    g.nodes[0]
+        .attrs
+        .opt_floats(name)
+        .unwrap()
+        .unwrap_or_default()
+}
+
+#[test]
+fn conv_and_activation_fuse_into_fused_conv() {
+    let cases: Vec<(Vec<u8>, &str, Vec<f32>)> = vec![
+        (conv_activation_model(13, "Relu", &[], &[]), "Relu", vec![]),
+        (
+            conv_activation_model(13, "LeakyRelu", &[("alpha", Attr::Float(0.2))], &[]),
+            "LeakyRelu",
+            vec![0.2],
+        ),
+        (
+            conv_activation_model(13, "LeakyRelu", &[], &[]),
+            "LeakyRelu",
+            vec![0.01],
+        ),
+        (
+            conv_activation_model(13, "Sigmoid", &[], &[]),
+            "Sigmoid",
+            vec![],
+        ),
+        (conv_activation_model(13, "Tanh", &[], &[]), "Tanh", vec![]),
+        (
+            conv_activation_model(
+                13,
+                "HardSigmoid",
+                &[("alpha", Attr::Float(0.3)), ("beta", Attr::Float(0.4))],
+                &[],
+            ),
+            "HardSigmoid",
+            vec![0.3, 0.4],
+        ),
+        (
+            conv_activation_model(
+                6,
+                "Clip",
+                &[("min", Attr::Float(-0.5)), ("max", Attr::Float(0.7))],
+                &[],
+            ),
+            "Clip",
+            vec![-0.5, 0.7],
+        ),
+        (
+            with_scalar(
+                &with_scalar(
+                    &conv_activation_model(13, "Clip", &[], &["lo", "hi"]),
+                    "lo",
+                    -0.25,
+                ),
+                "hi",
+                0.5,
+            ),
+            "Clip",
+            vec![-0.25, 0.5],
+        ),
+        (
+            with_scalar(
+                &conv_activation_model(13, "Clip", &[], &["", "hi"]),
+                "hi",
+                6.0,
+            ),
+            "Clip",
+            vec![f32::NEG_INFINITY, 6.0],
+        ),
+    ];
+    for (bytes, activation, params) in cases {
+        let mut g = load(&bytes);
+        shape_inference::infer(&mut g);
+        let conv_name = g.nodes[0].name.clone();
+        assert_eq!(passes::fuse_conv_activations(&mut g), 1, "{activation}");
+        assert_eq!(ops(&g), ["FusedConv"], "{activation}");
+        let node = &g.nodes[0];
+        assert_eq!(node.domain, "com.microsoft");
+        assert_eq!(node.name, conv_name, "the fused node keeps the Conv's name");
+        assert_eq!(node.outputs, vec![Some(g.outputs[0])]);
+        assert_eq!(attr_string(&g, "activation").as_deref(), Some(activation));
+        assert_eq!(attr_floats(&g, "activation_params"), params, "{activation}");
+        assert_same_outputs(&bytes, g, input(&[2, 4, 7, 7]), 1e-6);
+    }
+}
+
+/// `x → Conv → c`, `Add(c, z) → Relu → y` (or `Add(z, c)`), where `z` is `x` itself or a
+/// second convolution of `x` that comes after the first in node order.
+fn conv_add_relu_model(z_is_conv: bool, conv_first: bool) -> Vec<u8> {
+    let mut m = ModelBuilder::new(12);
+    m.input("x", &[1, 8, 6, 6])
+        .weight("w", &[8, 8, 3, 3], 0.3)
+        .weight("b", &[8], 0.2)
+        .weight("w2", &[8, 8, 1, 1], 0.4)
+        .node(
+            "Conv",
+            &["x", "w", "b"],
+            &["c"],
+            &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        );
+    let z = if z_is_conv {
+        m.node("Conv", &["x", "w2"], &["z"], &[]);
+        "z"
+    } else {
+        "x"
+    };
+    let add: [&str; 2] = if conv_first { ["c", z] } else { [z, "c"] };
+    m.node("Add", &add, &["s"], &[])
+        .node("Relu", &["s"], &["y"], &[])
+        .output("y");
+    m.to_bytes(13)
+}
+
+#[test]
+fn conv_add_relu_fuses_with_the_residual_as_z() {
+    for conv_first in [true, false] {
+        let bytes = conv_add_relu_model(false, conv_first);
+        let mut g = load(&bytes);
+        shape_inference::infer(&mut g);
+        assert_eq!(passes::fuse_conv_activations(&mut g), 1);
+        assert_eq!(ops(&g), ["FusedConv"]);
+        assert_eq!(g.nodes[0].inputs.len(), 4);
+        assert_eq!(
+            g.nodes[0].inputs[3],
+            Some(g.inputs[0]),
+            "Z is the residual x"
+        );
+        assert_same_outputs(&bytes, g, input(&[1, 8, 6, 6]), 1e-6);
+    }
+    // Both Add inputs are convolutions: the first becomes the FusedConv, after the second.
+    let bytes = conv_add_relu_model(true, true);
+    let mut g = load(&bytes);
+    shape_inference::infer(&mut g);
+    assert_eq!(passes::fuse_conv_activations(&mut g), 1);
+    assert_eq!(ops(&g), ["Conv", "FusedConv"]);
+    assert_eq!(g.nodes[1].name, "Conv_0");
+    assert_eq!(g.nodes[1].inputs[3], g.nodes[0].outputs[0]);
+    assert_same_outputs(&bytes, g, input(&[1, 8, 6, 6]), 1e-6);
+}
+
+#[test]
+fn conv_is_not_fused_when_the_rewrite_would_change_the_graph() {
+    // The conv output is also a graph output.
+    let mut m = ModelBuilder::new(13);
+    m.input("x", &[1, 2, 5, 5])
+        .weight("w", &[3, 2, 3, 3], 0.5)
+        .node("Conv", &["x", "w"], &["c"], &[])
+        .node("Relu", &["c"], &["y"], &[])
+        .output("y")
+        .output("c");
+    let mut g = load(&m.to_bytes(13));
+    shape_inference::infer(&mut g);
+    assert_eq!(passes::fuse_conv_activations(&mut g), 0);
+    assert_eq!(ops(&g), ["Conv", "Relu"]);
+    // The conv output has a second reader.
+    let mut m = ModelBuilder::new(14);
+    m.input("x", &[1, 2, 5, 5])
+        .weight("w", &[3, 2, 3, 3], 0.5)
+        .node("Conv", &["x", "w"], &["c"], &[])
+        .node("Relu", &["c"], &["r"], &[])
+        .node("Add", &["r", "c"], &["y"], &[])
+        .output("y");
+    let mut g = load(&m.to_bytes(13));
+    shape_inference::infer(&mut g);
+    assert_eq!(passes::fuse_conv_activations(&mut g), 0);
+    // The residual broadcasts ([1, 3, 1, 1] against [1, 3, 3, 3]).
+    let mut m = ModelBuilder::new(15);
+    m.input("x", &[1, 2, 5, 5])
+        .weight("w", &[3, 2, 3, 3], 0.5)
+        .weight("bias", &[1, 3, 1, 1], 0.5)
+        .node("Conv", &["x", "w"], &["c"], &[])
+        .node("Add", &["c", "bias"], &["s"], &[])
+        .node("Relu", &["s"], &["y"], &[])
+        .output("y");
+    let mut g = load(&m.to_bytes(13));
+    shape_inference::infer(&mut g);
+    assert_eq!(passes::fuse_conv_activations(&mut g), 0);
+    assert_eq!(ops(&g), ["Conv", "Add", "Relu"]);
+    // Clip with a bound computed at run time; an activation that FusedConv lacks.
+    let mut m = ModelBuilder::new(16);
+    m.input("x", &[1, 2, 5, 5])
+        .input("hi", &[])
+        .weight("w", &[3, 2, 3, 3], 0.5)
+        .node("Conv", &["x", "w"], &["c"], &[])
+        .node("Clip", &["c", "", "hi"], &["k"], &[])
+        .node("Conv", &["x", "w"], &["c2"], &[])
+        .node("Elu", &["c2"], &["e"], &[])
+        .node("Add", &["k", "e"], &["y"], &[])
+        .output("y");
+    let mut g = load(&m.to_bytes(13));
+    shape_inference::infer(&mut g);
+    assert_eq!(passes::fuse_conv_activations(&mut g), 0);
+}
+
+#[test]
+fn optimize_fuses_conv_batchnorm_relu_only_at_the_extended_level() {
+    let mut m = ModelBuilder::new(17);
+    m.input("x", &[1, 3, 8, 8])
+        .weight("w", &[4, 3, 3, 3], 0.5)
+        .positive("scale", &[4], 0.5, 1.5)
+        .weight("shift", &[4], 0.3)
+        .weight("mean", &[4], 0.3)
+        .positive("var", &[4], 0.5, 2.0)
+        .node("Conv", &["x", "w"], &["c"], &[])
+        .node(
+            "BatchNormalization",
+            &["c", "scale", "shift", "mean", "var"],
+            &["bn"],
+            &[],
+        )
+        .node("Relu", &["bn"], &["y"], &[])
+        .output("y");
+    let bytes = m.to_bytes(15);
+    let mut basic = load(&bytes);
+    passes::optimize(&mut basic, passes::Level::Basic).unwrap();
+    assert_eq!(ops(&basic), ["Conv", "Relu"]);
+    let mut g = load(&bytes);
+    passes::optimize(&mut g, passes::Level::Extended).unwrap();
+    assert_eq!(ops(&g), ["FusedConv"]);
+    assert_same_outputs(&bytes, g, input(&[1, 3, 8, 8]), 1e-5);
+    // A default session fuses; a session stating a GPU (dropped here: no CUDA backend in this
+    // build) is the one case that would not.
+    assert!(spillway::Devices::cpu().with_cuda(0, 2).has_cuda());
+    assert!(
+        !spillway::Devices::cpu()
+            .with_virtual(1, spillway::CopyCost::FREE)
+            .has_cuda()
+    );
+}

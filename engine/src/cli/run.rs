@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use spillway::{Session, Tensor};
+use spillway::{OptimizationLevel, Session, Tensor};
 
 use super::inputs::model_inputs;
 
@@ -12,18 +12,27 @@ use super::inputs::model_inputs;
 /// (built by `models/make_small.py`).
 const DEFAULT_MODEL: &[u8] = include_bytes!("../../../models/small/inception_block.onnx");
 
-/// Runs `model` (or the bundled one) `repeat` times after one warm-up run.
+/// Runs `model` (or the bundled one) `repeat` times after one warm-up run, optimized at
+/// `optimization` (`disabled`, `basic` or `all`).
 pub fn run(
     model: Option<PathBuf>,
     given: &[String],
     repeat: usize,
     dim_default: usize,
+    optimization: &str,
 ) -> Result<()> {
+    let level = match optimization {
+        "disabled" => OptimizationLevel::Disabled,
+        "basic" => OptimizationLevel::Basic,
+        "all" => OptimizationLevel::All,
+        other => anyhow::bail!("--optimization {other}: expected disabled, basic or all"),
+    };
+    let builder = Session::builder().with_optimization(level);
     let session = match &model {
-        Some(path) => Session::builder()
+        Some(path) => builder
             .commit_from_file(path)
             .with_context(|| format!("loading {}", path.display()))?,
-        None => Session::builder()
+        None => builder
             .commit_from_memory(DEFAULT_MODEL)
             .context("loading the bundled model")?,
     };

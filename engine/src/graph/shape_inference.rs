@@ -151,7 +151,7 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
                 .and_then(|c| DType::from_onnx(c as i32));
             (to, one(shape_of(0)))
         }
-        "Conv" | "MaxPool" | "AveragePool" => (
+        "Conv" | "FusedConv" | "MaxPool" | "AveragePool" => (
             dtype_of(0),
             vec![conv_like(node, shape_of(0), shape_of(1)), None],
         ),
@@ -358,7 +358,7 @@ fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
     }
     let spatial = x.len() - 2;
     let attrs = &node.attrs;
-    let channels = if node.op_type == "Conv" {
+    let channels = if matches!(node.op_type.as_str(), "Conv" | "FusedConv") {
         w.as_ref()
             .and_then(|w| w.first().cloned())
             .unwrap_or(Dim::Unknown)

@@ -18,6 +18,10 @@ pub enum OptimizationLevel {
     /// Run the model exactly as written.
     Disabled,
     /// Identity/Dropout removal, constant folding (with shape inference), BatchNorm folding.
+    Basic,
+    /// `Basic`, then fusions: `Conv` + activation (and `Conv` + `Add` + `Relu`) into the
+    /// `com.microsoft` `FusedConv`, which only the CPU implements — so a session that includes
+    /// a CUDA GPU gets `Basic` only.
     #[default]
     All,
 }
@@ -127,10 +131,6 @@ impl SessionBuilder {
     }
 
     fn commit(self, mut graph: Graph, model_hash: u64) -> Result<Session> {
-        if self.optimization == OptimizationLevel::All {
-            let _span = tracing::info_span!("optimize").entered();
-            passes::optimize(&mut graph)?;
-        }
         let (devices, dropped) = self.devices.split_available();
         if let Some((device, reason)) = dropped.first() {
             if !self.devices.fallback_allowed() {
@@ -142,6 +142,17 @@ impl SessionBuilder {
             for (device, reason) in &dropped {
                 tracing::warn!(%device, %reason, "device unavailable: falling back to the remaining devices");
             }
+        }
+        let level = match self.optimization {
+            OptimizationLevel::Disabled => None,
+            OptimizationLevel::Basic => Some(passes::Level::Basic),
+            // FusedConv has no GPU kernel: with a GPU in the session, keep every Conv placeable.
+            OptimizationLevel::All if devices.has_cuda() => Some(passes::Level::Basic),
+            OptimizationLevel::All => Some(passes::Level::Extended),
+        };
+        if let Some(level) = level {
+            let _span = tracing::info_span!("optimize", ?level).entered();
+            passes::optimize(&mut graph, level)?;
         }
         let parallel = devices.specs().len() > 1
             || devices.total_lanes() > 1

@@ -174,7 +174,7 @@ pub(crate) fn build(
                 .iter()
                 .map(|v| v.as_tensor().map_or_else(Vec::new, |t| t.shape().to_vec()))
                 .collect();
-            let cache = profile::cache_path(model_hash, devices, &shapes);
+            let cache = profile::cache_path(model_hash, graph, devices, &shapes);
             match CostModel::load(&cache)
                 .ok()
                 .filter(|_| builder.use_profile_cache && model_hash != 0)

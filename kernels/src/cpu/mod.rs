@@ -1,7 +1,7 @@
 //! CPU kernels (ndarray + rayon), grouped by family.
 //!
 //! Each family module exposes `OPS` (the op types it implements) and `build`
-//! (a [`Builder`](crate::kernel::Builder) for any op in `OPS`).
+//! (a [`Builder`] for any op in `OPS`).
 
 pub mod binary;
 pub mod detection;
@@ -36,8 +36,15 @@ pub fn supported_ops() -> Vec<&'static str> {
     ops
 }
 
+/// The ops the CPU implements outside the default domain, as `(domain, op type)`: ONNX
+/// Runtime's contrib ops that the graph passes produce.
+pub const CONTRIB_OPS: &[(&str, &str)] = &[(nn::fused_conv::DOMAIN, "FusedConv")];
+
 /// Builds the CPU kernel for a node, or explains why it cannot.
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    if spec.domain == nn::fused_conv::DOMAIN && spec.op_type == "FusedConv" {
+        return nn::fused_conv::build(spec);
+    }
     let default_domain = spec.domain.is_empty() || spec.domain == "ai.onnx";
     let family = FAMILIES
         .iter()

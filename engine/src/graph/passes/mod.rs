@@ -4,28 +4,43 @@
 mod batchnorm;
 mod constant_folding;
 mod dead_code;
+mod fuse_activation;
 mod identity;
 
 pub use batchnorm::fold_batchnorm_into_conv;
 pub use constant_folding::fold_constants;
 pub use dead_code::remove_dead_nodes;
+pub use fuse_activation::fuse_conv_activations;
 pub use identity::remove_identities;
 
 use crate::error::Result;
 use crate::graph::{Graph, shape_inference};
 
-/// Runs every pass: identity/dropout removal, shape inference, constant folding,
-/// BatchNorm folding, dead-node removal.
-pub fn optimize(graph: &mut Graph) -> Result<()> {
+/// Which rewrites [`optimize`] makes (ONNX Runtime's levels of the same names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Rewrites that keep every node runnable on every device: identity/dropout removal,
+    /// shape inference, constant folding, BatchNorm folding, dead-node removal.
+    Basic,
+    /// `Basic`, then fusions into ops that only the CPU implements (`Conv` + activation →
+    /// `com.microsoft` `FusedConv`).
+    Extended,
+}
+
+/// Runs every pass of `level`, in subgraphs first.
+pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
     for node in &mut graph.nodes {
         for sub in &mut node.subgraphs {
-            optimize(&mut sub.graph)?;
+            optimize(&mut sub.graph, level)?;
         }
     }
     remove_identities(graph);
     shape_inference::infer(graph);
     fold_constants(graph)?;
     fold_batchnorm_into_conv(graph);
+    if level == Level::Extended {
+        fuse_conv_activations(graph);
+    }
     remove_dead_nodes(graph);
     Ok(())
 }

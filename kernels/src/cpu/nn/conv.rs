@@ -4,6 +4,10 @@
 //! is the packed one ([`PackedA`]) where the CPU has AVX2 or AVX-512: the weights are packed
 //! the first time the kernel sees them and kept with the kernel while they stay the same
 //! tensor (a model's constant weights: once per session).
+//!
+//! The same kernel computes `FusedConv` ([`super::fused_conv`]): an [`Epilogue`] (`+ Z`, then an
+//! activation) finishes each output tile inside the packed GEMM, or each output plane right
+//! after the product on the other paths.
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
@@ -11,6 +15,7 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, same_dtype, widen};
+use super::epilogue::{Activation, Epilogue};
 use super::im2col::{Sweep, im2col};
 use super::matrix::{Layout, gemm};
 use super::packed_gemm::{BSource, Image2d, PackedA};
@@ -56,30 +61,40 @@ fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
     }
 }
 
+/// `Conv`'s attributes.
+pub(super) const ATTRIBUTES: &[&str] = &[
+    "auto_pad",
+    "dilations",
+    "group",
+    "kernel_shape",
+    "pads",
+    "strides",
+];
+
 /// Builds `Conv`.
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 1, "Conv")?;
-    spec.attrs.only(&[
-        "auto_pad",
-        "dilations",
-        "group",
-        "kernel_shape",
-        "pads",
-        "strides",
-    ])?;
-    let group = spec.attrs.int("group", 1)?;
-    let group = usize::try_from(group)
-        .ok()
-        .filter(|&g| g > 0)
-        .ok_or_else(|| KernelError::BadAttribute {
-            name: "group".into(),
-            reason: format!("must be >= 1, got {group}"),
-        })?;
-    Ok(Box::new(Conv {
-        window: WindowAttrs::parse(spec.attrs)?,
-        group,
-        packed: OnceLock::new(),
-    }))
+    spec.attrs.only(ATTRIBUTES)?;
+    Ok(Box::new(Conv::parse(spec.attrs)?))
+}
+
+impl Conv {
+    /// A convolution with the [`ATTRIBUTES`] in `attrs` (others are the caller's to check).
+    pub(super) fn parse(attrs: &crate::Attributes) -> Result<Conv> {
+        let group = attrs.int("group", 1)?;
+        let group = usize::try_from(group)
+            .ok()
+            .filter(|&g| g > 0)
+            .ok_or_else(|| KernelError::BadAttribute {
+                name: "group".into(),
+                reason: format!("must be >= 1, got {group}"),
+            })?;
+        Ok(Conv {
+            window: WindowAttrs::parse(attrs)?,
+            group,
+            packed: OnceLock::new(),
+        })
+    }
 }
 
 /// Checked shapes of one convolution call.
@@ -109,6 +124,32 @@ impl Dims {
             pads: [g.pad_begin[0], g.pad_begin[1]],
             out: [g.out[0], g.out[1]],
         })
+    }
+
+    /// The output's shape: `[batch, out_ch, out...]`.
+    fn output_shape(&self) -> Vec<usize> {
+        let mut shape = vec![self.batch, self.out_ch];
+        shape.extend_from_slice(&self.geo.out);
+        shape
+    }
+
+    /// `FusedConv`'s `Z`, widened, after checking that it has the output's shape and the
+    /// inputs' element type (`dtype`).
+    fn check_sum(&self, z: &Tensor, dtype: crate::DType) -> Result<Tensor> {
+        if z.dtype() != dtype {
+            return Err(KernelError::DTypeMismatch(format!(
+                "Z is {:?}, X is {dtype:?}",
+                z.dtype()
+            )));
+        }
+        let want = self.output_shape();
+        if z.shape() != want.as_slice() {
+            return Err(KernelError::Shape(format!(
+                "Z has shape {:?}, the convolution's output is {want:?}",
+                z.shape()
+            )));
+        }
+        widen(z, 3)
     }
 
     /// One input channel per group, 1-d or 2-d: the direct depthwise kernel.
@@ -151,17 +192,47 @@ impl Conv {
 
 impl Kernel for Conv {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        self.run_fused(inputs, None, Activation::Identity)
+    }
+}
+
+impl Conv {
+    /// `activation(conv(X, W) + B + Z)` for `inputs` = `[X, W, B?]` (B and Z optional, Z of
+    /// the output's shape and the inputs' element type).
+    pub(super) fn run_fused(
+        &self,
+        inputs: &[Option<&Tensor>],
+        z: Option<&Tensor>,
+        activation: Activation,
+    ) -> Result<Vec<Tensor>> {
         let dtype = same_dtype(inputs)?;
         let x = widen(input(inputs, 0)?, 0)?;
         let w = widen(input(inputs, 1)?, 1)?;
         let b = opt_input(inputs, 2).map(|b| widen(b, 2)).transpose()?;
         let d = self.dims(x.shape(), w.shape(), b.as_ref().map(Tensor::shape))?;
         let b = b.as_ref();
+        let z = match z {
+            Some(z) => Some(d.check_sum(z, dtype)?),
+            None => None,
+        };
+        let fused = z.is_some() || !activation.is_identity();
         let y = if let Tensor::F64(_) = x {
             let ws = contiguous::<f64>(&w)?;
-            let run = |g: usize, cols: &[f64], y: &mut [f64]| generic_product(&d, &ws, g, cols, y);
-            conv_typed::<f64>(&d, &x, &ws, b, &Product::generic(&run))?
+            let zs = z.as_ref().map(contiguous::<f64>).transpose()?;
+            let epilogue = fused.then_some(Epilogue {
+                add: zs.as_deref(),
+                activation,
+            });
+            let run = |g: usize, cols: &[f64], y: &mut [f64], _: Option<&Epilogue<'_, f64>>| {
+                generic_product(&d, &ws, g, cols, y)
+            };
+            conv_typed::<f64>(&d, &x, &ws, b, epilogue, &Product::generic(&run))?
         } else {
+            let zs = z.as_ref().map(contiguous::<f32>).transpose()?;
+            let epilogue = fused.then_some(Epilogue {
+                add: zs.as_deref(),
+                activation,
+            });
             let ws = contiguous::<f32>(&w)?;
             let cacheable = input(inputs, 1)?.dtype() == crate::DType::F32;
             match self.packed_weights(&d, &w, &ws, cacheable) {
@@ -169,7 +240,10 @@ impl Kernel for Conv {
                     let bias = b.map(contiguous::<f32>).transpose()?;
                     let image = d.image2d();
                     let olen = d.geo.out.iter().product::<usize>();
-                    let run = |g: usize, operand: &[f32], y: &mut [f32]| {
+                    let run = |g: usize,
+                               operand: &[f32],
+                               y: &mut [f32],
+                               finish: Option<&Epilogue<'_, f32>>| {
                         let mg = d.out_ch / d.group;
                         let bias = bias.as_deref().map(|bs| &bs[g * mg..(g + 1) * mg]);
                         let src = match &image {
@@ -182,7 +256,7 @@ impl Kernel for Conv {
                                 ld: olen,
                             },
                         };
-                        p[g].multiply(src, olen, y, olen, bias);
+                        p[g].multiply(src, olen, y, olen, bias, finish);
                         Ok(())
                     };
                     conv_typed::<f32>(
@@ -190,18 +264,21 @@ impl Kernel for Conv {
                         &x,
                         &ws,
                         b,
+                        epilogue,
                         &Product {
                             run: &run,
                             reads_images: image.is_some(),
                             adds_bias: true,
+                            finishes: true,
                         },
                     )?
                 }
                 None => {
-                    let run = |g: usize, cols: &[f32], y: &mut [f32]| {
-                        generic_product(&d, &ws, g, cols, y)
-                    };
-                    conv_typed::<f32>(&d, &x, &ws, b, &Product::generic(&run))?
+                    let run =
+                        |g: usize, cols: &[f32], y: &mut [f32], _: Option<&Epilogue<'_, f32>>| {
+                            generic_product(&d, &ws, g, cols, y)
+                        };
+                    conv_typed::<f32>(&d, &x, &ws, b, epilogue, &Product::generic(&run))?
                 }
             }
         };
@@ -266,26 +343,30 @@ fn generic_product<T: Real>(d: &Dims, ws: &[T], g: usize, cols: &[T], y: &mut [T
     )
 }
 
-/// `(group, operand, y)`: see [`Product`].
-type GroupProduct<'a, T> = dyn Fn(usize, &[T], &mut [T]) -> Result<()> + 'a;
+/// `(group, operand, y, epilogue)`: see [`Product`].
+type GroupProduct<'a, T> =
+    dyn Fn(usize, &[T], &mut [T], Option<&Epilogue<'_, T>>) -> Result<()> + 'a;
 
-/// How one group's product is computed: `run(g, operand, y)` writes `y = W_g · B` for group
-/// `g`, where `operand` is the group's channels of the image when `reads_images` (it gathers
-/// the im2col matrix itself), else the im2col matrix (or, for a pointwise convolution, the
-/// image, which is that matrix); it also adds the bias when `adds_bias`.
+/// How one group's product is computed: `run(g, operand, y, epilogue)` writes `y = W_g · B`
+/// for group `g`, where `operand` is the group's channels of the image when `reads_images` (it
+/// gathers the im2col matrix itself), else the im2col matrix (or, for a pointwise convolution,
+/// the image, which is that matrix); it also adds the bias when `adds_bias`, and applies the
+/// epilogue (positioned at `y`) when `finishes`.
 struct Product<'a, T> {
     run: &'a GroupProduct<'a, T>,
     reads_images: bool,
     adds_bias: bool,
+    finishes: bool,
 }
 
 impl<'a, T> Product<'a, T> {
-    /// A product on the im2col matrix that leaves the bias to the caller.
+    /// A product on the im2col matrix that leaves the bias and the epilogue to the caller.
     fn generic(run: &'a GroupProduct<'a, T>) -> Self {
         Product {
             run,
             reads_images: false,
             adds_bias: false,
+            finishes: false,
         }
     }
 }
@@ -295,6 +376,7 @@ fn conv_typed<T: Real>(
     x: &Tensor,
     ws: &[T],
     b: Option<&Tensor>,
+    epilogue: Option<Epilogue<'_, T>>,
     product: &Product<'_, T>,
 ) -> Result<Tensor> {
     let xs = contiguous::<T>(x)?;
@@ -343,22 +425,29 @@ fn conv_typed<T: Real>(
                     &col
                 };
                 let yo = (n * d.out_ch + g * mg) * olen;
-                (product.run)(g, cols, &mut y[yo..yo + mg * olen])?;
+                let finish = epilogue.as_ref().map(|e| e.at(yo));
+                (product.run)(g, cols, &mut y[yo..yo + mg * olen], finish.as_ref())?;
             }
         }
     }
-    if let Some(b) = b.filter(|_| !product.adds_bias || depthwise) {
-        let bs = contiguous::<T>(b)?;
+    // What the product left undone, one output plane at a time: the bias, then the epilogue.
+    let bias = b.filter(|_| !product.adds_bias || depthwise);
+    let bias = bias.map(contiguous::<T>).transpose()?;
+    let finish = epilogue.filter(|_| !product.finishes || depthwise);
+    if bias.is_some() || finish.is_some() {
         y.par_chunks_mut(olen.max(1))
             .enumerate()
             .for_each(|(r, plane)| {
-                let bias = bs[r % d.out_ch];
-                plane.iter_mut().for_each(|v| *v += bias);
+                if let Some(bs) = &bias {
+                    let bias = bs[r % d.out_ch];
+                    plane.iter_mut().for_each(|v| *v += bias);
+                }
+                if let Some(e) = &finish {
+                    e.finish(plane, r * olen);
+                }
             });
     }
-    let mut shape = vec![d.batch, d.out_ch];
-    shape.extend_from_slice(&geo.out);
-    output(&shape, y)
+    output(&d.output_shape(), y)
 }
 
 /// Direct depthwise convolution (one input channel per group) for 1-d and 2-d images; 1-d is

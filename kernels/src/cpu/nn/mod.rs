@@ -1,9 +1,12 @@
-//! CPU kernels: nn family — convolutions, matrix products, pooling, normalisation, Einsum.
+//! CPU kernels: nn family — convolutions, matrix products, pooling, normalisation, Einsum, and
+//! ONNX Runtime's `com.microsoft` `FusedConv`.
 
 pub mod common;
 pub mod conv;
 pub mod conv_transpose;
 pub mod einsum;
+pub mod epilogue;
+pub mod fused_conv;
 pub mod gemm_op;
 mod gemv;
 pub mod im2col;

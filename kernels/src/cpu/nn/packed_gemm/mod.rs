@@ -16,6 +16,7 @@ use rayon::prelude::*;
 pub use micro::Isa;
 pub use source::{BSource, Image2d};
 
+use super::epilogue::Epilogue;
 use super::matrix::SendPtr;
 
 /// Depth of one packed block (`A` panels are `MR × KC`, `B` panels `KC × NR`).
@@ -89,7 +90,9 @@ impl PackedA {
     }
 
     /// `c = self · b (+ bias per row)` for the `k × n` operand `b`, written to the row-major
-    /// `m × n` matrix `c` (row stride `ldc ≥ n`); `bias` has `m` values.
+    /// `m × n` matrix `c` (row stride `ldc ≥ n`); `bias` has `m` values. An `epilogue` (its
+    /// `add` laid out like `c`) finishes each tile right after its last depth block is
+    /// written, while the tile is still in cache.
     ///
     /// # Panics
     /// If an operand is too small for its shape (an internal contract; callers check shapes).
@@ -100,6 +103,7 @@ impl PackedA {
         c: &mut [f32],
         ldc: usize,
         bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
     ) {
         let (m, k) = (self.m, self.k);
         if m == 0 || n == 0 {
@@ -115,9 +119,19 @@ impl PackedA {
             bias.is_none_or(|b| b.len() >= m),
             "PackedA::multiply: bias too short"
         );
+        assert!(
+            epilogue
+                .and_then(|e| e.add)
+                .is_none_or(|a| a.len() >= (m - 1) * ldc + n),
+            "PackedA::multiply: epilogue input too short"
+        );
         if k == 0 {
             for i in 0..m {
-                c[i * ldc..i * ldc + n].fill(bias.map_or(0.0, |b| b[i]));
+                let row = &mut c[i * ldc..i * ldc + n];
+                row.fill(bias.map_or(0.0, |b| b[i]));
+                if let Some(e) = epilogue {
+                    e.finish(row, i * ldc);
+                }
             }
             return;
         }
@@ -127,7 +141,7 @@ impl PackedA {
         let c_ptr = SendPtr(c.as_mut_ptr());
         let run = |rows: (usize, usize), cols: (usize, usize)| {
             // SAFETY: tasks cover disjoint rectangles of C, inside the checked slice.
-            unsafe { self.block(b, bias, c_ptr.get(), ldc, rows, cols) }
+            unsafe { self.block(b, bias, epilogue, c_ptr.get(), ldc, rows, cols) }
         };
         if m * k * n < PARALLEL_WORK || threads < 2 {
             run((0, row_panels), (0, n));
@@ -152,11 +166,13 @@ impl PackedA {
     ///
     /// # Safety
     /// `c` is valid for the whole `m × n` matrix at row stride `ldc`, and no other thread
-    /// writes this rectangle.
+    /// writes this rectangle; the epilogue's `add`, when given, covers that matrix too.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn block(
         &self,
         b: BSource<'_>,
         bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
         c: *mut f32,
         ldc: usize,
         rows: (usize, usize),
@@ -186,6 +202,7 @@ impl PackedA {
                                 let ap = self.panel(pc, kc, ip);
                                 let (i0, j0) = (ip * mr, jc + jp * nr);
                                 let live = mr.min(self.m - i0);
+                                let wide = nr.min(jc + nc - j0);
                                 // The bias starts the accumulators, once (first depth block).
                                 let row_init = match bias {
                                     Some(bv) if pc == 0 => {
@@ -206,11 +223,24 @@ impl PackedA {
                                         c.add(i0 * ldc + j0),
                                         ldc,
                                         live,
-                                        nr.min(jc + nc - j0),
+                                        wide,
                                         pc > 0,
                                         row_init,
                                     )
                                 };
+                                // The tile is final after the last depth block: finish it now,
+                                // while it is in L1.
+                                if let Some(e) = epilogue.filter(|_| pc + kc == self.k) {
+                                    for i in 0..live {
+                                        let at = (i0 + i) * ldc + j0;
+                                        // SAFETY: row i0 + i, columns j0..j0 + wide of this
+                                        // task's rectangle, which only this thread touches.
+                                        let row = unsafe {
+                                            std::slice::from_raw_parts_mut(c.add(at), wide)
+                                        };
+                                        e.finish(row, at);
+                                    }
+                                }
                             }
                         }
                     }

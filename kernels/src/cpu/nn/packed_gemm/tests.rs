@@ -1,4 +1,5 @@
 use super::*;
+use crate::cpu::nn::epilogue::Activation;
 
 /// A seeded uniform stream in [-1, 1).
 fn values(len: usize, seed: u64) -> Vec<f32> {
@@ -46,7 +47,7 @@ fn check(m: usize, k: usize, n: usize, threads: usize) {
         // Cells outside the m × n window must keep the sentinel.
         let mut c = vec![f32::NAN; m.max(1) * ldc];
         let src = BSource::Dense { data: &b, ld: ldb };
-        pool.install(|| packed.multiply(src, n, &mut c, ldc, None));
+        pool.install(|| packed.multiply(src, n, &mut c, ldc, None, None));
         for i in 0..m {
             for j in 0..ldc {
                 let got = c[i * ldc + j];
@@ -105,6 +106,57 @@ fn packing_keeps_every_value_once() {
 }
 
 #[test]
+fn epilogue_finishes_every_tile_once() {
+    // Depth past KC (two blocks) and a row stride past n: the residual must be added once per
+    // element, after the last block, and the activation applied to the full sum; the padding
+    // columns between rows stay untouched.
+    let (m, k, n, ldc) = (13, 300, 41, 45);
+    let a = values(m * k, 9);
+    let b = values(k * n, 10);
+    let z = values(m * ldc, 11);
+    let bias: Vec<f32> = (0..m).map(|i| 0.5 * i as f32 - 3.0).collect();
+    let want = reference(&a, &b, n, m, k, n);
+    for isa in isas() {
+        for threads in [1, 4] {
+            let packed = PackedA::with_isa(&a, m, k, isa);
+            let mut c = vec![7.0f32; m * ldc];
+            let epilogue = Epilogue {
+                add: Some(&z),
+                activation: Activation::Relu,
+            };
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                packed.multiply(
+                    BSource::Dense { data: &b, ld: n },
+                    n,
+                    &mut c,
+                    ldc,
+                    Some(&bias),
+                    Some(&epilogue),
+                )
+            });
+            for i in 0..m {
+                for j in 0..ldc {
+                    let got = c[i * ldc + j] as f64;
+                    if j >= n {
+                        assert_eq!(got, 7.0, "{isa:?}: padding ({i}, {j}) written");
+                        continue;
+                    }
+                    let w = (want[i * n + j] + bias[i] as f64 + z[i * ldc + j] as f64).max(0.0);
+                    assert!(
+                        (got - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                        "{isa:?} x{threads}: ({i}, {j}) {got} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn bias_starts_every_row_once() {
     // Depth past KC (two blocks): the bias must be added once, not per block.
     let (m, k, n) = (11, 300, 37);
@@ -121,6 +173,7 @@ fn bias_starts_every_row_once() {
             &mut c,
             n,
             Some(&bias),
+            None,
         );
         for i in 0..m {
             for j in 0..n {
@@ -201,7 +254,7 @@ fn image_source_is_the_im2col_matrix() {
         for isa in isas() {
             let packed = PackedA::with_isa(&a, m, k, isa);
             let mut c = vec![0.0f32; m * n];
-            packed.multiply(BSource::Image(&im), n, &mut c, n, None);
+            packed.multiply(BSource::Image(&im), n, &mut c, n, None, None);
             for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
                 let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
                 assert!(

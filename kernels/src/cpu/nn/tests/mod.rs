@@ -4,6 +4,7 @@
 
 mod conv_weights;
 mod errors;
+mod fused_conv;
 
 use serde_json::Value;
 

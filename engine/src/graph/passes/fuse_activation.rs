@@ -1,0 +1,226 @@
+//! Fuses a `Conv` with the activation that follows it into ONNX Runtime's `com.microsoft`
+//! `FusedConv`, whose kernel applies the activation to each output tile while it is still in
+//! cache (ORT's `ConvActivationFusion` and, for a residual, `ConvAddActivationFusion`):
+//!
+//! - `Conv → Relu | LeakyRelu | Sigmoid | Tanh | Clip | HardSigmoid` becomes one `FusedConv`;
+//! - `Conv → Add(other) → Relu`, where `other` has the convolution's output shape (no
+//!   broadcasting), becomes one `FusedConv` with `Z = other` (a ResNet block's residual).
+//!
+//! Only `f32` convolutions whose output is read by that one node and is not a graph output are
+//! fused; the fused node keeps the `Conv` node's name, so errors and traces still name it. The
+//! `FusedConv` kernel exists on the CPU only: sessions with a GPU do not run this pass.
+
+use spillway_kernels::{AttrValue, DType};
+
+use crate::graph::{Dim, Graph, Node, ValueId};
+
+/// The domain and version of the fused node.
+const DOMAIN: &str = "com.microsoft";
+const VERSION: i64 = 1;
+
+/// Fuses every eligible `Conv → activation` and `Conv → Add → Relu`; returns how many
+/// `FusedConv` nodes it made.
+pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
+    let producers = graph.producers();
+    let uses = graph.use_counts();
+    // The node that only reads `v`, when `v` has exactly one reader and is no graph output.
+    let sole_value = |v: ValueId| uses[v.index()] == 1 && !graph.outputs.contains(&v);
+    let conv_at = |v: ValueId| -> Option<usize> {
+        let &i = producers.get(&v)?;
+        (sole_value(v) && is_fusable_conv(graph, &graph.nodes[i])).then_some(i)
+    };
+    let mut fusions: Vec<Fusion> = Vec::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        if !default_domain(node) || node.present_outputs().count() != 1 {
+            continue;
+        }
+        let Some(activation) = activation_of(graph, node) else {
+            continue;
+        };
+        let Some(Some(x)) = node.inputs.first().copied() else {
+            continue;
+        };
+        if let Some(c) = conv_at(x) {
+            fusions.push(Fusion {
+                act: i,
+                conv: c,
+                add: None,
+                activation,
+            });
+            continue;
+        }
+        // Conv → Add(other) → Relu.
+        if node.op_type != "Relu" || !sole_value(x) {
+            continue;
+        }
+        let Some(&a) = producers.get(&x) else {
+            continue;
+        };
+        let add = &graph.nodes[a];
+        if add.op_type != "Add" || !default_domain(add) || add.inputs.len() != 2 {
+            continue;
+        }
+        let (Some(l), Some(r)) = (add.inputs[0], add.inputs[1]) else {
+            continue;
+        };
+        let pick = [(l, r), (r, l)].into_iter().find_map(|(conv_out, other)| {
+            let c = conv_at(conv_out)?;
+            (other != conv_out && same_shape(graph, conv_out, other)).then_some((c, other))
+        });
+        if let Some((c, z)) = pick {
+            fusions.push(Fusion {
+                act: i,
+                conv: c,
+                add: Some((a, z)),
+                activation,
+            });
+        }
+    }
+    let mut remove = vec![false; graph.nodes.len()];
+    for Fusion {
+        act,
+        conv,
+        add,
+        activation,
+    } in &fusions
+    {
+        let mut fused = graph.nodes[*conv].clone();
+        fused.op_type = "FusedConv".into();
+        fused.domain = DOMAIN.into();
+        fused.opset = VERSION;
+        fused
+            .attrs
+            .insert("activation", AttrValue::String(activation.name.into()));
+        if !activation.params.is_empty() {
+            fused.attrs.insert(
+                "activation_params",
+                AttrValue::Floats(activation.params.clone()),
+            );
+        }
+        if let Some((a, z)) = add {
+            fused.inputs.resize(3, None);
+            fused.inputs.push(Some(*z));
+            remove[*a] = true;
+        }
+        fused.declared_inputs = fused.inputs.len();
+        fused.outputs = graph.nodes[*act].outputs.clone();
+        // At the activation's place: every input of the fused node (Z included) is computed
+        // before it, so the node order stays topological.
+        graph.nodes[*act] = fused;
+        remove[*conv] = true;
+    }
+    let mut i = 0;
+    graph.nodes.retain(|_| {
+        i += 1;
+        !remove[i - 1]
+    });
+    fusions.len()
+}
+
+/// One rewrite: the activation node, the `Conv` node, the `Add` node and `Z` (for a residual),
+/// and the activation's attributes.
+struct Fusion {
+    act: usize,
+    conv: usize,
+    add: Option<(usize, ValueId)>,
+    activation: Activation,
+}
+
+/// `FusedConv`'s `activation` and `activation_params`.
+#[derive(Debug, Clone)]
+struct Activation {
+    name: &'static str,
+    params: Vec<f32>,
+}
+
+fn default_domain(node: &Node) -> bool {
+    node.domain.is_empty() || node.domain == "ai.onnx"
+}
+
+/// A default-domain `Conv` with one output, at most `X, W, B`, `f32` input and no subgraph.
+fn is_fusable_conv(graph: &Graph, node: &Node) -> bool {
+    node.op_type == "Conv"
+        && default_domain(node)
+        && node.outputs.len() == 1
+        && node.inputs.len() <= 3
+        && node.declared_inputs == node.inputs.len()
+        && node.subgraphs.is_empty()
+        && node
+            .inputs
+            .first()
+            .copied()
+            .flatten()
+            .is_some_and(|x| graph.value(x).dtype == Some(DType::F32))
+}
+
+/// The fused form of an activation node with exactly the attributes (and, for `Clip`,
+/// constant scalar bounds) its own kernel accepts; `None` for any other node.
+fn activation_of(graph: &Graph, node: &Node) -> Option<Activation> {
+    let only = |known: &[&str]| node.attrs.names().all(|n| known.contains(&n));
+    let plain = |name: &'static str| {
+        (only(&[]) && node.inputs.len() == 1).then(|| Activation {
+            name,
+            params: Vec::new(),
+        })
+    };
+    let float = |name: &str, default: f32| node.attrs.float(name, default).ok();
+    // The activations' kernels start at opset 6 (earlier ones take `consumed_inputs`).
+    if node.opset < 6 {
+        return None;
+    }
+    match node.op_type.as_str() {
+        "Relu" => plain("Relu"),
+        "Sigmoid" => plain("Sigmoid"),
+        "Tanh" => plain("Tanh"),
+        "LeakyRelu" if only(&["alpha"]) && node.inputs.len() == 1 => Some(Activation {
+            name: "LeakyRelu",
+            params: vec![float("alpha", 0.01)?],
+        }),
+        "HardSigmoid" if only(&["alpha", "beta"]) && node.inputs.len() == 1 => Some(Activation {
+            name: "HardSigmoid",
+            params: vec![float("alpha", 0.2)?, float("beta", 0.5)?],
+        }),
+        "Clip" => clip_bounds(graph, node).map(|(lo, hi)| Activation {
+            name: "Clip",
+            params: vec![lo, hi],
+        }),
+        _ => None,
+    }
+}
+
+/// `Clip`'s bounds: attributes before opset 11 (absent: the f32 range), constant scalar
+/// `f32` inputs from 11 (absent: unbounded).
+fn clip_bounds(graph: &Graph, node: &Node) -> Option<(f32, f32)> {
+    if node.opset < 11 {
+        if !node.attrs.names().all(|n| n == "min" || n == "max") || node.inputs.len() != 1 {
+            return None;
+        }
+        let lo = node.attrs.float("min", f32::MIN).ok()?;
+        let hi = node.attrs.float("max", f32::MAX).ok()?;
+        return Some((lo, hi));
+    }
+    if node.attrs.names().next().is_some() || node.inputs.len() > 3 {
+        return None;
+    }
+    let bound = |i: usize, unbounded: f32| -> Option<f32> {
+        match node.inputs.get(i).copied().flatten() {
+            None => Some(unbounded),
+            Some(v) => {
+                let t = graph.constants.get(&v)?;
+                let view = t.view::<f32>().ok()?;
+                (view.len() == 1).then(|| view.iter().next().copied())?
+            }
+        }
+    };
+    Some((bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?))
+}
+
+/// Both values have the same fully known shape (fixed sizes or the same named sizes).
+fn same_shape(graph: &Graph, a: ValueId, b: ValueId) -> bool {
+    let (Some(sa), Some(sb)) = (&graph.value(a).shape, &graph.value(b).shape) else {
+        return false;
+    };
+    sa == sb
+        && sa.iter().all(|d| !matches!(d, Dim::Unknown))
+        && graph.value(a).dtype == graph.value(b).dtype
+}
