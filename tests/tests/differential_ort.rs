@@ -99,8 +99,8 @@ fn check_table(rows: &[(String, f64, f64)]) {
     );
 }
 
-#[test]
-fn light_models_match_onnx_runtime() {
+/// The 9 light models of the onnx wheel, then the bundled small model.
+fn light_models() -> Vec<std::path::PathBuf> {
     let dir = onnx_test_data().join("light");
     let mut models: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -114,6 +114,12 @@ fn light_models_match_onnx_runtime() {
         "the onnx 1.22.0 wheel ships 9 light models"
     );
     models.push(workspace_root().join("models/small/inception_block.onnx"));
+    models
+}
+
+#[test]
+fn light_models_match_onnx_runtime() {
+    let models = light_models();
     let rows: Vec<(String, f64, f64)> = models
         .iter()
         .map(|path| {
@@ -135,14 +141,7 @@ fn light_models_match_onnx_runtime() {
 /// one, and the parallel one on two CPU lanes and a Virtual device (buffers per device).
 #[test]
 fn light_models_match_onnx_runtime_when_buffers_are_reused() {
-    let dir = onnx_test_data().join("light");
-    let mut models: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "onnx"))
-        .collect();
-    models.sort();
-    models.push(workspace_root().join("models/small/inception_block.onnx"));
+    let models = light_models();
     let link = CopyCost {
         latency: Duration::from_micros(5),
         bandwidth_bytes_per_s: 4e9,

@@ -185,11 +185,15 @@ fn run_spillway_packed(s: &Shape, a: &[f32], b: &[f32], c: &mut [f32]) {
     PACKED.with_borrow_mut(|cache| {
         let key = (a.as_ptr() as usize, s.m, s.k);
         match cache.get(&key) {
-            Some(packed) => packed.multiply(BSource::Dense { data: b, ld: s.n }, s.n, c, s.n, None, None),
+            Some(packed) => {
+                packed.multiply(BSource::Dense { data: b, ld: s.n }, s.n, c, s.n, None, None)
+            }
             None => {
                 let packed = PackedA::new(a, s.m, s.k);
                 match &packed {
-                    Some(p) => p.multiply(BSource::Dense { data: b, ld: s.n }, s.n, c, s.n, None, None),
+                    Some(p) => {
+                        p.multiply(BSource::Dense { data: b, ld: s.n }, s.n, c, s.n, None, None)
+                    }
                     None => run_spillway(s, a, b, c),
                 }
                 if let Some(p) = packed {

@@ -78,17 +78,22 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     Ok(Box::new(Conv::parse(spec.attrs)?))
 }
 
+/// The `group` attribute of a convolution (default 1), which must be positive.
+pub(super) fn group_attr(attrs: &crate::Attributes) -> Result<usize> {
+    let group = attrs.int("group", 1)?;
+    usize::try_from(group)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| KernelError::BadAttribute {
+            name: "group".into(),
+            reason: format!("must be >= 1, got {group}"),
+        })
+}
+
 impl Conv {
     /// A convolution with the [`ATTRIBUTES`] in `attrs` (others are the caller's to check).
     pub(super) fn parse(attrs: &crate::Attributes) -> Result<Conv> {
-        let group = attrs.int("group", 1)?;
-        let group = usize::try_from(group)
-            .ok()
-            .filter(|&g| g > 0)
-            .ok_or_else(|| KernelError::BadAttribute {
-                name: "group".into(),
-                reason: format!("must be >= 1, got {group}"),
-            })?;
+        let group = group_attr(attrs)?;
         Ok(Conv {
             window: WindowAttrs::parse(attrs)?,
             group,

@@ -47,14 +47,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         "pads",
         "strides",
     ])?;
-    let group = spec.attrs.int("group", 1)?;
-    let group = usize::try_from(group)
-        .ok()
-        .filter(|&g| g > 0)
-        .ok_or_else(|| KernelError::BadAttribute {
-            name: "group".into(),
-            reason: format!("must be >= 1, got {group}"),
-        })?;
+    let group = super::conv::group_attr(spec.attrs)?;
     Ok(Box::new(ConvTranspose {
         window: WindowAttrs::parse(spec.attrs)?,
         group,
