@@ -153,6 +153,32 @@ impl PackedA {
             (0..n.div_ceil(per)).into_par_iter().for_each(|i| {
                 run((0, row_panels), (i * per, ((i + 1) * per).min(n)));
             });
+        } else if let BSource::Image(im) = b {
+            // Row blocks would each gather all of B from the image (the costly part of packing
+            // it): gather the im2col matrix once, in parallel, and multiply that.
+            let mut with_dense = |dense: &mut Vec<f32>| {
+                if dense.len() < k * n {
+                    dense.resize(k * n, 0.0);
+                }
+                let dense = &mut dense[..k * n];
+                dense
+                    .par_chunks_mut(n)
+                    .enumerate()
+                    .for_each(|(r, row)| im.gather(r, 0, row));
+                self.multiply(
+                    BSource::Dense { data: dense, ld: n },
+                    n,
+                    c,
+                    ldc,
+                    bias,
+                    epilogue,
+                );
+            };
+            // The calling thread's buffer, reused across calls (fresh pages would fault in).
+            GATHERED_B.with(|cell| match cell.try_borrow_mut() {
+                Ok(mut dense) => with_dense(&mut dense),
+                Err(_) => with_dense(&mut Vec::new()),
+            });
         } else {
             let chunks = (2 * threads).min(row_panels);
             let per = row_panels.div_ceil(chunks);
@@ -251,6 +277,8 @@ impl PackedA {
 }
 
 thread_local! {
+    /// The calling thread's buffer for an im2col matrix gathered whole (see `multiply`).
+    static GATHERED_B: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Per-thread scratch for packed `B` blocks.
     static PACKED_B: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }

@@ -102,7 +102,7 @@ impl BSource<'_> {
 
 impl Image2d<'_> {
     /// Row `r` of the im2col matrix, columns `j0..j0 + dst.len()`.
-    fn gather(&self, r: usize, j0: usize, dst: &mut [f32]) {
+    pub(super) fn gather(&self, r: usize, j0: usize, dst: &mut [f32]) {
         let [kh, kw] = self.kernel;
         let [h, w] = self.size;
         let (c, u, v) = (r / (kh * kw), (r / kw) % kh, r % kw);

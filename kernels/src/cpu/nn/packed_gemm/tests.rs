@@ -247,14 +247,29 @@ fn image_source_is_the_im2col_matrix() {
             pads,
             out,
         };
-        let (k, n, m) = (ch * kernel[0] * kernel[1], out[0] * out[1], 10);
-        let cols = im2col_by_definition(&im, ch);
+        // Few rows (one row block) and many (row blocks in parallel, B gathered once).
+        for (m, threads) in [(10, 1), (10, 4), (150, 4)] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            check_image(&im, ch, m, &pool);
+        }
+    }
+}
+
+/// The image source against the im2col matrix built by definition, `m` rows of `A`.
+fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
+    {
+        let (k, n) = (ch * im.kernel[0] * im.kernel[1], im.out[0] * im.out[1]);
+        let (size, kernel, strides) = (im.size, im.kernel, im.strides);
+        let cols = im2col_by_definition(im, ch);
         let a = values(m * k, 99);
         let want = reference(&a, &cols, n, m, k, n);
         for isa in isas() {
             let packed = PackedA::with_isa(&a, m, k, isa);
             let mut c = vec![0.0f32; m * n];
-            packed.multiply(BSource::Image(&im), n, &mut c, n, None, None);
+            pool.install(|| packed.multiply(BSource::Image(im), n, &mut c, n, None, None));
             for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
                 let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
                 assert!(
