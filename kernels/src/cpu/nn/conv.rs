@@ -61,8 +61,8 @@ fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
     }
 }
 
-/// `Conv`'s attributes.
-pub(super) const ATTRIBUTES: &[&str] = &[
+/// `Conv`'s attributes (the same on every device).
+pub const ATTRIBUTES: &[&str] = &[
     "auto_pad",
     "dilations",
     "group",

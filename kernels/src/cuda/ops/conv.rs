@@ -85,14 +85,7 @@ fn dims(shape: &[usize]) -> CudaResult<Vec<c_int>> {
 
 pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
     let spec = node.spec;
-    spec.attrs.only(&[
-        "auto_pad",
-        "dilations",
-        "group",
-        "kernel_shape",
-        "pads",
-        "strides",
-    ])?;
+    spec.attrs.only(crate::cpu::nn::conv::ATTRIBUTES)?;
     let x = node.input(0)?;
     let w = node.input(1)?;
     let y = node.output(0)?;
