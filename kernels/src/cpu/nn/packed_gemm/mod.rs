@@ -91,8 +91,8 @@ impl PackedA {
 
     /// `c = self · b (+ bias per row)` for the `k × n` operand `b`, written to the row-major
     /// `m × n` matrix `c` (row stride `ldc ≥ n`); `bias` has `m` values. An `epilogue` (its
-    /// `add` laid out like `c`) finishes each tile right after its last depth block is
-    /// written, while the tile is still in cache.
+    /// `add` laid out like `c`) finishes each cache block of rows right after its last depth
+    /// block is written, while the block is still in cache.
     ///
     /// # Panics
     /// If an operand is too small for its shape (an internal contract; callers check shapes).
@@ -254,19 +254,18 @@ impl PackedA {
                                         row_init,
                                     )
                                 };
-                                // The tile is final after the last depth block: finish it now,
-                                // while it is in L1.
-                                if let Some(e) = epilogue.filter(|_| pc + kc == self.k) {
-                                    for i in 0..live {
-                                        let at = (i0 + i) * ldc + j0;
-                                        // SAFETY: row i0 + i, columns j0..j0 + wide of this
-                                        // task's rectangle, which only this thread touches.
-                                        let row = unsafe {
-                                            std::slice::from_raw_parts_mut(c.add(at), wide)
-                                        };
-                                        e.finish(row, at);
-                                    }
-                                }
+                            }
+                        }
+                        // After the last depth block these rows are final for this column block:
+                        // finish them now, row by row (long contiguous runs of the output and of
+                        // the epilogue's `add`), while the block is still in cache.
+                        if let Some(e) = epilogue.filter(|_| pc + kc == self.k) {
+                            for i in ic * mr..(ic_end * mr).min(self.m) {
+                                let at = i * ldc + jc;
+                                // SAFETY: row i, columns jc..jc + nc of this task's rectangle,
+                                // which only this thread touches.
+                                let row = unsafe { std::slice::from_raw_parts_mut(c.add(at), nc) };
+                                e.finish(row, at);
                             }
                         }
                     }

@@ -106,11 +106,17 @@ fn packing_keeps_every_value_once() {
 }
 
 #[test]
-fn epilogue_finishes_every_tile_once() {
+fn epilogue_finishes_every_element_once() {
     // Depth past KC (two blocks) and a row stride past n: the residual must be added once per
     // element, after the last block, and the activation applied to the full sum; the padding
-    // columns between rows stay untouched.
-    let (m, k, n, ldc) = (13, 300, 41, 45);
+    // columns between rows stay untouched. The second shape has rows past MC and columns past
+    // NC, so the epilogue runs over several row and column blocks.
+    for (m, k, n, ldc) in [(13, 300, 41, 45), (70, 300, 2100, 2103)] {
+        check_epilogue(m, k, n, ldc);
+    }
+}
+
+fn check_epilogue(m: usize, k: usize, n: usize, ldc: usize) {
     let a = values(m * k, 9);
     let b = values(k * n, 10);
     let z = values(m * ldc, 11);
