@@ -184,7 +184,8 @@ impl Pool {
             s.reverse();
             s
         };
-        let mut y = crate::output_buffer::filled(0, planes * olen, T::LOWEST);
+        // Every output is written below (both paths).
+        let mut y = crate::output_buffer::overwritable(0, planes * olen);
         let mut idx = vec![0i64; if indices { planes * olen } else { 0 }];
         let work = |p: usize, yp: &mut [T], ip: Option<&mut [i64]>| {
             let plane = &xs[p * ilen..(p + 1) * ilen];
@@ -228,7 +229,7 @@ impl Pool {
                 &mut y,
                 T::LOWEST,
                 |a, v| if v > a { v } else { a },
-                |a, _, _| a,
+                |_, _| {},
             );
         } else if olen > 0 {
             if indices {
@@ -262,9 +263,16 @@ impl Pool {
             geo.out.iter().product::<usize>(),
         );
         let rm = strides_of(image);
-        let mut y = crate::output_buffer::filled(0, shape[0] * shape[1] * olen, T::ZERO);
+        // Every output is written below (both paths).
+        let mut y = crate::output_buffer::overwritable(0, shape[0] * shape[1] * olen);
         if pool2d::applies(&geo) {
             let (rows, cols) = pool2d::plane_windows(&geo, image);
+            // A window with no cell to count divides 0 by 0: NaN.
+            let counts: Vec<T> = pool2d::window_counts(&rows, &cols, include_pad)
+                .into_iter()
+                .map(|c| T::of(c as f64))
+                .collect();
+            let ow = geo.out[1];
             pool2d::pool_planes(
                 &xs,
                 (image[0], image[1]),
@@ -273,14 +281,9 @@ impl Pool {
                 &mut y,
                 T::ZERO,
                 |a, v| a + v,
-                |sum, oh, ow| {
-                    let (inside, padded) = pool2d::window_counts(&rows, &cols, oh, ow);
-                    let count = if include_pad { padded } else { inside };
-                    if count == 0 {
-                        T::nan()
-                    } else {
-                        sum / T::of(count as f64)
-                    }
+                |oh, sums| {
+                    let counts = &counts[oh * ow..(oh + 1) * ow];
+                    sums.iter_mut().zip(counts).for_each(|(s, &c)| *s = *s / c);
                 },
             );
         } else if olen > 0 {
@@ -393,7 +396,7 @@ impl GlobalPool {
                         .copied()
                         .fold(T::neg_infinity(), |m, v| if v > m { v } else { m })
                 } else {
-                    plane.iter().copied().sum::<T>() / T::of(ilen as f64)
+                    lane_sum(plane) / T::of(ilen as f64)
                 }
             })
             .collect();
@@ -414,4 +417,17 @@ impl Kernel for GlobalPool {
         };
         Ok(vec![narrow(y, dtype)?])
     }
+}
+
+/// The sum of `values`, accumulated in 16 interleaved partial sums (a loop the compiler
+/// vectorizes, where one running sum is a chain of dependent additions).
+fn lane_sum<T: Real>(values: &[T]) -> T {
+    const LANES: usize = 16;
+    let mut partial = [T::ZERO; LANES];
+    let mut chunks = values.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        partial.iter_mut().zip(chunk).for_each(|(p, &v)| *p += v);
+    }
+    let tail: T = chunks.remainder().iter().copied().sum();
+    partial.iter().copied().sum::<T>() + tail
 }

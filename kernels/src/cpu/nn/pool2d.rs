@@ -1,9 +1,11 @@
 //! The 2-D pooling fast path (no dilation, no `Indices` output), which is what CNNs use.
 //!
 //! Each output row is computed separably: the window's input rows are first combined element
-//! by element into one scratch row (a loop the compiler vectorizes), then each output column
-//! combines its window's span of that row. For a k×k window this reads k rows once instead of
-//! k² scattered cells per output.
+//! by element into one scratch row, which is padded on both sides with the combination's
+//! identity; then the output row is combined from `k` shifted (and strided) views of that
+//! scratch row, one window column at a time. Both passes are element-wise loops over whole rows,
+//! which the compiler vectorizes; for a k×k window this reads k rows once instead of k²
+//! scattered cells per output.
 
 use rayon::prelude::*;
 
@@ -15,6 +17,9 @@ use super::spatial::Geometry;
 pub struct AxisWindows {
     spans: Vec<(usize, usize)>,
     padded: Vec<usize>,
+    kernel: usize,
+    stride: usize,
+    pad_begin: usize,
 }
 
 impl AxisWindows {
@@ -36,7 +41,13 @@ impl AxisWindows {
                 ((begin, end.max(begin)), padded)
             })
             .unzip();
-        AxisWindows { spans, padded }
+        AxisWindows {
+            spans,
+            padded,
+            kernel: geo.kernel[axis],
+            stride: geo.strides[axis],
+            pad_begin: geo.pad_begin[axis],
+        }
     }
 }
 
@@ -54,8 +65,9 @@ pub fn applies(geo: &Geometry) -> bool {
 }
 
 /// Pools every `h`×`w` plane of `x` (planes back to back) into `y` (`rows.len()`×`cols.len()`
-/// per plane). `combine` folds one input into an accumulator that starts at `init`; `finish`
-/// turns a window's accumulator into the output, given its output row and column.
+/// per plane). `combine` folds one input into an accumulator that starts at `init` (which must
+/// leave any value unchanged: padding cells hold it); `finish` then turns one output row of
+/// window accumulators into outputs, given its output row index.
 #[allow(clippy::too_many_arguments)]
 pub fn pool_planes<T, C, F>(
     x: &[T],
@@ -69,41 +81,135 @@ pub fn pool_planes<T, C, F>(
 ) where
     T: Copy + Send + Sync,
     C: Fn(T, T) -> T + Sync,
-    F: Fn(T, usize, usize) -> T + Sync,
+    F: Fn(usize, &mut [T]) + Sync,
 {
     let olen = rows.spans.len() * cols.spans.len();
     if olen == 0 || h * w == 0 {
         return;
     }
     let ow = cols.spans.len();
+    let (k, step, pad) = (cols.kernel, cols.stride, cols.pad_begin);
+    // Padded scratch row: `pad` identity cells, the image row, then identity cells up to the
+    // last window's end (which `ceil_mode` or end padding can put past the image).
+    let width = (pad + w).max((ow - 1) * step + k);
+    let plane_pool = PlanePool {
+        w,
+        rows,
+        ow,
+        window: (k, step, pad),
+        width,
+        init,
+        combine: &combine,
+        finish: &finish,
+    };
     y.par_chunks_mut(olen)
         .zip(x.par_chunks(h * w))
-        .for_each(|(yp, plane)| {
-            let mut scratch = vec![init; w];
-            for (oh, (&(r0, r1), yrow)) in rows.spans.iter().zip(yp.chunks_mut(ow)).enumerate() {
-                scratch.fill(init);
-                for r in r0..r1 {
-                    for (s, &v) in scratch.iter_mut().zip(&plane[r * w..(r + 1) * w]) {
-                        *s = combine(*s, v);
-                    }
-                }
-                for (o, (&(c0, c1), out)) in cols.spans.iter().zip(yrow.iter_mut()).enumerate() {
-                    let acc = scratch[c0..c1].iter().fold(init, |a, &v| combine(a, v));
-                    *out = finish(acc, oh, o);
-                }
-            }
-        });
+        .for_each(|(yp, plane)| plane_pool.run(plane, yp));
 }
 
-/// The window of output `(oh, ow)`: how many in-image cells, and how many image-plus-padding
-/// cells it covers.
-pub fn window_counts(
-    rows: &AxisWindows,
-    cols: &AxisWindows,
-    oh: usize,
+/// What [`pool_planes`] does to one plane.
+struct PlanePool<'a, T, C, F> {
+    w: usize,
+    rows: &'a AxisWindows,
     ow: usize,
-) -> (usize, usize) {
-    let (r0, r1) = rows.spans[oh];
-    let (c0, c1) = cols.spans[ow];
-    ((r1 - r0) * (c1 - c0), rows.padded[oh] * cols.padded[ow])
+    /// Kernel width, stride and start padding along the row.
+    window: (usize, usize, usize),
+    width: usize,
+    init: T,
+    combine: &'a C,
+    finish: &'a F,
+}
+
+impl<T, C, F> PlanePool<'_, T, C, F>
+where
+    T: Copy,
+    C: Fn(T, T) -> T,
+    F: Fn(usize, &mut [T]),
+{
+    /// Pools `plane` into `yp`, with AVX2 code where the CPU has it (the loops are the same;
+    /// the compiler vectorizes them 8 floats wide instead of 4).
+    fn run(&self, plane: &[T], yp: &mut [T]) {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.run_avx2(plane, yp) };
+        }
+        self.run_portable(plane, yp)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(&self, plane: &[T], yp: &mut [T]) {
+        self.run_portable(plane, yp)
+    }
+
+    // Every loop below writes a buffer other than the ones it reads: an in-place
+    // `acc = max(acc, v)` would let the compiler store only where `v` wins, as a masked store,
+    // which is slow on some CPUs (AMD Zen).
+    #[inline(always)]
+    fn run_portable(&self, plane: &[T], yp: &mut [T]) {
+        let (w, init, combine) = (self.w, self.init, self.combine);
+        let (k, step, pad) = self.window;
+        // Window starts at full resolution along the row; every `step`-th one is an output.
+        let starts = (self.ow - 1) * step + 1;
+        let (mut acc, mut next) = (vec![init; self.width], vec![init; self.width]);
+        let (mut h, mut h_next) = (vec![init; starts], vec![init; starts]);
+        for (oh, (&(r0, r1), yrow)) in self
+            .rows
+            .spans
+            .iter()
+            .zip(yp.chunks_mut(self.ow))
+            .enumerate()
+        {
+            // Down the window's rows, into the padded row `acc` (its padding stays `init`).
+            acc[pad..pad + w].fill(init);
+            for r in r0..r1 {
+                let row = &plane[r * w..(r + 1) * w];
+                let (from, to) = (&acc[pad..pad + w], &mut next[pad..pad + w]);
+                for ((t, &a), &v) in to.iter_mut().zip(from).zip(row) {
+                    *t = combine(a, v);
+                }
+                std::mem::swap(&mut acc, &mut next);
+            }
+            // Across the window's columns, at every start position; with unit stride the last
+            // column's pass writes the output row itself.
+            let direct = step == 1;
+            for dx in 1..k {
+                let folded: &[T] = if dx == 1 { &acc[..starts] } else { &h };
+                let to = if direct && dx == k - 1 {
+                    &mut yrow[..]
+                } else {
+                    &mut h_next[..]
+                };
+                for ((t, &a), &v) in to.iter_mut().zip(folded).zip(&acc[dx..]) {
+                    *t = combine(a, v);
+                }
+                std::mem::swap(&mut h, &mut h_next);
+            }
+            let folded: &[T] = if k == 1 { &acc[..starts] } else { &h };
+            if k == 1 && direct {
+                yrow.copy_from_slice(&folded[..self.ow]);
+            } else if !direct {
+                for (o, y) in yrow.iter_mut().enumerate() {
+                    *y = folded[o * step];
+                }
+            }
+            (self.finish)(oh, yrow);
+        }
+    }
+}
+
+/// For every output `(oh, ow)` (row-major), how many cells its window covers: in-image cells
+/// only, or image-plus-padding cells when `include_pad` (`AveragePool`'s divisor).
+pub fn window_counts(rows: &AxisWindows, cols: &AxisWindows, include_pad: bool) -> Vec<usize> {
+    let count = |a: &AxisWindows, o: usize| {
+        if include_pad {
+            a.padded[o]
+        } else {
+            a.spans[o].1 - a.spans[o].0
+        }
+    };
+    (0..rows.spans.len())
+        .flat_map(|oh| (0..cols.spans.len()).map(move |ow| count(rows, oh) * count(cols, ow)))
+        .collect()
 }
