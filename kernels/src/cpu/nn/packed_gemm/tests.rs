@@ -76,6 +76,11 @@ fn matches_the_definition_on_edge_shapes() {
         (6, 16, 16),
         (9, 257, 33),
         (13, 300, 50),
+        // Last panels 17, 24 and 29 columns wide (the narrow kernels' cases: 16 + 8, and
+        // the full kernel past 24).
+        (10, 300, 49),
+        (11, 40, 24),
+        (7, 20, 61),
         (3, 0, 4),
     ] {
         check(m, k, n, 1);
