@@ -202,8 +202,8 @@ unsafe fn tile_avx512_w16(
     const W: usize = 16;
     let mut r = [_mm512_setzero_ps(); MR];
     if let Some(init) = row_init {
-        for i in 0..MR {
-            r[i] = _mm512_set1_ps(init[i]);
+        for (ri, &v) in r.iter_mut().zip(init) {
+            *ri = _mm512_set1_ps(v);
         }
     }
     // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
@@ -211,13 +211,13 @@ unsafe fn tile_avx512_w16(
         for p in 0..kc {
             let b0 = _mm512_loadu_ps(b.add(p * STRIDE));
             let ap = a.add(p * MR);
-            for i in 0..MR {
-                r[i] = _mm512_fmadd_ps(_mm512_set1_ps(*ap.add(i)), b0, r[i]);
+            for (i, ri) in r.iter_mut().enumerate() {
+                *ri = _mm512_fmadd_ps(_mm512_set1_ps(*ap.add(i)), b0, *ri);
             }
         }
         let mut acc = [0.0f32; MR * W];
-        for i in 0..MR {
-            _mm512_storeu_ps(acc.as_mut_ptr().add(i * W), r[i]);
+        for (i, &ri) in r.iter().enumerate() {
+            _mm512_storeu_ps(acc.as_mut_ptr().add(i * W), ri);
         }
         write_back::<W>(&acc, c, ldc, mr, nr, accumulate);
     }
@@ -244,8 +244,8 @@ unsafe fn tile_avx512_w8(
     const W: usize = 8;
     let mut r = [_mm256_setzero_ps(); MR];
     if let Some(init) = row_init {
-        for i in 0..MR {
-            r[i] = _mm256_set1_ps(init[i]);
+        for (ri, &v) in r.iter_mut().zip(init) {
+            *ri = _mm256_set1_ps(v);
         }
     }
     // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
@@ -253,13 +253,13 @@ unsafe fn tile_avx512_w8(
         for p in 0..kc {
             let b0 = _mm256_loadu_ps(b.add(p * STRIDE));
             let ap = a.add(p * MR);
-            for i in 0..MR {
-                r[i] = _mm256_fmadd_ps(_mm256_set1_ps(*ap.add(i)), b0, r[i]);
+            for (i, ri) in r.iter_mut().enumerate() {
+                *ri = _mm256_fmadd_ps(_mm256_set1_ps(*ap.add(i)), b0, *ri);
             }
         }
         let mut acc = [0.0f32; MR * W];
-        for i in 0..MR {
-            _mm256_storeu_ps(acc.as_mut_ptr().add(i * W), r[i]);
+        for (i, &ri) in r.iter().enumerate() {
+            _mm256_storeu_ps(acc.as_mut_ptr().add(i * W), ri);
         }
         write_back::<W>(&acc, c, ldc, mr, nr, accumulate);
     }
