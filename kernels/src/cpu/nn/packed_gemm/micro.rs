@@ -75,7 +75,13 @@ pub unsafe fn tile(
     accumulate: bool,
     row_init: Option<&[f32]>,
 ) {
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (kc, a, b, c, ldc, mr, nr, accumulate, row_init);
+        unreachable!("Isa::detect never returns {isa:?} off x86-64");
+    }
     // SAFETY: forwarded from the caller's contract.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         match isa {
             // A narrow tile (the last columns of B) runs on narrower kernels, so that the
@@ -181,89 +187,64 @@ unsafe fn tile_avx512(
     }
 }
 
-/// The first 16 columns of an AVX-512 panel (row stride 32): one zmm accumulator per row.
-/// Same contract as [`tile`] with `nr ≤ 16`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx512_w16(
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    mr: usize,
-    nr: usize,
-    accumulate: bool,
-    row_init: Option<&[f32]>,
-) {
-    const MR: usize = 8;
-    const STRIDE: usize = 32;
-    const W: usize = 16;
-    let mut r = [_mm512_setzero_ps(); MR];
-    if let Some(init) = row_init {
-        for (ri, &v) in r.iter_mut().zip(init) {
-            *ri = _mm512_set1_ps(v);
-        }
-    }
-    // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
-    unsafe {
-        for p in 0..kc {
-            let b0 = _mm512_loadu_ps(b.add(p * STRIDE));
-            let ap = a.add(p * MR);
-            for (i, ri) in r.iter_mut().enumerate() {
-                *ri = _mm512_fmadd_ps(_mm512_set1_ps(*ap.add(i)), b0, *ri);
+/// Defines a kernel for the first `$w` columns of an AVX-512 panel (row stride 32), one
+/// `$vec` accumulator per row, with the same contract as [`tile`] for `nr ≤ $w`.
+macro_rules! narrow_tile {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $vec:ty, $w:literal,
+     $zero:ident, $set1:ident, $load:ident, $fma:ident, $store:ident) => {
+        $(#[$doc])*
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            kc: usize,
+            a: *const f32,
+            b: *const f32,
+            c: *mut f32,
+            ldc: usize,
+            mr: usize,
+            nr: usize,
+            accumulate: bool,
+            row_init: Option<&[f32]>,
+        ) {
+            const MR: usize = 8;
+            const STRIDE: usize = 32;
+            let mut r: [$vec; MR] = [$zero(); MR];
+            if let Some(init) = row_init {
+                for (ri, &v) in r.iter_mut().zip(init) {
+                    *ri = $set1(v);
+                }
+            }
+            // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
+            unsafe {
+                for p in 0..kc {
+                    let b0 = $load(b.add(p * STRIDE));
+                    let ap = a.add(p * MR);
+                    for (i, ri) in r.iter_mut().enumerate() {
+                        *ri = $fma($set1(*ap.add(i)), b0, *ri);
+                    }
+                }
+                let mut acc = [0.0f32; MR * $w];
+                for (i, &ri) in r.iter().enumerate() {
+                    $store(acc.as_mut_ptr().add(i * $w), ri);
+                }
+                write_back::<$w>(&acc, c, ldc, mr, nr, accumulate);
             }
         }
-        let mut acc = [0.0f32; MR * W];
-        for (i, &ri) in r.iter().enumerate() {
-            _mm512_storeu_ps(acc.as_mut_ptr().add(i * W), ri);
-        }
-        write_back::<W>(&acc, c, ldc, mr, nr, accumulate);
-    }
+    };
 }
 
-/// The first 8 columns of an AVX-512 panel (row stride 32): one ymm accumulator per row.
-/// Same contract as [`tile`] with `nr ≤ 8`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx512_w8(
-    kc: usize,
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    mr: usize,
-    nr: usize,
-    accumulate: bool,
-    row_init: Option<&[f32]>,
-) {
-    const MR: usize = 8;
-    const STRIDE: usize = 32;
-    const W: usize = 8;
-    let mut r = [_mm256_setzero_ps(); MR];
-    if let Some(init) = row_init {
-        for (ri, &v) in r.iter_mut().zip(init) {
-            *ri = _mm256_set1_ps(v);
-        }
-    }
-    // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
-    unsafe {
-        for p in 0..kc {
-            let b0 = _mm256_loadu_ps(b.add(p * STRIDE));
-            let ap = a.add(p * MR);
-            for (i, ri) in r.iter_mut().enumerate() {
-                *ri = _mm256_fmadd_ps(_mm256_set1_ps(*ap.add(i)), b0, *ri);
-            }
-        }
-        let mut acc = [0.0f32; MR * W];
-        for (i, &ri) in r.iter().enumerate() {
-            _mm256_storeu_ps(acc.as_mut_ptr().add(i * W), ri);
-        }
-        write_back::<W>(&acc, c, ldc, mr, nr, accumulate);
-    }
-}
+narrow_tile!(
+    /// The first 16 columns of an AVX-512 panel: one zmm accumulator per row.
+    tile_avx512_w16, "avx512f", __m512, 16,
+    _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_storeu_ps
+);
+
+narrow_tile!(
+    /// The first 8 columns of an AVX-512 panel: one ymm accumulator per row.
+    tile_avx512_w8, "avx512f,avx2,fma", __m256, 8,
+    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_storeu_ps
+);
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
@@ -321,66 +302,4 @@ unsafe fn tile_avx2(
         }
         write_back::<NR>(&acc, c, ldc, mr, nr, accumulate);
     }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx512(
-    _: usize,
-    _: *const f32,
-    _: *const f32,
-    _: *mut f32,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: bool,
-) {
-    unreachable!("Isa::detect never returns Avx512 off x86-64")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx512_w16(
-    _: usize,
-    _: *const f32,
-    _: *const f32,
-    _: *mut f32,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: bool,
-    _: Option<&[f32]>,
-) {
-    unreachable!("Isa::detect never returns Avx512 off x86-64")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx512_w8(
-    _: usize,
-    _: *const f32,
-    _: *const f32,
-    _: *mut f32,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: bool,
-    _: Option<&[f32]>,
-) {
-    unreachable!("Isa::detect never returns Avx512 off x86-64")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx2(
-    _: usize,
-    _: *const f32,
-    _: *const f32,
-    _: *mut f32,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: bool,
-) {
-    unreachable!("Isa::detect never returns Avx2 off x86-64")
 }
