@@ -88,16 +88,11 @@ pub fn pool_planes<T, C, F>(
         return;
     }
     let ow = cols.spans.len();
-    let (k, step, pad) = (cols.kernel, cols.stride, cols.pad_begin);
-    // Padded scratch row: `pad` identity cells, the image row, then identity cells up to the
-    // last window's end (which `ceil_mode` or end padding can put past the image).
-    let width = (pad + w).max((ow - 1) * step + k);
     let plane_pool = PlanePool {
         w,
         rows,
         ow,
-        window: (k, step, pad),
-        width,
+        window: (cols.kernel, cols.stride, cols.pad_begin),
         init,
         combine: &combine,
         finish: &finish,
@@ -114,7 +109,6 @@ struct PlanePool<'a, T, C, F> {
     ow: usize,
     /// Kernel width, stride and start padding along the row.
     window: (usize, usize, usize),
-    width: usize,
     init: T,
     combine: &'a C,
     finish: &'a F,
@@ -152,7 +146,10 @@ where
         let (k, step, pad) = self.window;
         // Window starts at full resolution along the row; every `step`-th one is an output.
         let starts = (self.ow - 1) * step + 1;
-        let (mut acc, mut next) = (vec![init; self.width], vec![init; self.width]);
+        // Padded rows: `pad` identity cells, the image row, then identity cells up to the last
+        // window's end (which `ceil_mode` or end padding can put past the image).
+        let width = (pad + w).max(starts - 1 + k);
+        let (mut acc, mut next) = (vec![init; width], vec![init; width]);
         let (mut h, mut h_next) = (vec![init; starts], vec![init; starts]);
         for (oh, (&(r0, r1), yrow)) in self
             .rows

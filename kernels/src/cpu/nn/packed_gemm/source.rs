@@ -142,32 +142,25 @@ impl Image2d<'_> {
             }
             let row = &plane[y as usize * w..(y as usize + 1) * w];
             let x0 = (j * self.strides[1] + v * self.dilations[1]) as isize - self.pads[1] as isize;
-            if self.strides[1] == 1 {
-                // Columns t with 0 ≤ x0 + t < w come from the row, the rest is padding.
-                let lo = (-x0).clamp(0, seg as isize) as usize;
-                let hi = (w as isize - x0).clamp(lo as isize, seg as isize) as usize;
-                out[..lo].fill(0.0);
-                if hi > lo {
-                    let from = (x0 + lo as isize) as usize;
+            // Columns q with 0 ≤ x0 + q·step < w come from the row (every step-th value), the
+            // rest is padding.
+            let step = self.strides[1];
+            let stride = step as isize;
+            let lo = ((-x0).max(0) + stride - 1) / stride;
+            let lo = lo.clamp(0, seg as isize) as usize;
+            let hi = ((w as isize - x0 + stride - 1) / stride).clamp(lo as isize, seg as isize);
+            let hi = hi as usize;
+            out[..lo].fill(0.0);
+            if hi > lo {
+                let from = (x0 + lo as isize * stride) as usize;
+                if step == 1 {
                     out[lo..hi].copy_from_slice(&row[from..from + hi - lo]);
-                }
-                out[hi..].fill(0.0);
-            } else {
-                // Columns q with 0 ≤ x0 + q·step < w come from the row (every step-th value),
-                // the rest is padding.
-                let step = self.strides[1] as isize;
-                let lo = ((-x0).max(0) + step - 1) / step;
-                let lo = lo.clamp(0, seg as isize) as usize;
-                let hi = ((w as isize - x0 + step - 1) / step).clamp(lo as isize, seg as isize);
-                let hi = hi as usize;
-                out[..lo].fill(0.0);
-                if hi > lo {
-                    let from = (x0 + lo as isize * step) as usize;
-                    let taken = row[from..].iter().step_by(step as usize);
+                } else {
+                    let taken = row[from..].iter().step_by(step);
                     out[lo..hi].iter_mut().zip(taken).for_each(|(o, &v)| *o = v);
                 }
-                out[hi..].fill(0.0);
             }
+            out[hi..].fill(0.0);
         }
     }
 }
