@@ -155,12 +155,15 @@ pub fn profile_values(
                 })?;
             Ok(start.elapsed().as_secs_f64() * 1e6)
         };
-        for _ in 0..options.warmup {
-            time_once()?;
-        }
-        let samples = (0..options.repeats.max(1))
-            .map(|_| time_once())
-            .collect::<Result<Vec<_>>>()?;
+        // Timed on a worker of rayon's pool, where a session runs its kernels.
+        let samples = rayon::scope(|_| {
+            for _ in 0..options.warmup {
+                time_once()?;
+            }
+            (0..options.repeats.max(1))
+                .map(|_| time_once())
+                .collect::<Result<Vec<_>>>()
+        })?;
         // CPU and Virtual devices run the same kernels on the same cores: one measurement
         // serves every kind present (a device's `speed` scales it in the topology).
         let us = median_us(samples).max(0.01);

@@ -328,3 +328,69 @@ fn built_models_match_onnx_runtime() {
         .collect();
     check_table(&rows);
 }
+
+/// MaxPool and AveragePool (padding counted and not) over the geometries the pooling fast
+/// paths tell apart: "same" unit-stride windows (whole-plane passes, including planes smaller
+/// than the window and even or asymmetric windows), strided and `ceil_mode` windows (row by
+/// row), and 1×1 windows. Checks every output against ORT on negative and positive inputs.
+#[test]
+fn pooling_geometries_match_onnx_runtime() {
+    // (height, width, kernel, stride, pads [top, left, bottom, right], ceil_mode)
+    type Geometry = (i64, i64, i64, i64, [i64; 4], i64);
+    let geometries: &[Geometry] = &[
+        (7, 7, 3, 1, [1, 1, 1, 1], 0),
+        (7, 7, 3, 1, [1, 1, 1, 1], 1),
+        (14, 14, 3, 1, [1, 1, 1, 1], 0),
+        (5, 9, 3, 1, [1, 1, 1, 1], 0),
+        (8, 8, 5, 1, [2, 2, 2, 2], 0),
+        (6, 7, 4, 1, [1, 2, 2, 1], 0),
+        (2, 2, 3, 1, [1, 1, 1, 1], 0),
+        (1, 1, 3, 1, [1, 1, 1, 1], 0),
+        (1, 5, 3, 1, [1, 1, 1, 1], 0),
+        (7, 7, 3, 1, [0, 0, 0, 0], 0),
+        (10, 10, 1, 1, [0, 0, 0, 0], 0),
+        (28, 28, 3, 2, [0, 0, 0, 0], 1),
+        (13, 13, 3, 2, [0, 0, 0, 0], 1),
+        (16, 16, 3, 2, [1, 1, 1, 1], 0),
+        (9, 9, 2, 2, [0, 0, 0, 0], 0),
+        (10, 10, 3, 3, [1, 1, 1, 1], 0),
+    ];
+    let mut rows = Vec::new();
+    for &(h, w, k, s, pads, ceil) in geometries {
+        let label = format!("{h}x{w} k{k} s{s} pads {pads:?} ceil {ceil}");
+        let window = |extra: Vec<(&'static str, Attr)>| {
+            let mut attrs = vec![
+                ("kernel_shape", Attr::Ints(vec![k, k])),
+                ("strides", Attr::Ints(vec![s, s])),
+                ("pads", Attr::Ints(pads.to_vec())),
+                ("ceil_mode", Attr::Int(ceil)),
+            ];
+            attrs.extend(extra);
+            attrs
+        };
+        let mut m = ModelBuilder::new(5);
+        m.input("x", &[2, 3, h, w])
+            .node("MaxPool", &["x"], &["max"], &window(vec![]))
+            .node("AveragePool", &["x"], &["avg"], &window(vec![]))
+            .node(
+                "AveragePool",
+                &["x"],
+                &["avg_pad"],
+                &window(vec![("count_include_pad", Attr::Int(1))]),
+            )
+            .output("max")
+            .output("avg")
+            .output("avg_pad");
+        let bytes = m.to_bytes(19);
+        let session = Session::builder()
+            .commit_from_memory(&bytes)
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let mut oracle = Oracle::load_bytes(&bytes, OrtConfig::default()).unwrap();
+        rows.push((
+            label.clone(),
+            compare(&label, &session, &mut oracle, 2),
+            0.0,
+        ));
+    }
+    check_table(&rows);
+}

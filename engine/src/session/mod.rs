@@ -145,7 +145,10 @@ impl Session {
             .collect();
         match &self.engine {
             Engine::Sequential(plan) => {
-                let (values, stats) = plan.run(bound)?;
+                // The whole run goes to one worker of rayon's pool (the caller waits), so each
+                // kernel's parallel loops start inside the pool instead of handing work over
+                // from this thread and sleeping until it is done, once per node.
+                let (values, stats) = rayon::scope(|_| plan.run(bound))?;
                 Ok((
                     SessionOutputs::new(names, values),
                     RunReport { stats, trace: None },

@@ -229,7 +229,7 @@ impl Pool {
                 &mut y,
                 T::LOWEST,
                 |a, v| if v > a { v } else { a },
-                |_, _| {},
+                |_| {},
             );
         } else if olen > 0 {
             if indices {
@@ -272,7 +272,6 @@ impl Pool {
                 .into_iter()
                 .map(|c| T::of(c as f64))
                 .collect();
-            let ow = geo.out[1];
             pool2d::pool_planes(
                 &xs,
                 (image[0], image[1]),
@@ -281,10 +280,7 @@ impl Pool {
                 &mut y,
                 T::ZERO,
                 |a, v| a + v,
-                |oh, sums| {
-                    let counts = &counts[oh * ow..(oh + 1) * ow];
-                    sums.iter_mut().zip(counts).for_each(|(s, &c)| *s = *s / c);
-                },
+                |sums| sums.iter_mut().zip(&counts).for_each(|(s, &c)| *s = *s / c),
             );
         } else if olen > 0 {
             y.par_chunks_mut(olen).enumerate().for_each(|(p, yp)| {

@@ -1,11 +1,19 @@
 //! The 2-D pooling fast path (no dilation, no `Indices` output), which is what CNNs use.
 //!
-//! Each output row is computed separably: the window's input rows are first combined element
-//! by element into one scratch row, which is padded on both sides with the combination's
-//! identity; then the output row is combined from `k` shifted (and strided) views of that
-//! scratch row, one window column at a time. Both passes are element-wise loops over whole rows,
-//! which the compiler vectorizes; for a k×k window this reads k rows once instead of k²
-//! scattered cells per output.
+//! Pooling is separable: windows are first combined down the rows, then across the columns.
+//! Both passes are element-wise loops over long slices, which the compiler vectorizes, and no
+//! loop combines a buffer into itself (an in-place `acc = max(acc, v)` compiles to masked
+//! stores, which are slow on some CPUs, AMD Zen among them).
+//!
+//! - "Same" pooling with unit strides (the output plane as large as the input, as in
+//!   Inception's and NASNet's 3×3 branches) runs each pass once over the whole flattened
+//!   plane, then recomputes the few cells whose windows the flattening got wrong: the rows
+//!   whose window crosses the top or bottom edge, and the columns whose window crosses the
+//!   left or right edge. Planes of 7×7 or 14×14 cost a handful of loops instead of a handful
+//!   per row.
+//! - Any other geometry runs per output row: the window's input rows are combined into one
+//!   scratch row padded on both sides with the combination's identity, then the output row is
+//!   combined from `k` shifted (and strided) views of it.
 
 use rayon::prelude::*;
 
@@ -49,6 +57,11 @@ impl AxisWindows {
             pad_begin: geo.pad_begin[axis],
         }
     }
+
+    /// True when the windows step by one and there are as many as input positions (`extent`).
+    fn is_same(&self, extent: usize) -> bool {
+        self.stride == 1 && self.spans.len() == extent
+    }
 }
 
 /// The row and column windows of a 2-D image (`image` = [height, width]).
@@ -66,8 +79,8 @@ pub fn applies(geo: &Geometry) -> bool {
 
 /// Pools every `h`×`w` plane of `x` (planes back to back) into `y` (`rows.len()`×`cols.len()`
 /// per plane). `combine` folds one input into an accumulator that starts at `init` (which must
-/// leave any value unchanged: padding cells hold it); `finish` then turns one output row of
-/// window accumulators into outputs, given its output row index.
+/// leave any value unchanged: padding cells hold it); `finish` then turns one output plane of
+/// window accumulators into outputs.
 #[allow(clippy::too_many_arguments)]
 pub fn pool_planes<T, C, F>(
     x: &[T],
@@ -81,83 +94,174 @@ pub fn pool_planes<T, C, F>(
 ) where
     T: Copy + Send + Sync,
     C: Fn(T, T) -> T + Sync,
-    F: Fn(usize, &mut [T]) + Sync,
+    F: Fn(&mut [T]) + Sync,
 {
     let olen = rows.spans.len() * cols.spans.len();
     if olen == 0 || h * w == 0 {
         return;
     }
-    let ow = cols.spans.len();
     let plane_pool = PlanePool {
         w,
         rows,
-        ow,
-        window: (cols.kernel, cols.stride, cols.pad_begin),
+        cols,
+        same: rows.is_same(h) && cols.is_same(w),
         init,
         combine: &combine,
-        finish: &finish,
     };
     y.par_chunks_mut(olen)
         .zip(x.par_chunks(h * w))
-        .for_each(|(yp, plane)| plane_pool.run(plane, yp));
+        .for_each_init(
+            || plane_pool.scratch(h * w),
+            |scratch, (yp, plane)| {
+                plane_pool.run(plane, yp, scratch);
+                finish(yp);
+            },
+        );
+}
+
+/// Buffers one worker reuses from plane to plane.
+struct Scratch<T> {
+    a: Vec<T>,
+    b: Vec<T>,
+    c: Vec<T>,
+    d: Vec<T>,
 }
 
 /// What [`pool_planes`] does to one plane.
-struct PlanePool<'a, T, C, F> {
+struct PlanePool<'a, T, C> {
     w: usize,
     rows: &'a AxisWindows,
-    ow: usize,
-    /// Kernel width, stride and start padding along the row.
-    window: (usize, usize, usize),
+    cols: &'a AxisWindows,
+    /// Unit strides and an output plane as large as the input: the whole-plane passes apply.
+    same: bool,
     init: T,
     combine: &'a C,
-    finish: &'a F,
 }
 
-impl<T, C, F> PlanePool<'_, T, C, F>
+impl<T, C> PlanePool<'_, T, C>
 where
     T: Copy,
     C: Fn(T, T) -> T,
-    F: Fn(usize, &mut [T]),
 {
+    /// Scratch for planes of `len` cells: the row path's padded rows (kept at `init` outside
+    /// the image) and folded rows, or the plane path's vertical result and one spare plane.
+    fn scratch(&self, len: usize) -> Scratch<T> {
+        let init = self.init;
+        if self.same {
+            return Scratch {
+                a: vec![init; len],
+                b: vec![init; len],
+                c: Vec::new(),
+                d: Vec::new(),
+            };
+        }
+        let (width, starts) = self.row_widths();
+        Scratch {
+            a: vec![init; width],
+            b: vec![init; width],
+            c: vec![init; starts],
+            d: vec![init; starts],
+        }
+    }
+
+    /// The padded row width and the number of window starts along it (at full resolution).
+    fn row_widths(&self) -> (usize, usize) {
+        let cols = self.cols;
+        let starts = (cols.spans.len() - 1) * cols.stride + 1;
+        // `pad` identity cells, the image row, then identity cells up to the last window's end
+        // (which `ceil_mode` or end padding can put past the image).
+        let width = (cols.pad_begin + self.w).max(starts - 1 + cols.kernel);
+        (width, starts)
+    }
+
     /// Pools `plane` into `yp`, with AVX2 code where the CPU has it (the loops are the same;
     /// the compiler vectorizes them 8 floats wide instead of 4).
-    fn run(&self, plane: &[T], yp: &mut [T]) {
+    fn run(&self, plane: &[T], yp: &mut [T], scratch: &mut Scratch<T>) {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2.
-            return unsafe { self.run_avx2(plane, yp) };
+            return unsafe { self.run_avx2(plane, yp, scratch) };
         }
-        self.run_portable(plane, yp)
+        self.run_portable(plane, yp, scratch)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, plane: &[T], yp: &mut [T]) {
-        self.run_portable(plane, yp)
+    unsafe fn run_avx2(&self, plane: &[T], yp: &mut [T], scratch: &mut Scratch<T>) {
+        self.run_portable(plane, yp, scratch)
     }
 
-    // Every loop below writes a buffer other than the ones it reads: an in-place
-    // `acc = max(acc, v)` would let the compiler store only where `v` wins, as a masked store,
-    // which is slow on some CPUs (AMD Zen).
     #[inline(always)]
-    fn run_portable(&self, plane: &[T], yp: &mut [T]) {
+    fn run_portable(&self, plane: &[T], yp: &mut [T], scratch: &mut Scratch<T>) {
+        if self.same {
+            self.whole_plane(plane, yp, scratch)
+        } else {
+            self.by_rows(plane, yp, scratch)
+        }
+    }
+
+    /// Unit-stride "same" pooling, one pass per axis over the flattened plane.
+    #[inline(always)]
+    fn whole_plane(&self, plane: &[T], yp: &mut [T], scratch: &mut Scratch<T>) {
+        let (w, combine, init) = (self.w, self.combine, self.init);
+        let h = plane.len() / w;
+        let (v, spare) = (&mut scratch.a[..], &mut scratch.b[..]);
+        // Down the rows: the output rows whose window lies inside the image in one fold.
+        let (k, top) = (self.rows.kernel, self.rows.pad_begin);
+        let (lo, hi) = (top, (h + top + 1).saturating_sub(k).max(top));
+        if hi > lo {
+            let len = (hi - lo) * w;
+            let first = (lo - top) * w;
+            fold_slices(&mut v[lo * w..hi * w], spare, k, combine, |dy| {
+                &plane[first + dy * w..first + dy * w + len]
+            });
+        }
+        for oh in (0..lo.min(h)).chain(hi.max(lo)..h) {
+            let (r0, r1) = self.rows.spans[oh];
+            let dst = &mut v[oh * w..(oh + 1) * w];
+            if r1 == r0 {
+                dst.fill(init);
+            } else {
+                fold_slices(dst, &mut spare[..w], r1 - r0, combine, |i| {
+                    &plane[(r0 + i) * w..(r0 + i + 1) * w]
+                });
+            }
+        }
+        // Across the columns: every cell at once, then the cells near the left and right
+        // edges, whose flat window ran into the neighbouring row.
+        let n = h * w;
+        let (k, left) = (self.cols.kernel, self.cols.pad_begin);
+        let right = k - 1 - left;
+        if n > left + right {
+            let len = n - left - right;
+            fold_slices(&mut yp[left..left + len], spare, k, combine, |dx| {
+                &v[dx..dx + len]
+            });
+        }
+        let edges = (0..left.min(w)).chain(w.saturating_sub(right).max(left.min(w))..w);
+        for c in edges {
+            let (c0, c1) = self.cols.spans[c];
+            for r in 0..h {
+                let row = &v[r * w..(r + 1) * w];
+                yp[r * w + c] = row[c0..c1].iter().fold(init, |a, &x| combine(a, x));
+            }
+        }
+    }
+
+    /// Any geometry, one output row at a time.
+    #[inline(always)]
+    fn by_rows(&self, plane: &[T], yp: &mut [T], scratch: &mut Scratch<T>) {
         let (w, init, combine) = (self.w, self.init, self.combine);
-        let (k, step, pad) = self.window;
-        // Window starts at full resolution along the row; every `step`-th one is an output.
-        let starts = (self.ow - 1) * step + 1;
-        // Padded rows: `pad` identity cells, the image row, then identity cells up to the last
-        // window's end (which `ceil_mode` or end padding can put past the image).
-        let width = (pad + w).max(starts - 1 + k);
-        let (mut acc, mut next) = (vec![init; width], vec![init; width]);
-        let (mut h, mut h_next) = (vec![init; starts], vec![init; starts]);
-        for (oh, (&(r0, r1), yrow)) in self
-            .rows
-            .spans
-            .iter()
-            .zip(yp.chunks_mut(self.ow))
-            .enumerate()
-        {
+        let (k, step, pad) = (self.cols.kernel, self.cols.stride, self.cols.pad_begin);
+        let ow = self.cols.spans.len();
+        let (_, starts) = self.row_widths();
+        let Scratch {
+            a: acc,
+            b: next,
+            c: h,
+            d: h_next,
+        } = scratch;
+        for (&(r0, r1), yrow) in self.rows.spans.iter().zip(yp.chunks_mut(ow)) {
             // Down the window's rows, into the padded row `acc` (its padding stays `init`).
             acc[pad..pad + w].fill(init);
             for r in r0..r1 {
@@ -166,13 +270,13 @@ where
                 for ((t, &a), &v) in to.iter_mut().zip(from).zip(row) {
                     *t = combine(a, v);
                 }
-                std::mem::swap(&mut acc, &mut next);
+                std::mem::swap(acc, next);
             }
             // Across the window's columns, at every start position; with unit stride the last
             // column's pass writes the output row itself.
             let direct = step == 1;
             for dx in 1..k {
-                let folded: &[T] = if dx == 1 { &acc[..starts] } else { &h };
+                let folded: &[T] = if dx == 1 { &acc[..starts] } else { &h[..] };
                 let to = if direct && dx == k - 1 {
                     &mut yrow[..]
                 } else {
@@ -181,17 +285,56 @@ where
                 for ((t, &a), &v) in to.iter_mut().zip(folded).zip(&acc[dx..]) {
                     *t = combine(a, v);
                 }
-                std::mem::swap(&mut h, &mut h_next);
+                std::mem::swap(h, h_next);
             }
-            let folded: &[T] = if k == 1 { &acc[..starts] } else { &h };
+            let folded: &[T] = if k == 1 { &acc[..starts] } else { &h[..] };
             if k == 1 && direct {
-                yrow.copy_from_slice(&folded[..self.ow]);
+                yrow.copy_from_slice(&folded[..ow]);
             } else if !direct {
                 for (o, y) in yrow.iter_mut().enumerate() {
                     *y = folded[o * step];
                 }
             }
-            (self.finish)(oh, yrow);
+        }
+    }
+}
+
+/// `dst[i] = combine(…combine(src(0)[i], src(1)[i])…, src(n - 1)[i])` for `n >= 1` sources as
+/// long as `dst`, never reading the buffer it writes (`spare`, at least as long, holds every
+/// other intermediate).
+#[inline(always)]
+fn fold_slices<'s, T, C>(
+    dst: &mut [T],
+    spare: &mut [T],
+    n: usize,
+    combine: &C,
+    src: impl Fn(usize) -> &'s [T],
+) where
+    T: Copy + 's,
+    C: Fn(T, T) -> T,
+{
+    let len = dst.len();
+    match n {
+        1 => dst.copy_from_slice(&src(0)[..len]),
+        3 => {
+            let (s0, s1, s2) = (&src(0)[..len], &src(1)[..len], &src(2)[..len]);
+            for (((t, &a), &b), &c) in dst.iter_mut().zip(s0).zip(s1).zip(s2) {
+                *t = combine(combine(a, b), c);
+            }
+        }
+        _ => {
+            let spare = &mut spare[..len];
+            // The passes alternate between the two buffers so that the last writes `dst`.
+            for p in 1..n {
+                let (to, from): (&mut [T], &[T]) = if (n - 1 - p).is_multiple_of(2) {
+                    (&mut *dst, if p == 1 { &src(0)[..len] } else { &*spare })
+                } else {
+                    (&mut *spare, if p == 1 { &src(0)[..len] } else { &*dst })
+                };
+                for ((t, &a), &v) in to.iter_mut().zip(from).zip(src(p)) {
+                    *t = combine(a, v);
+                }
+            }
         }
     }
 }
