@@ -1,5 +1,6 @@
-//! The register-blocked micro-kernels: `C[MR×NR] (+)= A_panel · B_panel` over `kc` steps, with
-//! `A_panel[p·MR + i]` and `B_panel[p·NR + j]`. One per instruction set; the tile shape is the
+//! The register-blocked micro-kernels: `C[MR×NR] (+)= A_panel · B_rows` over `kc` steps, with
+//! `A_panel[p·MR + i]` and row `p` of `B` at `b + rows.at(p)` ([`BRows`]: a packed panel, or
+//! rows of a padded image read in place). One per instruction set; the tile shape is the
 //! instruction set's ([`Isa::tile`]).
 
 #[cfg(target_arch = "x86_64")]
@@ -52,6 +53,48 @@ impl Isa {
             Isa::Avx2 => (6, 16),
         }
     }
+
+    /// How many columns the kernels [`tile`] picks compute for a tile of `nr ≤ NR` columns
+    /// (padding included).
+    pub fn columns_computed(self, nr: usize) -> usize {
+        match self {
+            Isa::Avx512 if nr <= 24 => nr.div_ceil(8) * 8,
+            Isa::Avx512 => 32,
+            Isa::Avx2 => 16,
+        }
+    }
+}
+
+/// Where row `p` of a micro-tile's `B` starts, relative to the tile's `b` pointer.
+pub trait BRows: Copy {
+    /// The offset of row `p`, in floats.
+    ///
+    /// # Safety
+    /// `p` is below the tile's `kc` (an [`Offsets`] table holds that many entries).
+    unsafe fn at(self, p: usize) -> usize;
+}
+
+/// A packed panel: row `p` at `p · stride`.
+#[derive(Debug, Clone, Copy)]
+pub struct Panel(pub usize);
+
+impl BRows for Panel {
+    #[inline(always)]
+    unsafe fn at(self, p: usize) -> usize {
+        p * self.0
+    }
+}
+
+/// Rows anywhere: row `p` at `table[p]` (a padded image's im2col rows, read in place).
+#[derive(Debug, Clone, Copy)]
+pub struct Offsets(pub *const usize);
+
+impl BRows for Offsets {
+    #[inline(always)]
+    unsafe fn at(self, p: usize) -> usize {
+        // SAFETY: p < kc, the table's length (caller's contract).
+        unsafe { *self.0.add(p) }
+    }
 }
 
 /// One micro-tile. Writes the `mr × nr` top-left corner of the tile to `c` (row stride
@@ -59,15 +102,17 @@ impl Isa {
 /// (a bias) instead of zero when given.
 ///
 /// # Safety
-/// The CPU supports `isa`; `a` holds `kc · MR` and `b` `kc · NR` floats; `c` is valid for
+/// The CPU supports `isa`; `a` holds `kc · MR` floats and `b + rows.at(p)` is valid for `NR`
+/// floats for every `p < kc`; `c` is valid for
 /// rows `0..mr` × columns `0..nr` at row stride `ldc`, with `mr ≤ MR`, `nr ≤ NR`;
 /// `row_init`, when given, holds at least `MR` values.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn tile(
+pub unsafe fn tile<R: BRows>(
     isa: Isa,
     kc: usize,
     a: *const f32,
     b: *const f32,
+    rows: R,
     c: *mut f32,
     ldc: usize,
     mr: usize,
@@ -77,7 +122,7 @@ pub unsafe fn tile(
 ) {
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (kc, a, b, c, ldc, mr, nr, accumulate, row_init);
+        let _ = (kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init);
         unreachable!("Isa::detect never returns {isa:?} off x86-64");
     }
     // SAFETY: forwarded from the caller's contract.
@@ -88,18 +133,18 @@ pub unsafe fn tile(
             // zero padding of its panel costs fewer multiply-adds: ≤ 8 columns on one ymm
             // per row, ≤ 16 on one zmm, ≤ 24 as 16 + 8; wider ones on the full kernel.
             Isa::Avx512 if nr <= 8 => {
-                tile_avx512_w8(kc, a, b, c, ldc, mr, nr, accumulate, row_init)
+                tile_avx512_w8(kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init)
             }
             Isa::Avx512 if nr <= 16 => {
-                tile_avx512_w16(kc, a, b, c, ldc, mr, nr, accumulate, row_init)
+                tile_avx512_w16(kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init)
             }
             Isa::Avx512 if nr <= 24 => {
-                tile_avx512_w16(kc, a, b, c, ldc, mr, 16, accumulate, row_init);
+                tile_avx512_w16(kc, a, b, rows, c, ldc, mr, 16, accumulate, row_init);
                 let (b, c) = (b.add(16), c.add(16));
-                tile_avx512_w8(kc, a, b, c, ldc, mr, nr - 16, accumulate, row_init)
+                tile_avx512_w8(kc, a, b, rows, c, ldc, mr, nr - 16, accumulate, row_init)
             }
-            Isa::Avx512 => tile_avx512(kc, a, b, c, ldc, mr, nr, accumulate, row_init),
-            Isa::Avx2 => tile_avx2(kc, a, b, c, ldc, mr, nr, accumulate, row_init),
+            Isa::Avx512 => tile_avx512(kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init),
+            Isa::Avx2 => tile_avx2(kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init),
         }
     }
 }
@@ -132,10 +177,11 @@ unsafe fn write_back<const NR: usize>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx512(
+unsafe fn tile_avx512<R: BRows>(
     kc: usize,
     a: *const f32,
     b: *const f32,
+    rows: R,
     c: *mut f32,
     ldc: usize,
     mr: usize,
@@ -153,11 +199,12 @@ unsafe fn tile_avx512(
             r1[i] = r0[i];
         }
     }
-    // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
+    // SAFETY: p < kc, so every read stays inside B's rows (caller's contract).
     unsafe {
         for p in 0..kc {
-            let b0 = _mm512_loadu_ps(b.add(p * NR));
-            let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
+            let bp = b.add(rows.at(p));
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
             let ap = a.add(p * MR);
             for i in 0..MR {
                 let ai = _mm512_set1_ps(*ap.add(i));
@@ -187,8 +234,8 @@ unsafe fn tile_avx512(
     }
 }
 
-/// Defines a kernel for the first `$w` columns of an AVX-512 panel (row stride 32), one
-/// `$vec` accumulator per row, with the same contract as [`tile`] for `nr ≤ $w`.
+/// Defines a kernel for the first `$w` columns of an AVX-512 tile, one `$vec` accumulator per
+/// row, with the same contract as [`tile`] for `nr ≤ $w`.
 macro_rules! narrow_tile {
     ($(#[$doc:meta])* $name:ident, $features:literal, $vec:ty, $w:literal,
      $zero:ident, $set1:ident, $load:ident, $fma:ident, $store:ident) => {
@@ -196,10 +243,11 @@ macro_rules! narrow_tile {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $features)]
         #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
+        unsafe fn $name<R: BRows>(
             kc: usize,
             a: *const f32,
             b: *const f32,
+            rows: R,
             c: *mut f32,
             ldc: usize,
             mr: usize,
@@ -208,17 +256,16 @@ macro_rules! narrow_tile {
             row_init: Option<&[f32]>,
         ) {
             const MR: usize = 8;
-            const STRIDE: usize = 32;
             let mut r: [$vec; MR] = [$zero(); MR];
             if let Some(init) = row_init {
                 for (ri, &v) in r.iter_mut().zip(init) {
                     *ri = $set1(v);
                 }
             }
-            // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
+            // SAFETY: p < kc, so every read stays inside B's rows (caller's contract).
             unsafe {
                 for p in 0..kc {
-                    let b0 = $load(b.add(p * STRIDE));
+                    let b0 = $load(b.add(rows.at(p)));
                     let ap = a.add(p * MR);
                     for (i, ri) in r.iter_mut().enumerate() {
                         *ri = $fma($set1(*ap.add(i)), b0, *ri);
@@ -249,10 +296,11 @@ narrow_tile!(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile_avx2(
+unsafe fn tile_avx2<R: BRows>(
     kc: usize,
     a: *const f32,
     b: *const f32,
+    rows: R,
     c: *mut f32,
     ldc: usize,
     mr: usize,
@@ -270,11 +318,12 @@ unsafe fn tile_avx2(
             r1[i] = r0[i];
         }
     }
-    // SAFETY: p < kc, so every read stays inside the packed panels (caller's contract).
+    // SAFETY: p < kc, so every read stays inside B's rows (caller's contract).
     unsafe {
         for p in 0..kc {
-            let b0 = _mm256_loadu_ps(b.add(p * NR));
-            let b1 = _mm256_loadu_ps(b.add(p * NR + 8));
+            let bp = b.add(rows.at(p));
+            let b0 = _mm256_loadu_ps(bp);
+            let b1 = _mm256_loadu_ps(bp.add(8));
             let ap = a.add(p * MR);
             for i in 0..MR {
                 let ai = _mm256_broadcast_ss(&*ap.add(i));

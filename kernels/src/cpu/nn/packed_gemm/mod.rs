@@ -8,6 +8,7 @@
 //! registers. Threads take disjoint column ranges of `C` (or row ranges when `C` is narrow),
 //! each packing its own part of `B`; the packed `A` is shared read-only.
 
+mod direct;
 mod micro;
 mod source;
 
@@ -135,6 +136,25 @@ impl PackedA {
             }
             return;
         }
+        match b {
+            BSource::Image(im) if direct::applies(im, m, self.isa) => {
+                self.multiply_in_place(im, c, ldc, bias, epilogue)
+            }
+            _ => self.multiply_packed(b, n, c, ldc, bias, epilogue),
+        }
+    }
+
+    /// [`PackedA::multiply`] with `B` packed block by block (any source), after the checks.
+    fn multiply_packed(
+        &self,
+        b: BSource<'_>,
+        n: usize,
+        c: &mut [f32],
+        ldc: usize,
+        bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
+    ) {
+        let (m, k) = (self.m, self.k);
         let (mr, nr) = self.isa.tile();
         let (row_panels, col_panels) = (m.div_ceil(mr), n.div_ceil(nr));
         let threads = rayon::current_num_threads();
@@ -246,6 +266,7 @@ impl PackedA {
                                         kc,
                                         ap.as_ptr(),
                                         bp.as_ptr(),
+                                        micro::Panel(nr),
                                         c.add(i0 * ldc + j0),
                                         ldc,
                                         live,

@@ -244,6 +244,10 @@ fn image_source_is_the_im2col_matrix() {
         (1, [5, 5], [1, 1], [1, 1], [1, 1], [0, 0]),
         (30, [8, 8], [3, 3], [1, 1], [1, 1], [1, 1]),
         (2, [6, 40], [1, 5], [1, 3], [1, 2], [0, 4]),
+        // Unit strides, rows of 37 and 33 (full tiles plus narrow ones), several depth blocks.
+        (30, [5, 37], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (3, [12, 33], [3, 3], [1, 1], [2, 2], [2, 2]),
+        (3, [4, 17], [1, 7], [1, 1], [1, 1], [0, 3]),
     ];
     for &(ch, size, kernel, strides, dilations, pads) in cases {
         let out = [0, 1]
@@ -269,23 +273,44 @@ fn image_source_is_the_im2col_matrix() {
     }
 }
 
-/// The image source against the im2col matrix built by definition, `m` rows of `A`.
+/// The image source against the im2col matrix built by definition, `m` rows of `A`, with a
+/// bias: through [`PackedA::multiply`], and through each path it may take (packing `B`, and
+/// for unit strides reading the image in place).
 fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
-    {
-        let (k, n) = (ch * im.kernel[0] * im.kernel[1], im.out[0] * im.out[1]);
-        let (size, kernel, strides) = (im.size, im.kernel, im.strides);
-        let cols = im2col_by_definition(im, ch);
-        let a = values(m * k, 99);
-        let want = reference(&a, &cols, n, m, k, n);
-        for isa in isas() {
-            let packed = PackedA::with_isa(&a, m, k, isa);
-            let mut c = vec![0.0f32; m * n];
-            pool.install(|| packed.multiply(BSource::Image(im), n, &mut c, n, None, None));
+    let (k, n) = (ch * im.kernel[0] * im.kernel[1], im.out[0] * im.out[1]);
+    let (size, kernel, strides) = (im.size, im.kernel, im.strides);
+    let cols = im2col_by_definition(im, ch);
+    let a = values(m * k, 99);
+    let bias = values(m, 7);
+    let mut want = reference(&a, &cols, n, m, k, n);
+    for (i, row) in want.chunks_mut(n).enumerate() {
+        row.iter_mut().for_each(|w| *w += bias[i] as f64);
+    }
+    for isa in isas() {
+        let packed = PackedA::with_isa(&a, m, k, isa);
+        type Path<'a> = &'a (dyn Fn(&mut [f32]) + Sync);
+        let paths: [(&str, Path); 3] = [
+            ("multiply", &|c| {
+                packed.multiply(BSource::Image(im), n, c, n, Some(&bias), None)
+            }),
+            ("packed", &|c| {
+                packed.multiply_packed(BSource::Image(im), n, c, n, Some(&bias), None)
+            }),
+            ("in place", &|c| {
+                packed.multiply_in_place(im, c, n, Some(&bias), None)
+            }),
+        ];
+        for (path, run) in paths {
+            if path == "in place" && im.strides != [1, 1] {
+                continue;
+            }
+            let mut c = vec![f32::NAN; m * n];
+            pool.install(|| run(&mut c));
             for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
                 let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
                 assert!(
                     (*g as f64 - w).abs() <= tol,
-                    "{isa:?} {size:?} {kernel:?} {strides:?}: [{idx}] {g} vs {w}"
+                    "{path} {isa:?} {size:?} {kernel:?} {strides:?} m {m}: [{idx}] {g} vs {w}"
                 );
             }
         }

@@ -1,0 +1,232 @@
+//! Unit-stride convolutions without packing `B`: the image is copied once into a zero-padded
+//! buffer, and then every row `(c, u, v)` of the im2col matrix, restricted to one output row,
+//! is a contiguous run of that buffer — at a fixed offset from the output row's start. The
+//! micro-kernels read those runs in place through a table of per-row offsets
+//! ([`micro::Offsets`]), so the im2col gather and the panel copies, a quarter to a third of a
+//! small-channel 3×3 convolution's time, disappear; the padded copy costs one pass over the
+//! input instead of `kh · kw`.
+//!
+//! Tiles never straddle output rows: a row of `ow` outputs takes `ceil(ow / NR)` tiles, the
+//! last one narrow, so the output is written in its final layout and the epilogue is the
+//! same as the packed path's. Rows that fill their tiles poorly (a 17-wide row computes 24
+//! columns) keep the packed path, whose tiles run across rows ([`applies`]).
+
+use rayon::prelude::*;
+
+use super::micro::{self, Isa, Offsets};
+use super::source::Image2d;
+use super::{KC, MC, NC, PackedA};
+use crate::cpu::nn::epilogue::Epilogue;
+use crate::cpu::nn::matrix::SendPtr;
+
+/// How much wasted work the in-place path accepts, against the packing it saves: a row whose
+/// tiles compute `w` columns for `ow` outputs wastes `w/ow − 1` of its multiply-adds, while
+/// packing costs about `PACKING_WEIGHT / m` of them (each packed value feeds `m` rows). Fitted
+/// on single 3×3, 5×5 and 1×7 convolutions against the packed path (1 thread, AMD EPYC).
+const PACKING_WEIGHT: usize = 20;
+
+/// True when `im`, multiplied by an `m`-row matrix on `isa`, is best read in place: unit
+/// strides, and rows that fill their tiles well enough for what packing would cost.
+pub(super) fn applies(im: &Image2d<'_>, m: usize, isa: Isa) -> bool {
+    let ow = im.out[1];
+    let (_, nr) = isa.tile();
+    let computed = ow / nr * nr
+        + if ow.is_multiple_of(nr) {
+            0
+        } else {
+            isa.columns_computed(ow % nr)
+        };
+    im.strides == [1, 1] && ow > 0 && (computed - ow) * m < PACKING_WEIGHT * ow
+}
+
+/// An image copied into a zero-padded buffer, with the offset of each im2col row.
+struct PaddedImage<'a> {
+    data: &'a [f32],
+    /// Padded row length.
+    width: usize,
+    /// Output height and width.
+    out: [usize; 2],
+    /// Offset of im2col row `(c, u, v)` from an output row's start in `data`.
+    offsets: Vec<usize>,
+}
+
+impl<'a> PaddedImage<'a> {
+    /// Copies `im` into `buffer` (grown as needed): each channel becomes an
+    /// `(oh + (kh-1)·dh) × (ow + (kw-1)·dw)` plane, which holds every window exactly, followed
+    /// by one tile's width of slack so that a narrow tile's full-width loads stay inside.
+    fn new(im: &Image2d<'_>, channels: usize, buffer: &'a mut Vec<f32>, nr: usize) -> Self {
+        let ([h, w], [kh, kw], [dh, dw]) = (im.size, im.kernel, im.dilations);
+        let [oh, ow] = im.out;
+        let (height, width) = (oh + (kh - 1) * dh, ow + (kw - 1) * dw);
+        let plane = height * width;
+        let len = channels * plane + nr;
+        if buffer.len() < len {
+            buffer.resize(len, 0.0);
+        }
+        let data = &mut buffer[..len];
+        let [top, left] = im.pads;
+        data.par_chunks_mut(plane)
+            .zip(im.img[..channels * h * w].par_chunks(h * w))
+            .for_each(|(dst, src)| {
+                for (py, row) in dst.chunks_mut(width).enumerate() {
+                    let y = py as isize - top as isize;
+                    if y < 0 || y >= h as isize {
+                        row.fill(0.0);
+                        continue;
+                    }
+                    let src = &src[y as usize * w..(y as usize + 1) * w];
+                    // Image columns `x0..x1` land at `x0 + left..`; the rest is padding.
+                    let x1 = w.min(width.saturating_sub(left));
+                    row[..left.min(width)].fill(0.0);
+                    row[left..left + x1].copy_from_slice(&src[..x1]);
+                    row[left + x1..].fill(0.0);
+                }
+            });
+        data[channels * plane..].fill(0.0);
+        let offsets = (0..channels)
+            .flat_map(|c| {
+                (0..kh).flat_map(move |u| (0..kw).map(move |v| c * plane + u * dh * width + v * dw))
+            })
+            .collect();
+        PaddedImage {
+            data,
+            width,
+            out: im.out,
+            offsets,
+        }
+    }
+}
+
+impl PackedA {
+    /// `c = self · im2col(im) (+ bias)` for a unit-stride image ([`applies`]), reading the
+    /// image in place; the rest as [`PackedA::multiply`].
+    pub(super) fn multiply_in_place(
+        &self,
+        im: &Image2d<'_>,
+        c: &mut [f32],
+        ldc: usize,
+        bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
+    ) {
+        let mut run = |buffer: &mut Vec<f32>| {
+            let (mr, nr) = self.isa.tile();
+            let channels = self.k / (im.kernel[0] * im.kernel[1]);
+            let img = PaddedImage::new(im, channels, buffer, nr);
+            let (row_panels, oh) = (self.m.div_ceil(mr), img.out[0]);
+            let threads = rayon::current_num_threads();
+            let c_ptr = SendPtr(c.as_mut_ptr());
+            let tile_task = |rows: (usize, usize), out_rows: (usize, usize)| {
+                // SAFETY: tasks cover disjoint rectangles of C, inside the caller's checked slice.
+                unsafe {
+                    self.block_in_place(&img, bias, epilogue, c_ptr.get(), ldc, rows, out_rows)
+                }
+            };
+            let work = self.m * self.k * oh * img.out[1];
+            if work < super::PARALLEL_WORK || threads < 2 {
+                tile_task((0, row_panels), (0, oh));
+            } else if oh >= 2 * threads {
+                let chunks = 2 * threads;
+                let per = oh.div_ceil(chunks);
+                (0..oh.div_ceil(per)).into_par_iter().for_each(|i| {
+                    tile_task((0, row_panels), (i * per, ((i + 1) * per).min(oh)));
+                });
+            } else {
+                let chunks = (2 * threads).min(row_panels);
+                let per = row_panels.div_ceil(chunks);
+                (0..row_panels.div_ceil(per))
+                    .into_par_iter()
+                    .for_each(|i| tile_task((i * per, ((i + 1) * per).min(row_panels)), (0, oh)));
+            }
+        };
+        // The calling thread's buffer, reused across calls (fresh pages would fault in).
+        PADDED.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buffer) => run(&mut buffer),
+            Err(_) => run(&mut Vec::new()),
+        });
+    }
+
+    /// Row panels `rows.0..rows.1` × output rows `out_rows.0..out_rows.1` of `C`.
+    ///
+    /// # Safety
+    /// As [`PackedA::block`]; `img` holds this matrix's `B`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block_in_place(
+        &self,
+        img: &PaddedImage<'_>,
+        bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
+        c: *mut f32,
+        ldc: usize,
+        rows: (usize, usize),
+        out_rows: (usize, usize),
+    ) {
+        let (mr, nr) = self.isa.tile();
+        let ow = img.out[1];
+        let panels_per_block = (MC / mr).max(1);
+        // Blocks of whole output rows, about as wide as the packed path's column blocks.
+        let rows_per_block = (NC / ow).max(1);
+        let mut init = [0.0f32; 16];
+        for y0 in (out_rows.0..out_rows.1).step_by(rows_per_block) {
+            let y1 = (y0 + rows_per_block).min(out_rows.1);
+            let (jc, nc) = (y0 * ow, (y1 - y0) * ow);
+            for pc in (0..self.k).step_by(KC) {
+                let kc = KC.min(self.k - pc);
+                let offsets = Offsets(img.offsets[pc..].as_ptr());
+                for ic in (rows.0..rows.1).step_by(panels_per_block) {
+                    let ic_end = (ic + panels_per_block).min(rows.1);
+                    for y in y0..y1 {
+                        for x0 in (0..ow).step_by(nr) {
+                            let wide = nr.min(ow - x0);
+                            let b = img.data[y * img.width + x0..].as_ptr();
+                            for ip in ic..ic_end {
+                                let ap = self.panel(pc, kc, ip);
+                                let i0 = ip * mr;
+                                let live = mr.min(self.m - i0);
+                                // The bias starts the accumulators, once (first depth block).
+                                let row_init = match bias {
+                                    Some(bv) if pc == 0 => {
+                                        init[..live].copy_from_slice(&bv[i0..i0 + live]);
+                                        init[live..].fill(0.0);
+                                        Some(&init[..])
+                                    }
+                                    _ => None,
+                                };
+                                // SAFETY: the tile's rows and columns lie in this task's
+                                // rectangle of C; every B row read, `b + offsets[p] + 0..NR`,
+                                // lies in the padded image or its slack.
+                                unsafe {
+                                    micro::tile(
+                                        self.isa,
+                                        kc,
+                                        ap.as_ptr(),
+                                        b,
+                                        offsets,
+                                        c.add(i0 * ldc + y * ow + x0),
+                                        ldc,
+                                        live,
+                                        wide,
+                                        pc > 0,
+                                        row_init,
+                                    )
+                                };
+                            }
+                        }
+                    }
+                    if let Some(e) = epilogue.filter(|_| pc + kc == self.k) {
+                        for i in ic * mr..(ic_end * mr).min(self.m) {
+                            let at = i * ldc + jc;
+                            // SAFETY: row i, columns jc..jc + nc of this task's rectangle.
+                            let row = unsafe { std::slice::from_raw_parts_mut(c.add(at), nc) };
+                            e.finish(row, at);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The calling thread's buffer for padded images.
+    static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
