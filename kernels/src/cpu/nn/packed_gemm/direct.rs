@@ -1,10 +1,10 @@
-//! Unit-stride convolutions without packing `B`: the image is copied once into a zero-padded
-//! buffer, and then every row `(c, u, v)` of the im2col matrix, restricted to one output row,
-//! is a contiguous run of that buffer — at a fixed offset from the output row's start. The
-//! micro-kernels read those runs in place through a table of per-row offsets
-//! ([`micro::Offsets`]), so the im2col gather and the panel copies, a quarter to a third of a
-//! small-channel 3×3 convolution's time, disappear; the padded copy costs one pass over the
-//! input instead of `kh · kw`.
+//! Convolutions without packing `B`: the image is copied once into a zero-padded buffer
+//! (split into its stride phases, see [`PaddedImage`]), and then every row `(c, u, v)` of the
+//! im2col matrix, restricted to one output row, is a contiguous run of that buffer — at a
+//! fixed offset from the output row's start. The micro-kernels read those runs in place
+//! through a table of per-row offsets ([`micro::Offsets`]), so the im2col gather and the panel
+//! copies, a quarter to a third of a small-channel 3×3 convolution's time, disappear; the
+//! padded copy costs one pass over the input instead of `kh · kw`.
 //!
 //! Tiles never straddle output rows: a row of `ow` outputs takes `ceil(ow / NR)` tiles, the
 //! last one narrow, so the output is written in its final layout and the epilogue is the
@@ -25,8 +25,8 @@ use crate::cpu::nn::matrix::SendPtr;
 /// on single 3×3, 5×5 and 1×7 convolutions against the packed path (1 thread, AMD EPYC).
 const PACKING_WEIGHT: usize = 20;
 
-/// True when `im`, multiplied by an `m`-row matrix on `isa`, is best read in place: unit
-/// strides, and rows that fill their tiles well enough for what packing would cost.
+/// True when `im`, multiplied by an `m`-row matrix on `isa`, is best read in place: when its
+/// output rows fill their tiles well enough for what packing would cost.
 pub(super) fn applies(im: &Image2d<'_>, m: usize, isa: Isa) -> bool {
     let ow = im.out[1];
     let (_, nr) = isa.tile();
@@ -36,13 +36,17 @@ pub(super) fn applies(im: &Image2d<'_>, m: usize, isa: Isa) -> bool {
         } else {
             isa.columns_computed(ow % nr)
         };
-    im.strides == [1, 1] && ow > 0 && (computed - ow) * m < PACKING_WEIGHT * ow
+    ow > 0 && (computed - ow) * m < PACKING_WEIGHT * ow
 }
 
 /// An image copied into a zero-padded buffer, with the offset of each im2col row.
+///
+/// With stride `s` along an axis the buffer holds the padded image's `s` phases along it
+/// (every `s`-th column, starting at `0..s`): window column `o·s + v` of output column `o` is
+/// column `o + v / s` of phase `v % s`, so an output row's im2col row is contiguous there too.
 struct PaddedImage<'a> {
     data: &'a [f32],
-    /// Padded row length.
+    /// Row length of one phase plane.
     width: usize,
     /// Output height and width.
     out: [usize; 2],
@@ -51,41 +55,63 @@ struct PaddedImage<'a> {
 }
 
 impl<'a> PaddedImage<'a> {
-    /// Copies `im` into `buffer` (grown as needed): each channel becomes an
-    /// `(oh + (kh-1)·dh) × (ow + (kw-1)·dw)` plane, which holds every window exactly, followed
-    /// by one tile's width of slack so that a narrow tile's full-width loads stay inside.
+    /// Copies `im` into `buffer` (grown as needed): `sh · sw` phases of `channels` planes,
+    /// each `(oh + (kh−1)·dh / sh) × (ow + (kw−1)·dw / sw)`, which hold every window exactly,
+    /// then one tile's width of slack so that a narrow tile's full-width loads stay inside.
     fn new(im: &Image2d<'_>, channels: usize, buffer: &'a mut Vec<f32>, nr: usize) -> Self {
         let ([h, w], [kh, kw], [dh, dw]) = (im.size, im.kernel, im.dilations);
-        let [oh, ow] = im.out;
-        let (height, width) = (oh + (kh - 1) * dh, ow + (kw - 1) * dw);
+        let ([oh, ow], [sh, sw], [top, left]) = (im.out, im.strides, im.pads);
+        let (height, width) = (oh + (kh - 1) * dh / sh, ow + (kw - 1) * dw / sw);
         let plane = height * width;
-        let len = channels * plane + nr;
+        let len = sh * sw * channels * plane + nr;
         if buffer.len() < len {
             buffer.resize(len, 0.0);
         }
         let data = &mut buffer[..len];
-        let [top, left] = im.pads;
-        data.par_chunks_mut(plane)
-            .zip(im.img[..channels * h * w].par_chunks(h * w))
-            .for_each(|(dst, src)| {
-                for (py, row) in dst.chunks_mut(width).enumerate() {
-                    let y = py as isize - top as isize;
+        let image = &im.img[..channels * h * w];
+        data[..len - nr]
+            .par_chunks_mut(plane)
+            .enumerate()
+            .for_each(|(index, dst)| {
+                let (phase, c) = (index / channels, index % channels);
+                let (qy, qx) = (phase / sw, phase % sw);
+                let src = &image[c * h * w..(c + 1) * h * w];
+                for (i, row) in dst.chunks_mut(width).enumerate() {
+                    let y = (i * sh + qy) as isize - top as isize;
                     if y < 0 || y >= h as isize {
                         row.fill(0.0);
                         continue;
                     }
                     let src = &src[y as usize * w..(y as usize + 1) * w];
-                    // Image columns `x0..x1` land at `x0 + left..`; the rest is padding.
-                    let x1 = w.min(width.saturating_sub(left));
-                    row[..left.min(width)].fill(0.0);
-                    row[left..left + x1].copy_from_slice(&src[..x1]);
-                    row[left + x1..].fill(0.0);
+                    if sw == 1 {
+                        // Image columns `0..x1` land at `left..`; the rest is padding.
+                        let left = left.min(width);
+                        let x1 = w.min(width - left);
+                        row[..left].fill(0.0);
+                        row[left..left + x1].copy_from_slice(&src[..x1]);
+                        row[left + x1..].fill(0.0);
+                    } else {
+                        for (j, d) in row.iter_mut().enumerate() {
+                            let x = (j * sw + qx) as isize - left as isize;
+                            *d = if x >= 0 && x < w as isize {
+                                src[x as usize]
+                            } else {
+                                0.0
+                            };
+                        }
+                    }
                 }
             });
-        data[channels * plane..].fill(0.0);
+        data[len - nr..].fill(0.0);
         let offsets = (0..channels)
             .flat_map(|c| {
-                (0..kh).flat_map(move |u| (0..kw).map(move |v| c * plane + u * dh * width + v * dw))
+                (0..kh).flat_map(move |u| {
+                    (0..kw).map(move |v| {
+                        let (y, x) = (u * dh, v * dw);
+                        let phase = (y % sh) * sw + x % sw;
+                        (phase * channels + c) * plane + (y / sh) * width + x / sw
+                    })
+                })
             })
             .collect();
         PaddedImage {
