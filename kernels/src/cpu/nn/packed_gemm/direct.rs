@@ -13,7 +13,7 @@
 
 use rayon::prelude::*;
 
-use super::micro::{self, Isa, Offsets};
+use super::micro::{Isa, Offsets};
 use super::source::Image2d;
 use super::{KC, MC, NC, PackedA};
 use crate::cpu::nn::epilogue::Epilogue;
@@ -191,61 +191,32 @@ impl PackedA {
         let panels_per_block = (MC / mr).max(1);
         // Blocks of whole output rows, about as wide as the packed path's column blocks.
         let rows_per_block = (NC / ow).max(1);
-        let mut init = [0.0f32; 16];
         for y0 in (out_rows.0..out_rows.1).step_by(rows_per_block) {
             let y1 = (y0 + rows_per_block).min(out_rows.1);
-            let (jc, nc) = (y0 * ow, (y1 - y0) * ow);
             for pc in (0..self.k).step_by(KC) {
                 let kc = KC.min(self.k - pc);
                 let offsets = Offsets(img.offsets[pc..].as_ptr());
                 for ic in (rows.0..rows.1).step_by(panels_per_block) {
-                    let ic_end = (ic + panels_per_block).min(rows.1);
+                    let panels = (ic, (ic + panels_per_block).min(rows.1));
                     for y in y0..y1 {
                         for x0 in (0..ow).step_by(nr) {
-                            let wide = nr.min(ow - x0);
                             let b = img.data[y * img.width + x0..].as_ptr();
-                            for ip in ic..ic_end {
-                                let ap = self.panel(pc, kc, ip);
-                                let i0 = ip * mr;
-                                let live = mr.min(self.m - i0);
-                                // The bias starts the accumulators, once (first depth block).
-                                let row_init = match bias {
-                                    Some(bv) if pc == 0 => {
-                                        init[..live].copy_from_slice(&bv[i0..i0 + live]);
-                                        init[live..].fill(0.0);
-                                        Some(&init[..])
-                                    }
-                                    _ => None,
-                                };
-                                // SAFETY: the tile's rows and columns lie in this task's
-                                // rectangle of C; every B row read, `b + offsets[p] + 0..NR`,
-                                // lies in the padded image or its slack.
-                                unsafe {
-                                    micro::tile(
-                                        self.isa,
-                                        kc,
-                                        ap.as_ptr(),
-                                        b,
-                                        offsets,
-                                        c.add(i0 * ldc + y * ow + x0),
-                                        ldc,
-                                        live,
-                                        wide,
-                                        pc > 0,
-                                        row_init,
-                                    )
-                                };
-                            }
+                            // SAFETY: the tile column lies in this task's rectangle of C; every
+                            // B row read, `b + offsets[p] + 0..NR`, lies in the padded image or
+                            // its slack.
+                            unsafe {
+                                self.tile_column(panels, (pc, kc), b, offsets).write(
+                                    c.add(y * ow + x0),
+                                    ldc,
+                                    nr.min(ow - x0),
+                                    bias,
+                                )
+                            };
                         }
                     }
-                    if let Some(e) = epilogue.filter(|_| pc + kc == self.k) {
-                        for i in ic * mr..(ic_end * mr).min(self.m) {
-                            let at = i * ldc + jc;
-                            // SAFETY: row i, columns jc..jc + nc of this task's rectangle.
-                            let row = unsafe { std::slice::from_raw_parts_mut(c.add(at), nc) };
-                            e.finish(row, at);
-                        }
-                    }
+                    let cols = (y0 * ow, (y1 - y0) * ow);
+                    // SAFETY: these rows × columns are this task's.
+                    unsafe { self.finish_rows(epilogue, panels, (pc, kc), c, ldc, cols) };
                 }
             }
         }

@@ -234,65 +234,128 @@ impl PackedA {
                 scratch.resize(need, 0.0);
             }
             let packed_b = &mut scratch[..need];
-            let mut init = [0.0f32; 16];
             for jc in (cols.0..cols.1).step_by(NC) {
                 let nc = NC.min(cols.1 - jc);
                 for pc in (0..self.k).step_by(KC) {
                     let kc = KC.min(self.k - pc);
                     b.pack(pc, kc, jc, nc, nr, packed_b);
                     for ic in (rows.0..rows.1).step_by((MC / mr).max(1)) {
-                        let ic_end = (ic + (MC / mr).max(1)).min(rows.1);
+                        let panels = (ic, (ic + (MC / mr).max(1)).min(rows.1));
                         for jp in 0..nc.div_ceil(nr) {
                             let bp = &packed_b[jp * kc * nr..(jp + 1) * kc * nr];
-                            for ip in ic..ic_end {
-                                let ap = self.panel(pc, kc, ip);
-                                let (i0, j0) = (ip * mr, jc + jp * nr);
-                                let live = mr.min(self.m - i0);
-                                let wide = nr.min(jc + nc - j0);
-                                // The bias starts the accumulators, once (first depth block).
-                                let row_init = match bias {
-                                    Some(bv) if pc == 0 => {
-                                        init[..live].copy_from_slice(&bv[i0..i0 + live]);
-                                        init[live..].fill(0.0);
-                                        Some(&init[..])
-                                    }
-                                    _ => None,
-                                };
-                                // SAFETY: the tile's rows i0..i0+mr' and columns j0..j0+nr' lie in
-                                // this task's rectangle of C; the panels hold kc·MR and kc·NR values.
-                                unsafe {
-                                    micro::tile(
-                                        self.isa,
-                                        kc,
-                                        ap.as_ptr(),
-                                        bp.as_ptr(),
-                                        micro::Panel(nr),
-                                        c.add(i0 * ldc + j0),
-                                        ldc,
-                                        live,
-                                        wide,
-                                        pc > 0,
-                                        row_init,
-                                    )
-                                };
-                            }
+                            let j0 = jc + jp * nr;
+                            let wide = nr.min(jc + nc - j0);
+                            // SAFETY: the tile column lies in this task's rectangle of C; the
+                            // packed panel holds kc·NR values.
+                            unsafe {
+                                self.tile_column(panels, (pc, kc), bp.as_ptr(), micro::Panel(nr))
+                                    .write(c.add(j0), ldc, wide, bias)
+                            };
                         }
-                        // After the last depth block these rows are final for this column block:
-                        // finish them now, row by row (long contiguous runs of the output and of
-                        // the epilogue's `add`), while the block is still in cache.
-                        if let Some(e) = epilogue.filter(|_| pc + kc == self.k) {
-                            for i in ic * mr..(ic_end * mr).min(self.m) {
-                                let at = i * ldc + jc;
-                                // SAFETY: row i, columns jc..jc + nc of this task's rectangle,
-                                // which only this thread touches.
-                                let row = unsafe { std::slice::from_raw_parts_mut(c.add(at), nc) };
-                                e.finish(row, at);
-                            }
-                        }
+                        // SAFETY: these rows × columns jc..jc + nc are this task's.
+                        unsafe { self.finish_rows(epilogue, panels, (pc, kc), c, ldc, (jc, nc)) };
                     }
                 }
             }
         });
+    }
+
+    /// One column of micro-tiles: row panels `panels.0..panels.1` of the depth block
+    /// `(pc, kc)` against one tile of `B` (`b`, rows at `rows`).
+    fn tile_column<R: micro::BRows>(
+        &self,
+        panels: (usize, usize),
+        (pc, kc): (usize, usize),
+        b: *const f32,
+        rows: R,
+    ) -> TileColumn<'_, R> {
+        TileColumn {
+            a: self,
+            panels,
+            depth: (pc, kc),
+            b,
+            rows,
+        }
+    }
+
+    /// After the last depth block (`pc + kc == k`), runs the epilogue over the rows of
+    /// `panels` × columns `jc..jc + nc`, row by row (long contiguous runs of the output and of
+    /// the epilogue's `add`), while the block is still in cache.
+    ///
+    /// # Safety
+    /// `c` is valid for the whole `m × n` matrix at row stride `ldc`, and no other thread
+    /// touches this rectangle.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finish_rows(
+        &self,
+        epilogue: Option<&Epilogue<'_, f32>>,
+        panels: (usize, usize),
+        (pc, kc): (usize, usize),
+        c: *mut f32,
+        ldc: usize,
+        (jc, nc): (usize, usize),
+    ) {
+        let Some(e) = epilogue.filter(|_| pc + kc == self.k) else {
+            return;
+        };
+        let (mr, _) = self.isa.tile();
+        for i in panels.0 * mr..(panels.1 * mr).min(self.m) {
+            let at = i * ldc + jc;
+            // SAFETY: row i, columns jc..jc + nc of the caller's rectangle.
+            let row = unsafe { std::slice::from_raw_parts_mut(c.add(at), nc) };
+            e.finish(row, at);
+        }
+    }
+}
+
+/// A column of micro-tiles ready to run ([`PackedA::tile_column`]).
+struct TileColumn<'a, R> {
+    a: &'a PackedA,
+    panels: (usize, usize),
+    depth: (usize, usize),
+    b: *const f32,
+    rows: R,
+}
+
+impl<R: micro::BRows> TileColumn<'_, R> {
+    /// Runs the tiles into `c` (this column's first element of row 0, row stride `ldc`),
+    /// `wide` columns; the bias starts the accumulators in the first depth block.
+    ///
+    /// # Safety
+    /// Rows of the panels × `wide` columns from `c` lie in the caller's rectangle of C;
+    /// `b + rows.at(p)` holds `NR` floats for every `p < kc`.
+    unsafe fn write(&self, c: *mut f32, ldc: usize, wide: usize, bias: Option<&[f32]>) {
+        let (a, (pc, kc)) = (self.a, self.depth);
+        let (mr, _) = a.isa.tile();
+        let mut init = [0.0f32; 16];
+        for ip in self.panels.0..self.panels.1 {
+            let i0 = ip * mr;
+            let live = mr.min(a.m - i0);
+            let row_init = match bias {
+                Some(bv) if pc == 0 => {
+                    init[..live].copy_from_slice(&bv[i0..i0 + live]);
+                    init[live..].fill(0.0);
+                    Some(&init[..])
+                }
+                _ => None,
+            };
+            // SAFETY: forwarded from the caller's contract; the A panel holds kc·MR values.
+            unsafe {
+                micro::tile(
+                    a.isa,
+                    kc,
+                    a.panel(pc, kc, ip).as_ptr(),
+                    self.b,
+                    self.rows,
+                    c.add(i0 * ldc),
+                    ldc,
+                    live,
+                    wide,
+                    pc > 0,
+                    row_init,
+                )
+            };
+        }
     }
 }
 
