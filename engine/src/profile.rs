@@ -16,6 +16,7 @@ use spillway_placement::{Boundness, CostGraph, DeviceKind, Edge, Link, Op, Topol
 
 use crate::device::{Device, Devices};
 use crate::error::{Error, Result};
+use crate::exec::kernel_pool::on_kernel_pool;
 use crate::exec::{SequentialPlan, Work};
 use crate::graph::{Graph, ValueId};
 use crate::value::Value;
@@ -155,8 +156,8 @@ pub fn profile_values(
                 })?;
             Ok(start.elapsed().as_secs_f64() * 1e6)
         };
-        // Timed on a worker of rayon's pool, where a session runs its kernels.
-        let samples = rayon::scope(|_| {
+        // Timed on a worker of the kernel pool, where a session runs its kernels.
+        let samples = on_kernel_pool(|| {
             for _ in 0..options.warmup {
                 time_once()?;
             }

@@ -2,6 +2,7 @@
 
 mod control_flow;
 mod events;
+pub(crate) mod kernel_pool;
 mod parallel;
 mod queue;
 mod sequential;

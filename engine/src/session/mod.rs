@@ -13,6 +13,7 @@ pub use placing::PlacementReport;
 
 use crate::device::Devices;
 use crate::error::{Error, Result};
+use crate::exec::kernel_pool::on_kernel_pool;
 use crate::exec::{RunOptions, RunStats, TraceEvent};
 use crate::graph::{Dim, Graph, ValueId, ValueInfo, ValueType, shape_inference, shape_to_string};
 use crate::io::SessionOutputs;
@@ -145,10 +146,10 @@ impl Session {
             .collect();
         match &self.engine {
             Engine::Sequential(plan) => {
-                // The whole run goes to one worker of rayon's pool (the caller waits), so each
-                // kernel's parallel loops start inside the pool instead of handing work over
-                // from this thread and sleeping until it is done, once per node.
-                let (values, stats) = rayon::scope(|_| plan.run(bound))?;
+                // The whole run goes to one worker of the kernel pool (the caller waits), so
+                // each kernel's parallel loops start inside the pool instead of handing work
+                // over from this thread and sleeping until it is done, once per node.
+                let (values, stats) = on_kernel_pool(|| plan.run(bound))?;
                 Ok((
                     SessionOutputs::new(names, values),
                     RunReport { stats, trace: None },

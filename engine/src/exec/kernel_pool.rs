@@ -1,0 +1,85 @@
+//! The thread pool that runs a one-lane CPU session's kernels, one worker pinned to each CPU
+//! the process may use.
+//!
+//! Unpinned, the kernel threads wander between CPUs whenever they sleep, which on a virtual
+//! machine means each node of a run waits for a cold CPU to wake: in a probe loop, googlenet
+//! with 2 threads took 36 ms per run with a 100 ms pause between runs unpinned and 21–24 ms
+//! pinned (20 ms back to back either way). ONNX Runtime keeps its intra-op threads busy
+//! between nodes instead.
+//! `SPILLWAY_PIN_THREADS=0` leaves the threads unpinned. The pool's size is rayon's default
+//! (`RAYON_NUM_THREADS`, else one thread per CPU).
+
+use std::sync::OnceLock;
+
+/// The process-wide kernel pool, built on first use; `None` when it cannot be built (the
+/// caller then runs on rayon's global pool).
+pub fn kernel_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let pin = std::env::var("SPILLWAY_PIN_THREADS").map_or(true, |v| v != "0");
+        let cpus = if pin { allowed_cpus() } else { Vec::new() };
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("spillway-kernel-{i}"))
+            .start_handler(move |i| {
+                if !cpus.is_empty() {
+                    pin_current_thread(cpus[i % cpus.len()]);
+                }
+            })
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Runs `op` on a worker of the kernel pool (the caller waits), so that every kernel's
+/// parallel loops start inside the pool instead of handing work over from outside it.
+pub fn on_kernel_pool<R: Send>(op: impl FnOnce() -> R + Send) -> R {
+    match kernel_pool() {
+        Some(pool) => pool.install(op),
+        None => rayon::scope(|_| op()),
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod affinity {
+    /// `cpu_set_t`: 1024 CPUs.
+    pub type CpuSet = [u64; 16];
+
+    unsafe extern "C" {
+        pub fn sched_getaffinity(pid: i32, size: usize, mask: *mut CpuSet) -> i32;
+        pub fn sched_setaffinity(pid: i32, size: usize, mask: *const CpuSet) -> i32;
+    }
+}
+
+/// The CPUs this process may run on (empty when unknown).
+#[cfg(target_os = "linux")]
+fn allowed_cpus() -> Vec<usize> {
+    let mut set: affinity::CpuSet = [0; 16];
+    // SAFETY: `set` is a writable cpu_set_t of the size passed.
+    let ok = unsafe { affinity::sched_getaffinity(0, size_of_val(&set), &mut set) } == 0;
+    if !ok {
+        return Vec::new();
+    }
+    (0..set.len() * 64)
+        .filter(|&c| set[c / 64] & (1 << (c % 64)) != 0)
+        .collect()
+}
+
+/// Pins the calling thread to `cpu`; a failure leaves it unpinned (pinning only helps speed).
+#[cfg(target_os = "linux")]
+fn pin_current_thread(cpu: usize) {
+    let mut set: affinity::CpuSet = [0; 16];
+    if cpu < set.len() * 64 {
+        set[cpu / 64] |= 1 << (cpu % 64);
+        // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is this thread.
+        let _ = unsafe { affinity::sched_setaffinity(0, size_of_val(&set), &set) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn allowed_cpus() -> Vec<usize> {
+    Vec::new()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_current_thread(_cpu: usize) {}
