@@ -394,3 +394,117 @@ fn pooling_geometries_match_onnx_runtime() {
     }
     check_table(&rows);
 }
+
+/// Depthwise convolutions over the geometries the direct kernel treats differently: unit and
+/// larger strides (even, odd and mixed), dilation, asymmetric and no padding, images smaller
+/// than the kernel, 1×k kernels, channel multipliers, 1-d images; with and without a bias,
+/// and with a fused residual add and Relu. Checks every output against ORT.
+#[test]
+fn depthwise_geometries_match_onnx_runtime() {
+    struct Case {
+        image: &'static [i64],
+        kernel: &'static [i64],
+        strides: &'static [i64],
+        dilations: &'static [i64],
+        pads: &'static [i64],
+        multiplier: i64,
+        bias: bool,
+        residual: bool,
+    }
+    let case = |image, kernel, strides, pads| Case {
+        image,
+        kernel,
+        strides,
+        dilations: if image.len() == 2 { &[1, 1] } else { &[1] },
+        pads,
+        multiplier: 1,
+        bias: true,
+        residual: false,
+    };
+    let cases = [
+        case(&[14, 14], &[3, 3], &[1, 1], &[1, 1, 1, 1]),
+        case(&[7, 7], &[3, 3], &[1, 1], &[1, 1, 1, 1]),
+        case(&[15, 15], &[3, 3], &[2, 2], &[1, 1, 1, 1]),
+        case(&[16, 16], &[3, 3], &[2, 2], &[0, 0, 1, 1]),
+        case(&[9, 11], &[5, 5], &[1, 1], &[2, 2, 2, 2]),
+        case(&[10, 13], &[3, 3], &[3, 3], &[1, 1, 1, 1]),
+        case(&[6, 20], &[3, 3], &[1, 2], &[1, 1, 1, 1]),
+        case(&[5, 5], &[3, 3], &[2, 2], &[0, 0, 0, 0]),
+        case(&[2, 2], &[3, 3], &[1, 1], &[1, 1, 1, 1]),
+        case(&[8, 8], &[1, 7], &[1, 1], &[0, 3, 0, 3]),
+        case(&[21], &[5], &[2], &[2, 2]),
+        Case {
+            dilations: &[2, 2],
+            ..case(&[12, 12], &[3, 3], &[1, 1], &[2, 2, 2, 2])
+        },
+        Case {
+            multiplier: 2,
+            bias: false,
+            ..case(&[9, 9], &[3, 3], &[1, 1], &[1, 1, 1, 1])
+        },
+        Case {
+            residual: true,
+            ..case(&[14, 14], &[3, 3], &[1, 1], &[1, 1, 1, 1])
+        },
+        Case {
+            residual: true,
+            bias: false,
+            ..case(&[13, 13], &[3, 3], &[2, 2], &[1, 1, 1, 1])
+        },
+    ];
+    let channels = 6;
+    let mut rows = Vec::new();
+    for c in &cases {
+        let label = format!(
+            "{:?} k{:?} s{:?} d{:?} pads {:?} x{} bias {} residual {}",
+            c.image, c.kernel, c.strides, c.dilations, c.pads, c.multiplier, c.bias, c.residual
+        );
+        let rank = c.image.len();
+        let out: Vec<i64> = (0..rank)
+            .map(|d| {
+                let span = c.dilations[d] * (c.kernel[d] - 1) + 1;
+                (c.image[d] + c.pads[d] + c.pads[d + rank] - span) / c.strides[d] + 1
+            })
+            .collect();
+        let out_ch = channels * c.multiplier;
+        let shape = |ch: i64, dims: &[i64]| [&[2, ch][..], dims].concat();
+        let mut w_shape = vec![out_ch, 1];
+        w_shape.extend_from_slice(c.kernel);
+        let mut m = ModelBuilder::new(6);
+        m.input("x", &shape(channels, c.image))
+            .weight("w", &w_shape, 0.5)
+            .weight("b", &[out_ch], 0.2);
+        let inputs: &[&str] = if c.bias {
+            &["x", "w", "b"]
+        } else {
+            &["x", "w"]
+        };
+        let attrs = vec![
+            ("kernel_shape", Attr::Ints(c.kernel.to_vec())),
+            ("strides", Attr::Ints(c.strides.to_vec())),
+            ("dilations", Attr::Ints(c.dilations.to_vec())),
+            ("pads", Attr::Ints(c.pads.to_vec())),
+            ("group", Attr::Int(channels)),
+        ];
+        m.node("Conv", inputs, &["conv"], &attrs);
+        if c.residual {
+            m.input("z", &shape(out_ch, &out))
+                .node("Add", &["conv", "z"], &["sum"], &[])
+                .node("Relu", &["sum"], &["y"], &[])
+                .output("y");
+        } else {
+            m.output("conv");
+        }
+        let bytes = m.to_bytes(17);
+        let session = Session::builder()
+            .commit_from_memory(&bytes)
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let mut oracle = Oracle::load_bytes(&bytes, OrtConfig::default()).unwrap();
+        rows.push((
+            label.clone(),
+            compare(&label, &session, &mut oracle, 2),
+            0.0,
+        ));
+    }
+    check_table(&rows);
+}

@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, same_dtype, widen};
+use super::depthwise::Depthwise;
 use super::epilogue::{Activation, Epilogue};
 use super::im2col::{Sweep, im2col};
 use super::matrix::{Layout, gemm};
@@ -392,19 +393,18 @@ fn conv_typed<T: Real>(
     let (cg, mg) = (d.in_ch / d.group, d.out_ch / d.group);
     let len = d.batch * d.out_ch * olen;
     let depthwise = d.is_depthwise();
-    // The products overwrite every element; the depthwise loop accumulates into zeros.
-    let mut y = if depthwise {
-        output_buffer::zeroed(0, len)
-    } else {
-        output_buffer::overwritable(0, len)
-    };
+    let bias = b.map(contiguous::<T>).transpose()?;
+    // Every kernel below overwrites every element.
+    let mut y = output_buffer::overwritable(0, len);
     let pointwise = klen == 1
         && geo.strides.iter().all(|&s| s == 1)
         && geo.pad_begin.iter().chain(&geo.pad_end).all(|&p| p == 0);
     if y.is_empty() {
         // Nothing to compute.
     } else if depthwise {
-        depthwise_conv(&xs, ws, d, &mut y);
+        let kernel = Depthwise::new(d.in_ch, d.out_ch, &d.image, geo);
+        kernel.run(&xs, ws, bias.as_deref(), epilogue.as_ref(), &mut y);
+        return output(&d.output_shape(), y);
     } else {
         let pad_begin: Vec<i64> = geo.pad_begin.iter().map(|&p| p as i64).collect();
         let sweep = Sweep {
@@ -436,9 +436,8 @@ fn conv_typed<T: Real>(
         }
     }
     // What the product left undone, one output plane at a time: the bias, then the epilogue.
-    let bias = b.filter(|_| !product.adds_bias || depthwise);
-    let bias = bias.map(contiguous::<T>).transpose()?;
-    let finish = epilogue.filter(|_| !product.finishes || depthwise);
+    let bias = bias.filter(|_| !product.adds_bias);
+    let finish = epilogue.filter(|_| !product.finishes);
     if bias.is_some() || finish.is_some() {
         y.par_chunks_mut(olen.max(1))
             .enumerate()
@@ -453,67 +452,4 @@ fn conv_typed<T: Real>(
             });
     }
     output(&d.output_shape(), y)
-}
-
-/// Direct depthwise convolution (one input channel per group) for 1-d and 2-d images; 1-d is
-/// handled as a 2-d image of height 1.
-fn depthwise_conv<T: Real>(xs: &[T], ws: &[T], d: &Dims, y: &mut [T]) {
-    let geo = &d.geo;
-    let two = |v: &[usize], one: usize| {
-        if v.len() == 2 {
-            [v[0], v[1]]
-        } else {
-            [one, v[0]]
-        }
-    };
-    let [ih, iw] = two(&d.image, 1);
-    let [oh, ow] = two(&geo.out, 1);
-    let [kh, kw] = two(&geo.kernel, 1);
-    let [sh, sw] = two(&geo.strides, 1);
-    let [dh, dw] = two(&geo.dilations, 1);
-    let [ph, pw] = two(&geo.pad_begin, 0);
-    let mult = d.out_ch / d.in_ch;
-    y.par_chunks_mut(oh * ow).enumerate().for_each(|(r, out)| {
-        let (n, m) = (r / d.out_ch, r % d.out_ch);
-        let c = m / mult;
-        let plane = &xs[(n * d.in_ch + c) * ih * iw..(n * d.in_ch + c + 1) * ih * iw];
-        let wk = &ws[m * kh * kw..(m + 1) * kh * kw];
-        for y0 in 0..oh {
-            let orow = &mut out[y0 * ow..(y0 + 1) * ow];
-            for ky in 0..kh {
-                let iy = (y0 * sh + ky * dh) as i64 - ph as i64;
-                if iy < 0 || iy >= ih as i64 {
-                    continue;
-                }
-                let irow = &plane[iy as usize * iw..(iy as usize + 1) * iw];
-                for kx in 0..kw {
-                    let wv = wk[ky * kw + kx];
-                    let start = (kx * dw) as i64 - pw as i64;
-                    let s = sw as i64;
-                    let lo = if start >= 0 { 0 } else { (-start + s - 1) / s };
-                    let hi = if start >= iw as i64 {
-                        0
-                    } else {
-                        (iw as i64 - start + s - 1) / s
-                    };
-                    let (lo, hi) = (lo.min(ow as i64) as usize, hi.min(ow as i64) as usize);
-                    if lo >= hi {
-                        continue;
-                    }
-                    // The input column of output column `lo`, then every `sw`-th one.
-                    let first = (start + (lo * sw) as i64) as usize;
-                    if sw == 1 {
-                        for (o, &v) in orow[lo..hi].iter_mut().zip(&irow[first..]) {
-                            *o += wv * v;
-                        }
-                    } else {
-                        let taps = irow[first..].iter().step_by(sw);
-                        for (o, &v) in orow[lo..hi].iter_mut().zip(taps) {
-                            *o += wv * v;
-                        }
-                    }
-                }
-            }
-        }
-    });
 }

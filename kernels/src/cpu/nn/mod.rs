@@ -4,6 +4,7 @@
 pub mod common;
 pub mod conv;
 pub mod conv_transpose;
+mod depthwise;
 pub mod einsum;
 pub mod epilogue;
 pub mod fused_conv;
