@@ -1,18 +1,16 @@
 //! Direct depthwise convolution (one input channel per group) for 1-d and 2-d images; a 1-d
 //! image is computed as a 2-d image of height 1.
 //!
-//! Each input plane is first copied into a zero-padded buffer split into its stride phases:
-//! phase `(a, b)` holds the padded pixels `(s_h·i + a, s_w·j + b)`. In that layout every tap
-//! of the kernel reads, for consecutive outputs, consecutive elements of one phase plane, so
-//! the whole output plane (computed at the phase planes' width, the extra columns cropped) is
-//! one sweep of `kh·kw` multiply-adds over long contiguous runs, whatever the stride, dilation
-//! or padding. Rows as short as 7 or 14 pixels then cost no per-row loop overhead, which is
-//! where a row-by-row loop lost most of its time (ONNX Runtime was 7× faster on 14×14 planes).
+//! Each input plane is copied into its padded stride phases ([`PhasePlanes`]), and the whole
+//! output plane is then one sweep of `kh·kw` multiply-adds over long contiguous runs, in
+//! register blocks. A row-by-row loop lost most of its time to per-row overhead on short rows
+//! (ONNX Runtime was 7× faster on 14×14 planes).
 
 use rayon::prelude::*;
 
 use super::common::Real;
 use super::epilogue::Epilogue;
+use super::phase_planes::{PhasePlanes, Window2d};
 use super::spatial::Geometry;
 
 /// Output elements computed together; their sums stay in registers across all taps.
@@ -23,27 +21,7 @@ const BLOCK: usize = 64;
 pub(super) struct Depthwise {
     in_ch: usize,
     out_ch: usize,
-    image: [usize; 2],
-    out: [usize; 2],
-    kernel: [usize; 2],
-    strides: [usize; 2],
-    dilations: [usize; 2],
-    pads: [usize; 2],
-}
-
-/// Where one plane's taps read: the padded phase layout of an input plane.
-struct PhaseLayout {
-    /// Rows and columns of every phase plane.
-    rows: usize,
-    cols: usize,
-    /// Offset of each tap's first read, in kernel order.
-    taps: Vec<usize>,
-    /// Length of the buffer (phase planes plus the slack the last block reads).
-    len: usize,
-    /// Output elements computed per plane (`out rows × cols`, rounded up to [`BLOCK`]).
-    computed: usize,
-    /// Where the columns of an image row go, one span per column phase.
-    spans: Vec<ColumnSpan>,
+    window: Window2d,
 }
 
 impl Depthwise {
@@ -60,54 +38,14 @@ impl Depthwise {
         Depthwise {
             in_ch,
             out_ch,
-            image: two(image, 1),
-            out: two(&geo.out, 1),
-            kernel: two(&geo.kernel, 1),
-            strides: two(&geo.strides, 1),
-            dilations: two(&geo.dilations, 1),
-            pads: two(&geo.pad_begin, 0),
-        }
-    }
-
-    fn layout(&self) -> PhaseLayout {
-        let [oh, ow] = self.out;
-        // The padded extent every tap of every output reaches, and at least the image.
-        let reach = |d: usize| {
-            let needed =
-                (self.out[d] - 1) * self.strides[d] + (self.kernel[d] - 1) * self.dilations[d] + 1;
-            needed.max(self.pads[d] + self.image[d])
-        };
-        let [sh, sw] = self.strides;
-        let (rows, cols) = (reach(0).div_ceil(sh), reach(1).div_ceil(sw));
-        let plane = rows * cols;
-        let mut taps = Vec::with_capacity(self.kernel[0] * self.kernel[1]);
-        for ky in 0..self.kernel[0] {
-            for kx in 0..self.kernel[1] {
-                let (r, c) = (ky * self.dilations[0], kx * self.dilations[1]);
-                let phase = (r % sh) * sw + c % sw;
-                taps.push(phase * plane + (r / sh) * cols + c / sw);
-            }
-        }
-        let computed = (oh * cols).div_ceil(BLOCK) * BLOCK;
-        let last = taps.iter().copied().max().unwrap_or(0);
-        debug_assert!(ow <= cols);
-        let (iw, pw) = (self.image[1], self.pads[1]);
-        // Image column `x` is padded column `x + pw`: phase `(x + pw) % sw`, column `(x + pw) / sw`.
-        // The first `sw` image columns start the spans, in column order.
-        let spans = (0..sw.min(iw))
-            .map(|from| ColumnSpan {
-                from,
-                to: ((from + pw) % sw) * plane + (from + pw) / sw,
-                count: (iw - from).div_ceil(sw),
-            })
-            .collect();
-        PhaseLayout {
-            rows,
-            cols,
-            len: (sh * sw * plane).max(last + computed),
-            taps,
-            computed,
-            spans,
+            window: Window2d {
+                image: two(image, 1),
+                out: two(&geo.out, 1),
+                kernel: two(&geo.kernel, 1),
+                strides: two(&geo.strides, 1),
+                dilations: two(&geo.dilations, 1),
+                pads: two(&geo.pad_begin, 0),
+            },
         }
     }
 
@@ -122,10 +60,11 @@ impl Depthwise {
         epilogue: Option<&Epilogue<'_, T>>,
         y: &mut [T],
     ) {
-        let layout = self.layout();
-        let olen = self.out[0] * self.out[1];
-        let ilen = self.image[0] * self.image[1];
-        let klen = self.kernel[0] * self.kernel[1];
+        let Window2d {
+            image, out, kernel, ..
+        } = self.window;
+        let layout = PhasePlanes::new(&self.window, BLOCK);
+        let (olen, ilen, klen) = (out[0] * out[1], image[0] * image[1], kernel[0] * kernel[1]);
         let mult = self.out_ch / self.in_ch;
         if olen == 0 {
             return;
@@ -154,7 +93,7 @@ impl Depthwise {
     fn plane<T: Real>(
         &self,
         isa: Isa,
-        layout: &PhaseLayout,
+        layout: &PhasePlanes,
         plane: &Plane<'_, T>,
         padded: &mut [T],
         sums: &mut [T],
@@ -175,7 +114,7 @@ impl Depthwise {
     #[target_feature(enable = "avx512f,fma")]
     unsafe fn plane_avx512<T: Real>(
         &self,
-        layout: &PhaseLayout,
+        layout: &PhasePlanes,
         plane: &Plane<'_, T>,
         padded: &mut [T],
         sums: &mut [T],
@@ -188,7 +127,7 @@ impl Depthwise {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn plane_avx2<T: Real>(
         &self,
-        layout: &PhaseLayout,
+        layout: &PhasePlanes,
         plane: &Plane<'_, T>,
         padded: &mut [T],
         sums: &mut [T],
@@ -203,71 +142,16 @@ impl Depthwise {
     #[inline(always)]
     fn plane_with<T: Real, const FMA: bool>(
         &self,
-        layout: &PhaseLayout,
+        layout: &PhasePlanes,
         plane: &Plane<'_, T>,
         padded: &mut [T],
         sums: &mut [T],
         out: &mut [T],
     ) {
-        self.scatter(plane.src, layout, padded);
+        layout.scatter(plane.src, padded);
         sweep::<T, FMA>(padded, &layout.taps, plane.ws, plane.bias, sums);
-        let ow = self.out[1];
-        for (row, sum) in out.chunks_exact_mut(ow).zip(sums.chunks(layout.cols)) {
-            row.iter_mut().zip(sum).for_each(|(o, &v)| *o = v);
-        }
+        layout.crop(sums, out);
     }
-
-    /// Copies one input plane into the interior of its padded phase planes.
-    #[inline(always)]
-    fn scatter<T: Real>(&self, plane: &[T], layout: &PhaseLayout, padded: &mut [T]) {
-        let iw = self.image[1];
-        let [sh, sw] = self.strides;
-        let (phase_rows, cols) = (sw * layout.rows * layout.cols, layout.cols);
-        // Padded row `iy + ph` lies in row phase `a`, row `i` of its phase planes.
-        let (mut a, mut i) = (self.pads[0] % sh, self.pads[0] / sh);
-        for src in plane.chunks_exact(iw) {
-            let row = &mut padded[a * phase_rows + i * cols..];
-            if sw == 1 {
-                row[self.pads[1]..self.pads[1] + iw].copy_from_slice(src);
-            } else if let [even, odd] = layout.spans[..] {
-                // Stride 2: even and odd columns go to two phases, one pair at a time.
-                let (lo, hi) = row.split_at_mut(even.to.max(odd.to));
-                let (to_even, to_odd) = if even.to < odd.to {
-                    (&mut lo[even.to..], hi)
-                } else {
-                    (hi, &mut lo[odd.to..])
-                };
-                let pairs = src.chunks_exact(2).zip(to_even.iter_mut().zip(to_odd));
-                for (pair, (e, o)) in pairs {
-                    (*e, *o) = (pair[0], pair[1]);
-                }
-                if iw % 2 == 1 {
-                    to_even[iw / 2] = src[iw - 1];
-                }
-            } else {
-                for span in &layout.spans {
-                    let dst = &mut row[span.to..span.to + span.count];
-                    let src = &src[span.from..span.from + (span.count - 1) * sw + 1];
-                    for (k, d) in dst.iter_mut().enumerate() {
-                        *d = src[k * sw];
-                    }
-                }
-            }
-            a += 1;
-            if a == sh {
-                (a, i) = (0, i + 1);
-            }
-        }
-    }
-}
-
-/// The image columns of one column phase: every `stride`-th column from `from`, `count` of
-/// them, land at `to..to + count` of a padded row (counted from the row's first phase).
-#[derive(Debug, Clone, Copy)]
-struct ColumnSpan {
-    from: usize,
-    to: usize,
-    count: usize,
 }
 
 /// The instruction set [`Depthwise::plane`] compiles its loops for.

@@ -11,13 +11,20 @@
 //!   whose window crosses the top or bottom edge, and the columns whose window crosses the
 //!   left or right edge. Planes of 7×7 or 14×14 cost a handful of loops instead of a handful
 //!   per row.
-//! - Any other geometry runs per output row: the window's input rows are combined into one
-//!   scratch row padded on both sides with the combination's identity, then the output row is
-//!   combined from `k` shifted (and strided) views of it.
+//! - Any other geometry (strided windows, `ceil_mode`, other padding) copies each plane into
+//!   its padded stride phases ([`PhasePlanes`], padding cells at the combination's identity),
+//!   where every window cell is one contiguous run over the whole output plane: one sweep of
+//!   `kh·kw` combinations in register blocks, then the padding columns are cropped. A
+//!   row-by-row loop spent most of its time on per-row overhead (googlenet's stride-2 max
+//!   pools were 3–12× ONNX Runtime's time).
 
 use rayon::prelude::*;
 
+use super::phase_planes::{PhasePlanes, Window2d};
 use super::spatial::Geometry;
+
+/// Outputs the strided path combines together, in registers.
+const BLOCK: usize = 64;
 
 /// The in-image input positions `[begin, end)` of each output position's window along one axis,
 /// and how many window cells fall inside image plus padding (the `count_include_pad` divisor).
@@ -100,11 +107,23 @@ pub fn pool_planes<T, C, F>(
     if olen == 0 || h * w == 0 {
         return;
     }
+    let same = rows.is_same(h) && cols.is_same(w);
+    let phases = (!same).then(|| {
+        let window = Window2d {
+            image: [h, w],
+            out: [rows.spans.len(), cols.spans.len()],
+            kernel: [rows.kernel, cols.kernel],
+            strides: [rows.stride, cols.stride],
+            dilations: [1, 1],
+            pads: [rows.pad_begin, cols.pad_begin],
+        };
+        PhasePlanes::new(&window, BLOCK)
+    });
     let plane_pool = PlanePool {
         w,
         rows,
         cols,
-        same: rows.is_same(h) && cols.is_same(w),
+        phases,
         init,
         combine: &combine,
     };
@@ -119,12 +138,11 @@ pub fn pool_planes<T, C, F>(
         );
 }
 
-/// Buffers one worker reuses from plane to plane.
+/// Buffers one worker reuses from plane to plane: the vertical result and a spare plane
+/// ("same" pooling), or the padded phase planes and the outputs at their width (strided).
 struct Scratch<T> {
     a: Vec<T>,
     b: Vec<T>,
-    c: Vec<T>,
-    d: Vec<T>,
 }
 
 /// What [`pool_planes`] does to one plane.
@@ -132,8 +150,9 @@ struct PlanePool<'a, T, C> {
     w: usize,
     rows: &'a AxisWindows,
     cols: &'a AxisWindows,
-    /// Unit strides and an output plane as large as the input: the whole-plane passes apply.
-    same: bool,
+    /// The strided path's layout; `None` for unit strides and an output plane as large as
+    /// the input, where the whole-plane passes apply.
+    phases: Option<PhasePlanes>,
     init: T,
     combine: &'a C,
 }
@@ -143,35 +162,19 @@ where
     T: Copy,
     C: Fn(T, T) -> T,
 {
-    /// Scratch for planes of `len` cells: the row path's padded rows (kept at `init` outside
-    /// the image) and folded rows, or the plane path's vertical result and one spare plane.
+    /// Scratch for planes of `len` cells; padding cells start (and stay) at `init`.
     fn scratch(&self, len: usize) -> Scratch<T> {
         let init = self.init;
-        if self.same {
-            return Scratch {
+        match &self.phases {
+            None => Scratch {
                 a: vec![init; len],
                 b: vec![init; len],
-                c: Vec::new(),
-                d: Vec::new(),
-            };
+            },
+            Some(phases) => Scratch {
+                a: vec![init; phases.len],
+                b: vec![init; phases.computed],
+            },
         }
-        let (width, starts) = self.row_widths();
-        Scratch {
-            a: vec![init; width],
-            b: vec![init; width],
-            c: vec![init; starts],
-            d: vec![init; starts],
-        }
-    }
-
-    /// The padded row width and the number of window starts along it (at full resolution).
-    fn row_widths(&self) -> (usize, usize) {
-        let cols = self.cols;
-        let starts = (cols.spans.len() - 1) * cols.stride + 1;
-        // `pad` identity cells, the image row, then identity cells up to the last window's end
-        // (which `ceil_mode` or end padding can put past the image).
-        let width = (cols.pad_begin + self.w).max(starts - 1 + cols.kernel);
-        (width, starts)
     }
 
     /// Pools `plane` into `yp`, with AVX2 code where the CPU has it (the loops are the same;
@@ -193,10 +196,9 @@ where
 
     #[inline(always)]
     fn run_portable(&self, plane: &[T], yp: &mut [T], scratch: &mut Scratch<T>) {
-        if self.same {
-            self.whole_plane(plane, yp, scratch)
-        } else {
-            self.by_rows(plane, yp, scratch)
+        match &self.phases {
+            None => self.whole_plane(plane, yp, scratch),
+            Some(phases) => self.strided(phases, plane, yp, scratch),
         }
     }
 
@@ -248,54 +250,24 @@ where
         }
     }
 
-    /// Any geometry, one output row at a time.
+    /// Any geometry, through the plane's padded stride phases.
     #[inline(always)]
-    fn by_rows(&self, plane: &[T], yp: &mut [T], scratch: &mut Scratch<T>) {
-        let (w, init, combine) = (self.w, self.init, self.combine);
-        let (k, step, pad) = (self.cols.kernel, self.cols.stride, self.cols.pad_begin);
-        let ow = self.cols.spans.len();
-        let (_, starts) = self.row_widths();
-        let Scratch {
-            a: acc,
-            b: next,
-            c: h,
-            d: h_next,
-        } = scratch;
-        for (&(r0, r1), yrow) in self.rows.spans.iter().zip(yp.chunks_mut(ow)) {
-            // Down the window's rows, into the padded row `acc` (its padding stays `init`).
-            acc[pad..pad + w].fill(init);
-            for r in r0..r1 {
-                let row = &plane[r * w..(r + 1) * w];
-                let (from, to) = (&acc[pad..pad + w], &mut next[pad..pad + w]);
-                for ((t, &a), &v) in to.iter_mut().zip(from).zip(row) {
-                    *t = combine(a, v);
-                }
-                std::mem::swap(acc, next);
+    fn strided(&self, phases: &PhasePlanes, plane: &[T], yp: &mut [T], scratch: &mut Scratch<T>) {
+        let (padded, computed) = (&mut scratch.a[..], &mut scratch.b[..]);
+        phases.scatter(plane, padded);
+        for (block, out) in computed.chunks_exact_mut(BLOCK).enumerate() {
+            let base = block * BLOCK;
+            let mut acc = [self.init; BLOCK];
+            for &tap in &phases.taps {
+                let src: &[T; BLOCK] = padded[tap + base..tap + base + BLOCK]
+                    .try_into()
+                    .expect("a block is BLOCK long");
+                // A fresh array each step: updating `acc` in place compiles to masked stores.
+                acc = std::array::from_fn(|j| (self.combine)(acc[j], src[j]));
             }
-            // Across the window's columns, at every start position; with unit stride the last
-            // column's pass writes the output row itself.
-            let direct = step == 1;
-            for dx in 1..k {
-                let folded: &[T] = if dx == 1 { &acc[..starts] } else { &h[..] };
-                let to = if direct && dx == k - 1 {
-                    &mut yrow[..]
-                } else {
-                    &mut h_next[..]
-                };
-                for ((t, &a), &v) in to.iter_mut().zip(folded).zip(&acc[dx..]) {
-                    *t = combine(a, v);
-                }
-                std::mem::swap(h, h_next);
-            }
-            let folded: &[T] = if k == 1 { &acc[..starts] } else { &h[..] };
-            if k == 1 && direct {
-                yrow.copy_from_slice(&folded[..ow]);
-            } else if !direct {
-                for (o, y) in yrow.iter_mut().enumerate() {
-                    *y = folded[o * step];
-                }
-            }
+            out.copy_from_slice(&acc);
         }
+        phases.crop(computed, yp);
     }
 }
 

@@ -6,37 +6,32 @@
 //! copies, a quarter to a third of a small-channel 3×3 convolution's time, disappear; the
 //! padded copy costs one pass over the input instead of `kh · kw`.
 //!
-//! Tiles never straddle output rows: a row of `ow` outputs takes `ceil(ow / NR)` tiles, the
-//! last one narrow, so the output is written in its final layout and the epilogue is the
-//! same as the packed path's. Rows that fill their tiles poorly (a 17-wide row computes 24
-//! columns) keep the packed path, whose tiles run across rows ([`applies`]).
+//! Tiles run across output rows at the padded width (the columns that padding adds are
+//! computed, then cropped), so that narrow rows do not end in narrow tiles. Where padding
+//! widens rows a lot (a 1×7 kernel on 17-wide rows computes 23 columns per 17), the packed
+//! path, which computes only real columns, stays ([`applies`]).
 
 use rayon::prelude::*;
 
-use super::micro::{Isa, Offsets};
+use super::micro::Offsets;
 use super::source::Image2d;
 use super::{KC, MC, NC, PackedA};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
-/// How much wasted work the in-place path accepts, against the packing it saves: a row whose
-/// tiles compute `w` columns for `ow` outputs wastes `w/ow − 1` of its multiply-adds, while
-/// packing costs about `PACKING_WEIGHT / m` of them (each packed value feeds `m` rows). Fitted
-/// on single 3×3, 5×5 and 1×7 convolutions against the packed path (1 thread, AMD EPYC).
+/// How much wasted work the in-place path accepts, against the packing it saves: an output
+/// row of `ow` columns computed at the padded width `w` wastes `w/ow − 1` of its
+/// multiply-adds, while packing costs about `PACKING_WEIGHT / m` of them (each packed value
+/// feeds `m` rows). Fitted on single 3×3, 5×5 and 1×7 convolutions against the packed path
+/// (1 thread, AMD EPYC).
 const PACKING_WEIGHT: usize = 20;
 
-/// True when `im`, multiplied by an `m`-row matrix on `isa`, is best read in place: when its
-/// output rows fill their tiles well enough for what packing would cost.
-pub(super) fn applies(im: &Image2d<'_>, m: usize, isa: Isa) -> bool {
+/// True when `im`, multiplied by an `m`-row matrix, is best read in place: when its padding
+/// widens the rows little enough for what packing would cost.
+pub(super) fn applies(im: &Image2d<'_>, m: usize) -> bool {
     let ow = im.out[1];
-    let (_, nr) = isa.tile();
-    let computed = ow / nr * nr
-        + if ow.is_multiple_of(nr) {
-            0
-        } else {
-            isa.columns_computed(ow % nr)
-        };
-    ow > 0 && (computed - ow) * m < PACKING_WEIGHT * ow
+    let width = ow + (im.kernel[1] - 1) * im.dilations[1] / im.strides[1];
+    ow > 0 && (width - ow) * m < PACKING_WEIGHT * ow
 }
 
 /// An image copied into a zero-padded buffer, with the offset of each im2col row.
@@ -173,6 +168,11 @@ impl PackedA {
 
     /// Row panels `rows.0..rows.1` × output rows `out_rows.0..out_rows.1` of `C`.
     ///
+    /// The tiles run over the padded image's rows, not the output's: output `(y, x)` is
+    /// column `y · width + x` of the im2col matrix read in place, so every tile but the
+    /// block's last is full whatever the output's width, at the price of `width − ow`
+    /// columns computed per row and cropped away (no cropping when no padding widens them).
+    ///
     /// # Safety
     /// As [`PackedA::block`]; `img` holds this matrix's `B`.
     #[allow(clippy::too_many_arguments)]
@@ -187,37 +187,85 @@ impl PackedA {
         out_rows: (usize, usize),
     ) {
         let (mr, nr) = self.isa.tile();
-        let ow = img.out[1];
+        let (ow, width) = (img.out[1], img.width);
+        let cropped = width != ow;
         let panels_per_block = (MC / mr).max(1);
         // Blocks of whole output rows, about as wide as the packed path's column blocks.
-        let rows_per_block = (NC / ow).max(1);
-        for y0 in (out_rows.0..out_rows.1).step_by(rows_per_block) {
-            let y1 = (y0 + rows_per_block).min(out_rows.1);
-            for pc in (0..self.k).step_by(KC) {
-                let kc = KC.min(self.k - pc);
-                let offsets = Offsets(img.offsets[pc..].as_ptr());
-                for ic in (rows.0..rows.1).step_by(panels_per_block) {
-                    let panels = (ic, (ic + panels_per_block).min(rows.1));
-                    for y in y0..y1 {
-                        for x0 in (0..ow).step_by(nr) {
-                            let b = img.data[y * img.width + x0..].as_ptr();
-                            // SAFETY: the tile column lies in this task's rectangle of C; every
-                            // B row read, `b + offsets[p] + 0..NR`, lies in the padded image or
-                            // its slack.
+        let rows_per_block = (NC / width).max(1);
+        WIDE_C.with_borrow_mut(|scratch| {
+            for y0 in (out_rows.0..out_rows.1).step_by(rows_per_block) {
+                let y1 = (y0 + rows_per_block).min(out_rows.1);
+                // The block's columns: its rows at the padded width, the last one cut at `ow`.
+                let n = (y1 - y0 - 1) * width + ow;
+                let (dst, ldd) = if cropped {
+                    if scratch.len() < self.m * n {
+                        scratch.resize(self.m * n, 0.0);
+                    }
+                    (scratch.as_mut_ptr(), n)
+                } else {
+                    // SAFETY: output row y0 lies inside the caller's C.
+                    (unsafe { c.add(y0 * ow) }, ldc)
+                };
+                for pc in (0..self.k).step_by(KC) {
+                    let kc = KC.min(self.k - pc);
+                    let offsets = Offsets(img.offsets[pc..].as_ptr());
+                    for ic in (rows.0..rows.1).step_by(panels_per_block) {
+                        let panels = (ic, (ic + panels_per_block).min(rows.1));
+                        for x0 in (0..n).step_by(nr) {
+                            let b = img.data[y0 * width + x0..].as_ptr();
+                            // SAFETY: the tile column lies in this task's rectangle of C (or
+                            // in the scratch, `m × n`); every B row read, `b + offsets[p] +
+                            // 0..NR`, lies in the padded image or its slack.
                             unsafe {
                                 self.tile_column(panels, (pc, kc), b, offsets).write(
-                                    c.add(y * ow + x0),
-                                    ldc,
-                                    nr.min(ow - x0),
+                                    dst.add(x0),
+                                    ldd,
+                                    nr.min(n - x0),
                                     bias,
                                 )
                             };
                         }
+                        if cropped && pc + kc == self.k {
+                            // SAFETY: the scratch holds these rows; the output rows are this
+                            // task's.
+                            unsafe { self.crop(panels, (dst, n), img, c, ldc, (y0, y1)) };
+                        }
+                        let cols = (y0 * ow, (y1 - y0) * ow);
+                        // SAFETY: these rows × columns are this task's.
+                        unsafe { self.finish_rows(epilogue, panels, (pc, kc), c, ldc, cols) };
                     }
-                    let cols = (y0 * ow, (y1 - y0) * ow);
-                    // SAFETY: these rows × columns are this task's.
-                    unsafe { self.finish_rows(epilogue, panels, (pc, kc), c, ldc, cols) };
                 }
+            }
+        });
+    }
+
+    /// Copies output rows `y0..y1` of the rows of `panels` from `wide` (row stride `n`, image
+    /// rows at the padded width) into `c`.
+    ///
+    /// # Safety
+    /// `wide` holds `m × n` floats; `c` is valid for the whole `m × oh·ow` output at row
+    /// stride `ldc`, and no other thread touches these rows × output rows.
+    unsafe fn crop(
+        &self,
+        panels: (usize, usize),
+        (wide, n): (*const f32, usize),
+        img: &PaddedImage<'_>,
+        c: *mut f32,
+        ldc: usize,
+        (y0, y1): (usize, usize),
+    ) {
+        let (mr, _) = self.isa.tile();
+        let (ow, width) = (img.out[1], img.width);
+        for i in panels.0 * mr..(panels.1 * mr).min(self.m) {
+            // SAFETY: row i of the scratch and of this task's part of the output.
+            let (src, dst) = unsafe {
+                (
+                    std::slice::from_raw_parts(wide.add(i * n), n),
+                    std::slice::from_raw_parts_mut(c.add(i * ldc + y0 * ow), (y1 - y0) * ow),
+                )
+            };
+            for (out, row) in dst.chunks_exact_mut(ow).zip(src.chunks(width)) {
+                out.copy_from_slice(&row[..ow]);
             }
         }
     }
@@ -226,4 +274,6 @@ impl PackedA {
 thread_local! {
     /// The calling thread's buffer for padded images.
     static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Each thread's block of `C` at the padded image's width, before cropping.
+    static WIDE_C: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }

@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 /// The vector instruction set the packed GEMM runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
-    /// AVX-512F: 8 × 32 tiles, 16 zmm accumulators.
+    /// AVX-512F: [`AVX512_MR`] × 32 tiles, two zmm accumulators per row.
     Avx512,
     /// AVX2 + FMA: 6 × 16 tiles, 12 ymm accumulators.
     Avx2,
@@ -49,18 +49,8 @@ impl Isa {
     /// `(MR, NR)`: rows of A and columns of B per micro-tile.
     pub fn tile(self) -> (usize, usize) {
         match self {
-            Isa::Avx512 => (8, 32),
+            Isa::Avx512 => (AVX512_MR, 32),
             Isa::Avx2 => (6, 16),
-        }
-    }
-
-    /// How many columns the kernels [`tile`] picks compute for a tile of `nr ≤ NR` columns
-    /// (padding included).
-    pub fn columns_computed(self, nr: usize) -> usize {
-        match self {
-            Isa::Avx512 if nr <= 24 => nr.div_ceil(8) * 8,
-            Isa::Avx512 => 32,
-            Isa::Avx2 => 16,
         }
     }
 }
@@ -96,6 +86,9 @@ impl BRows for Offsets {
         unsafe { *self.0.add(p) }
     }
 }
+
+/// Rows of an AVX-512 micro-tile.
+const AVX512_MR: usize = 8;
 
 /// One micro-tile. Writes the `mr × nr` top-left corner of the tile to `c` (row stride
 /// `ldc`), adding to what is there when `accumulate`; row `i` starts from `row_init[i]`
@@ -189,7 +182,7 @@ unsafe fn tile_avx512<R: BRows>(
     accumulate: bool,
     row_init: Option<&[f32]>,
 ) {
-    const MR: usize = 8;
+    const MR: usize = AVX512_MR;
     const NR: usize = 32;
     let mut r0 = [_mm512_setzero_ps(); MR];
     let mut r1 = [_mm512_setzero_ps(); MR];
@@ -255,7 +248,7 @@ macro_rules! narrow_tile {
             accumulate: bool,
             row_init: Option<&[f32]>,
         ) {
-            const MR: usize = 8;
+            const MR: usize = AVX512_MR;
             let mut r: [$vec; MR] = [$zero(); MR];
             if let Some(init) = row_init {
                 for (ri, &v) in r.iter_mut().zip(init) {

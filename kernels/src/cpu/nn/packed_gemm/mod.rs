@@ -137,7 +137,7 @@ impl PackedA {
             return;
         }
         match b {
-            BSource::Image(im) if direct::applies(im, m, self.isa) => {
+            BSource::Image(im) if direct::applies(im, m) => {
                 self.multiply_in_place(im, c, ldc, bias, epilogue)
             }
             _ => self.multiply_packed(b, n, c, ldc, bias, epilogue),
