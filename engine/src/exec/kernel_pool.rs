@@ -7,7 +7,8 @@
 //! pinned (20 ms back to back either way). ONNX Runtime keeps its intra-op threads busy
 //! between nodes instead.
 //! `SPILLWAY_PIN_THREADS=0` leaves the threads unpinned. The pool's size is rayon's default
-//! (`RAYON_NUM_THREADS`, else one thread per CPU).
+//! (`RAYON_NUM_THREADS`, else one thread per CPU). The parallel executor's per-lane pools are
+//! pinned the same way ([`pinned_pool`]), each lane on its own CPUs.
 
 use std::sync::OnceLock;
 
@@ -15,20 +16,31 @@ use std::sync::OnceLock;
 /// caller then runs on rayon's global pool).
 pub fn kernel_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
-    POOL.get_or_init(|| {
-        let pin = std::env::var("SPILLWAY_PIN_THREADS").map_or(true, |v| v != "0");
-        let cpus = if pin { allowed_cpus() } else { Vec::new() };
-        rayon::ThreadPoolBuilder::new()
-            .thread_name(|i| format!("spillway-kernel-{i}"))
-            .start_handler(move |i| {
-                if !cpus.is_empty() {
-                    pin_current_thread(cpus[i % cpus.len()]);
-                }
-            })
-            .build()
-            .ok()
-    })
-    .as_ref()
+    POOL.get_or_init(|| pinned_pool(None, 0, "spillway-kernel").ok())
+        .as_ref()
+}
+
+/// A pool of `threads` workers (rayon's default count when `None`), named `name-i`, worker
+/// `i` pinned to the `(first + i)`-th CPU this process may use (cycling through them), unless
+/// `SPILLWAY_PIN_THREADS=0`. The parallel executor gives each lane its own CPUs this way.
+pub fn pinned_pool(
+    threads: Option<usize>,
+    first: usize,
+    name: &'static str,
+) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+    let pin = std::env::var("SPILLWAY_PIN_THREADS").map_or(true, |v| v != "0");
+    let cpus = if pin { allowed_cpus() } else { Vec::new() };
+    let mut builder = rayon::ThreadPoolBuilder::new()
+        .thread_name(move |i| format!("{name}-{i}"))
+        .start_handler(move |i| {
+            if !cpus.is_empty() {
+                pin_current_thread(cpus[(first + i) % cpus.len()]);
+            }
+        });
+    if let Some(n) = threads {
+        builder = builder.num_threads(n);
+    }
+    builder.build()
 }
 
 /// Runs `op` on a worker of the kernel pool (the caller waits), so that every kernel's

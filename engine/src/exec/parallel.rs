@@ -17,6 +17,7 @@ use spillway_kernels::KernelError;
 use spillway_kernels::output_buffer::{self, Buffer};
 
 use super::events::{Event, EventPool};
+use super::kernel_pool::pinned_pool;
 use super::queue::{QueueKind, ReadyQueue};
 use super::trace::{TraceEvent, TraceLog};
 use crate::error::{Error, Result};
@@ -101,19 +102,19 @@ impl ParallelExecutor {
     ) -> Result<Self> {
         let lanes = plan.lanes.len();
         let mut pools = Vec::with_capacity(lanes);
+        let threads = intra_op_threads.max(1);
+        // Compute lane `c`'s threads are pinned to CPUs `c·threads..(c + 1)·threads`.
+        let mut first_cpu = 0;
         for lane in &plan.lanes {
             pools.push(if lane.copy_engine {
                 None
             } else {
-                Some(
-                    rayon::ThreadPoolBuilder::new()
-                        .num_threads(intra_op_threads.max(1))
-                        .thread_name(move |i| format!("spillway-intra-{i}"))
-                        .build()
-                        .map_err(|e| {
-                            Error::Internal(format!("cannot start a kernel thread pool: {e}"))
-                        })?,
-                )
+                let pool =
+                    pinned_pool(Some(threads), first_cpu, "spillway-intra").map_err(|e| {
+                        Error::Internal(format!("cannot start a kernel thread pool: {e}"))
+                    })?;
+                first_cpu += threads;
+                Some(pool)
             });
         }
         let shared = Arc::new(Shared {
