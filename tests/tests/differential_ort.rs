@@ -310,21 +310,21 @@ fn built_models() -> Vec<(&'static str, Vec<u8>, usize)> {
     out
 }
 
+/// One row of a [`check_table`]: the model `bytes` run by both engines at `batch`.
+fn compare_built(label: String, bytes: &[u8], batch: usize) -> (String, f64, f64) {
+    let session = Session::builder()
+        .commit_from_memory(bytes)
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let mut oracle = Oracle::load_bytes(bytes, OrtConfig::default()).unwrap();
+    let err = compare(&label, &session, &mut oracle, batch);
+    (label, err, 0.0)
+}
+
 #[test]
 fn built_models_match_onnx_runtime() {
     let rows: Vec<(String, f64, f64)> = built_models()
         .into_iter()
-        .map(|(label, bytes, batch)| {
-            let session = Session::builder()
-                .commit_from_memory(&bytes)
-                .unwrap_or_else(|e| panic!("{label}: {e}"));
-            let mut oracle = Oracle::load_bytes(&bytes, OrtConfig::default()).unwrap();
-            (
-                label.to_string(),
-                compare(label, &session, &mut oracle, batch),
-                0.0,
-            )
-        })
+        .map(|(label, bytes, batch)| compare_built(label.to_string(), &bytes, batch))
         .collect();
     check_table(&rows);
 }
@@ -381,16 +381,7 @@ fn pooling_geometries_match_onnx_runtime() {
             .output("max")
             .output("avg")
             .output("avg_pad");
-        let bytes = m.to_bytes(19);
-        let session = Session::builder()
-            .commit_from_memory(&bytes)
-            .unwrap_or_else(|e| panic!("{label}: {e}"));
-        let mut oracle = Oracle::load_bytes(&bytes, OrtConfig::default()).unwrap();
-        rows.push((
-            label.clone(),
-            compare(&label, &session, &mut oracle, 2),
-            0.0,
-        ));
+        rows.push(compare_built(label, &m.to_bytes(19), 2));
     }
     check_table(&rows);
 }
@@ -495,16 +486,7 @@ fn depthwise_geometries_match_onnx_runtime() {
         } else {
             m.output("conv");
         }
-        let bytes = m.to_bytes(17);
-        let session = Session::builder()
-            .commit_from_memory(&bytes)
-            .unwrap_or_else(|e| panic!("{label}: {e}"));
-        let mut oracle = Oracle::load_bytes(&bytes, OrtConfig::default()).unwrap();
-        rows.push((
-            label.clone(),
-            compare(&label, &session, &mut oracle, 2),
-            0.0,
-        ));
+        rows.push(compare_built(label, &m.to_bytes(17), 2));
     }
     check_table(&rows);
 }
