@@ -141,6 +141,17 @@ fn axis_map(n: usize, begin: i64, end: i64, mode: Mode) -> Result<Vec<Option<usi
         .collect())
 }
 
+/// `(lo, first, len)` when `map` is `lo` padding cells, then source positions `first..first +
+/// len` in order, then padding cells (always so in constant mode); `None` otherwise.
+fn contiguous_run(map: &[Option<usize>]) -> Option<(usize, usize, usize)> {
+    let lo = map.iter().position(Option::is_some)?;
+    let first = map[lo]?;
+    let len = map[lo..].iter().take_while(|s| s.is_some()).count();
+    let in_order = (0..len).all(|j| map[lo + j] == Some(first + j));
+    let rest_padding = map[lo + len..].iter().all(Option::is_none);
+    (in_order && rest_padding).then_some((lo, first, len))
+}
+
 fn pad_typed<T: Element>(
     a: &ArcArray<T, IxDyn>,
     maps: &[Vec<Option<usize>>],
@@ -167,6 +178,7 @@ fn pad_typed<T: Element>(
         strides[i] = strides[i + 1] * a.shape()[i + 1];
     }
     let last = &maps[rank - 1];
+    let run = contiguous_run(last);
     let mut counter = vec![0usize; rank - 1];
     loop {
         let base: Option<usize> = counter
@@ -176,10 +188,18 @@ fn pad_typed<T: Element>(
             .sum();
         match base {
             None => data.extend(std::iter::repeat_n(fill.clone(), last.len())),
-            Some(b) => data.extend(
-                last.iter()
-                    .map(|s| s.map_or_else(|| fill.clone(), |s| src[b + s].clone())),
-            ),
+            Some(b) => match run {
+                // One copied run between two fills: slices, not an element-wise map.
+                Some((lo, first, len)) => {
+                    data.extend(std::iter::repeat_n(fill.clone(), lo));
+                    data.extend_from_slice(&src[b + first..b + first + len]);
+                    data.extend(std::iter::repeat_n(fill.clone(), last.len() - lo - len));
+                }
+                None => data.extend(
+                    last.iter()
+                        .map(|s| s.map_or_else(|| fill.clone(), |s| src[b + s].clone())),
+                ),
+            },
         }
         let mut d = rank - 1;
         loop {
