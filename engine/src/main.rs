@@ -41,6 +41,10 @@ enum Command {
         /// Graph optimizations: `disabled`, `basic` (no fusions) or `all`.
         #[arg(long, default_value = "all")]
         optimization: String,
+        /// Write a Chrome trace (Perfetto) of the timed runs, one after another: every node's
+        /// start and duration.
+        #[arg(long, value_name = "FILE.json")]
+        trace: Option<PathBuf>,
     },
     /// Measure every node on every device and write the cost model (JSON).
     Profile {
@@ -115,7 +119,15 @@ fn main() -> Result<()> {
             repeat,
             dim_default,
             optimization,
-        } => cli::run::run(model, &inputs, repeat, dim_default, &optimization),
+            trace,
+        } => cli::run::run(
+            model,
+            &inputs,
+            repeat,
+            dim_default,
+            &optimization,
+            trace.as_deref(),
+        ),
         Command::Profile {
             model,
             devices,

@@ -170,6 +170,43 @@ fn injected_failures_name_the_node_and_the_next_run_succeeds() {
 }
 
 #[test]
+fn one_lane_sessions_trace_every_node_and_name_injected_failures() {
+    let model = workspace_root().join("models/small/inception_block.onnx");
+    let session = Session::builder().commit_from_file(&model).unwrap();
+    assert!(session.execution_plan().is_none(), "a one-lane CPU session");
+    let input = inputs(&session, 4);
+    let nodes: Vec<String> = session
+        .graph()
+        .nodes
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    let (outputs, report) = session
+        .run_with_options(
+            input.clone(),
+            &RunOptions {
+                trace: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let traced: Vec<String> = report.trace.unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(traced, nodes, "one event per node, in the order they ran");
+    let expected = outputs[0].clone();
+    for (victim, name) in nodes.iter().enumerate() {
+        let options = RunOptions {
+            inject_failure_at: Some(victim),
+            ..Default::default()
+        };
+        match session.run_with_options(input.clone(), &options) {
+            Err(spillway::Error::Kernel { node, .. }) => assert_eq!(&node, name),
+            other => panic!("expected the injected failure at {name}, got {other:?}"),
+        }
+        assert_eq!(session.run(input.clone()).unwrap()[0], expected);
+    }
+}
+
+#[test]
 fn traces_record_every_task_and_the_arena_plan_is_proven() {
     let model = workspace_root().join("models/small/inception_block.onnx");
     let session = Session::builder()

@@ -1,10 +1,11 @@
 //! `spillway run`: run a model, print its outputs and median latency.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use spillway::{OptimizationLevel, Session, Tensor};
+use spillway::exec::{TraceEvent, chrome_trace_json};
+use spillway::{OptimizationLevel, RunOptions, Session, Tensor};
 
 use super::inputs::model_inputs;
 
@@ -13,13 +14,15 @@ use super::inputs::model_inputs;
 const DEFAULT_MODEL: &[u8] = include_bytes!("../../../models/small/inception_block.onnx");
 
 /// Runs `model` (or the bundled one) `repeat` times after one warm-up run, optimized at
-/// `optimization` (`disabled`, `basic` or `all`).
+/// `optimization` (`disabled`, `basic` or `all`); with `trace`, writes the timed runs' Chrome
+/// trace there.
 pub fn run(
     model: Option<PathBuf>,
     given: &[String],
     repeat: usize,
     dim_default: usize,
     optimization: &str,
+    trace: Option<&Path>,
 ) -> Result<()> {
     let level = match optimization {
         "disabled" => OptimizationLevel::Disabled,
@@ -48,10 +51,36 @@ pub fn run(
     }
     let (outputs, stats) = session.run_with_stats(inputs.clone())?;
     let mut times = Vec::with_capacity(repeat);
+    let options = RunOptions {
+        trace: trace.is_some(),
+        ..Default::default()
+    };
+    let mut events: Vec<TraceEvent> = Vec::new();
     for _ in 0..repeat {
         let start = Instant::now();
-        session.run(inputs.clone())?;
-        times.push(start.elapsed().as_secs_f64() * 1e3);
+        let (_, report) = session.run_with_options(inputs.clone(), &options)?;
+        let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
+        // Runs follow one another on the trace's time axis.
+        let offset = times.iter().sum::<f64>() * 1e3;
+        events.extend(report.trace.into_iter().flatten().map(|mut e| {
+            e.start_us += offset;
+            e
+        }));
+        times.push(elapsed_us / 1e3);
+    }
+    if let Some(path) = trace {
+        let devices: Vec<String> = session
+            .devices()
+            .specs()
+            .iter()
+            .map(|s| s.device.to_string())
+            .collect();
+        std::fs::write(path, chrome_trace_json(&events, &devices))
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!(
+            "chrome trace of {repeat} runs written to {}",
+            path.display()
+        );
     }
     for (name, v) in outputs.iter_values() {
         match v.as_tensor() {

@@ -12,6 +12,6 @@ mod work;
 
 pub use parallel::{ParallelExecutor, RunOptions};
 pub use queue::QueueKind;
-pub use sequential::{RunStats, SequentialPlan, build_kernel};
+pub use sequential::{RunStats, SequentialPlan, SequentialRun, build_kernel};
 pub use trace::{TraceEvent, chrome_trace_json};
 pub use work::Work;

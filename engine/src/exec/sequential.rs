@@ -3,12 +3,14 @@
 //! plan ([`crate::memory::shared`]) gives it, and is offered to the next node writing a value of
 //! that buffer. The buffers stay with the plan between runs (one set per concurrent run).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use spillway_kernels::output_buffer::{self, Buffer};
-use spillway_kernels::{Kernel, NodeSpec};
+use spillway_kernels::{Kernel, KernelError, NodeSpec};
 
-use super::Work;
+use super::{RunOptions, TraceEvent, Work};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
 use crate::memory::shared;
@@ -129,27 +131,39 @@ impl SequentialPlan {
 
     /// Runs the plan on inputs already validated by the session; returns the graph outputs in order.
     pub fn run(&self, inputs: Vec<(ValueId, Value)>) -> Result<(Vec<Value>, RunStats)> {
-        self.run_impl(inputs, false)
-            .map(|(outputs, stats, _)| (outputs, stats))
+        self.run_with_options(inputs, &RunOptions::default())
+            .map(|run| (run.outputs, run.stats))
+    }
+
+    /// [`SequentialPlan::run`] with per-run options: a trace of every node (device 0, lane 0)
+    /// and the fault-injection hook.
+    pub fn run_with_options(
+        &self,
+        inputs: Vec<(ValueId, Value)>,
+        options: &RunOptions,
+    ) -> Result<SequentialRun> {
+        self.run_impl(inputs, false, options)
     }
 
     /// Runs and returns every value computed, indexed by value (the profiler's inputs).
     pub fn run_keeping_values(&self, inputs: Vec<(ValueId, Value)>) -> Result<Vec<Option<Value>>> {
-        self.run_impl(inputs, true).map(|(_, _, values)| values)
+        self.run_impl(inputs, true, &RunOptions::default())
+            .map(|run| run.values)
     }
 
     fn run_impl(
         &self,
         inputs: Vec<(ValueId, Value)>,
         keep: bool,
-    ) -> Result<(Vec<Value>, RunStats, Vec<Option<Value>>)> {
+        options: &RunOptions,
+    ) -> Result<SequentialRun> {
         let idle = self
             .idle_buffers
             .lock()
             .ok()
             .and_then(|mut sets| sets.pop());
         let mut buffers = idle.unwrap_or_else(|| (0..self.buffer_count).map(|_| None).collect());
-        let result = self.run_steps(inputs, keep, &mut buffers);
+        let result = self.run_steps(inputs, keep, options, &mut buffers);
         if let Ok(mut sets) = self.idle_buffers.lock() {
             sets.push(buffers);
         }
@@ -160,15 +174,18 @@ impl SequentialPlan {
         &self,
         inputs: Vec<(ValueId, Value)>,
         keep: bool,
+        options: &RunOptions,
         buffers: &mut BufferSet,
-    ) -> Result<(Vec<Value>, RunStats, Vec<Option<Value>>)> {
+    ) -> Result<SequentialRun> {
+        let start = Instant::now();
+        let mut trace = options.trace.then(Vec::new);
         let mut slots: Vec<Option<Value>> = vec![None; self.constants.len()];
         for (id, t) in inputs {
             slots[id.index()] = Some(t);
         }
         let mut live_bytes = 0usize;
         let mut stats = RunStats::default();
-        for step in &self.steps {
+        for (index, step) in self.steps.iter().enumerate() {
             let args: Vec<Option<&Value>> = step
                 .inputs
                 .iter()
@@ -203,8 +220,34 @@ impl SequentialPlan {
                 .map(|v| buffer_of(v).and_then(|b| buffers[b].take()))
                 .collect();
             let offered = offers.iter().flatten().count();
-            let results =
-                output_buffer::offer(&mut offers, || step.work.run(&args, step.declared_inputs));
+            let began = Instant::now();
+            let results = if options.inject_failure_at == Some(index) {
+                Ok(Err(KernelError::InvalidValue(
+                    "injected failure (testing hook)".into(),
+                )))
+            } else {
+                // A kernel that panics fails this run with an error naming it; the plan keeps
+                // no state from the step, so the next run is unaffected.
+                catch_unwind(AssertUnwindSafe(|| {
+                    output_buffer::offer(&mut offers, || step.work.run(&args, step.declared_inputs))
+                }))
+                .unwrap_or_else(|_| {
+                    Err(Error::Internal(format!(
+                        "node '{}' ({}) panicked",
+                        step.name, step.op_type
+                    )))
+                })
+            };
+            if let Some(events) = &mut trace {
+                events.push(TraceEvent {
+                    name: step.name.clone(),
+                    op_type: step.op_type.clone(),
+                    device: 0,
+                    lane: 0,
+                    start_us: began.duration_since(start).as_secs_f64() * 1e6,
+                    duration_us: began.elapsed().as_secs_f64() * 1e6,
+                });
+            }
             stats.reused_outputs += offered - offers.iter().flatten().count();
             for (v, left) in step.outputs.iter().zip(offers) {
                 if let (Some(b), Some(left)) = (buffer_of(v), left) {
@@ -257,6 +300,24 @@ impl SequentialPlan {
                     })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok((outputs, stats, if keep { slots } else { Vec::new() }))
+        Ok(SequentialRun {
+            outputs,
+            stats,
+            values: if keep { slots } else { Vec::new() },
+            trace,
+        })
     }
+}
+
+/// What one run of a [`SequentialPlan`] gives back.
+#[derive(Debug)]
+pub struct SequentialRun {
+    /// The graph outputs, in order.
+    pub outputs: Vec<Value>,
+    /// Memory figures.
+    pub stats: RunStats,
+    /// Every value by index (only when the run kept them).
+    pub values: Vec<Option<Value>>,
+    /// Each node's start and duration, when the options asked for a trace.
+    pub trace: Option<Vec<TraceEvent>>,
 }

@@ -149,10 +149,13 @@ impl Session {
                 // The whole run goes to one worker of the kernel pool (the caller waits), so
                 // each kernel's parallel loops start inside the pool instead of handing work
                 // over from this thread and sleeping until it is done, once per node.
-                let (values, stats) = on_kernel_pool(|| plan.run(bound))?;
+                let run = on_kernel_pool(|| plan.run_with_options(bound, options))?;
                 Ok((
-                    SessionOutputs::new(names, values),
-                    RunReport { stats, trace: None },
+                    SessionOutputs::new(names, run.outputs),
+                    RunReport {
+                        stats: run.stats,
+                        trace: run.trace,
+                    },
                 ))
             }
             Engine::Parallel { executor, .. } => {

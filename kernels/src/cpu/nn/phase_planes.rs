@@ -109,6 +109,10 @@ impl PhasePlanes {
     #[inline(always)]
     pub fn scatter<T: Copy>(&self, plane: &[T], padded: &mut [T]) {
         let iw = self.image_width;
+        if iw == 0 {
+            // An empty image (its output is all padding): nothing to copy.
+            return;
+        }
         let [sh, sw] = self.strides;
         let (phase_rows, cols) = (sw * self.rows * self.cols, self.cols);
         // Padded row `iy + ph` lies in row phase `a`, row `i` of its phase planes.
@@ -156,6 +160,72 @@ impl PhasePlanes {
         let ow = self.out_width;
         for (row, sum) in out.chunks_exact_mut(ow).zip(computed.chunks(self.cols)) {
             row.iter_mut().zip(sum).for_each(|(o, &v)| *o = v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tap of every output reads, through the layout, the padded image's pixel by the
+    /// definition (`NaN` standing for padding), over strides 1–3, dilations 1–2, odd and even
+    /// sizes, asymmetric pads and images smaller than the kernel.
+    #[test]
+    fn taps_read_the_padded_pixels() {
+        let geometries = [
+            // (image, kernel, strides, dilations, pads begin, pads end)
+            ([14, 14], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+            ([15, 15], [3, 3], [2, 2], [1, 1], [1, 1], [1, 1]),
+            ([16, 13], [3, 3], [2, 2], [1, 1], [0, 0], [1, 1]),
+            ([10, 13], [3, 3], [3, 3], [1, 1], [1, 1], [1, 1]),
+            ([6, 20], [3, 5], [1, 2], [1, 1], [1, 2], [1, 2]),
+            ([12, 12], [3, 3], [1, 1], [2, 2], [2, 2], [2, 2]),
+            ([2, 2], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
+            ([1, 21], [1, 5], [1, 2], [1, 1], [0, 2], [0, 2]),
+            ([9, 9], [3, 3], [2, 2], [1, 1], [0, 0], [1, 1]),
+            ([3, 0], [1, 1], [1, 1], [1, 1], [1, 1], [1, 1]),
+        ];
+        for (image, kernel, strides, dilations, pads, ends) in geometries {
+            let out: [usize; 2] = std::array::from_fn(|d| {
+                (image[d] + pads[d] + ends[d] - dilations[d] * (kernel[d] - 1) - 1) / strides[d] + 1
+            });
+            let window = Window2d {
+                image,
+                out,
+                kernel,
+                strides,
+                dilations,
+                pads,
+            };
+            let layout = PhasePlanes::new(&window, 8);
+            let plane: Vec<f32> = (0..image[0] * image[1]).map(|i| i as f32).collect();
+            let mut padded = vec![f32::NAN; layout.len];
+            layout.scatter(&plane, &mut padded);
+            for (t, &tap) in layout.taps.iter().enumerate() {
+                let (u, v) = (t / kernel[1], t % kernel[1]);
+                for y in 0..out[0] {
+                    for x in 0..out[1] {
+                        let r = (y * strides[0] + u * dilations[0]) as i64 - pads[0] as i64;
+                        let c = (x * strides[1] + v * dilations[1]) as i64 - pads[1] as i64;
+                        let inside =
+                            (0..image[0] as i64).contains(&r) && (0..image[1] as i64).contains(&c);
+                        let got = padded[tap + y * layout.cols + x];
+                        let context = format!("{window:?} tap ({u}, {v}) output ({y}, {x})");
+                        if inside {
+                            assert_eq!(got, plane[r as usize * image[1] + c as usize], "{context}");
+                        } else {
+                            assert!(got.is_nan(), "{context}: padding read {got}");
+                        }
+                    }
+                }
+            }
+            assert!(layout.computed >= out[0] * layout.cols && layout.computed.is_multiple_of(8));
+            let last = layout.taps.iter().max().copied().unwrap_or(0);
+            assert!(
+                last + layout.computed <= layout.len,
+                "{window:?}: the last block overruns"
+            );
         }
     }
 }

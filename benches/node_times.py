@@ -1,0 +1,118 @@
+"""Where Spillway and ONNX Runtime part ways in time: per-node and per-op-type medians.
+
+Runs MODEL in rounds, engine after engine: `spillway run MODEL --repeat N --trace T.json` (each
+node's time in real runs, not alone) and ONNX Runtime's sequential executor with its profiler
+on (`enable_profiling`: each kernel's time), both with the given number of threads. Prints the
+per-op-type totals side by side and the nodes, matched by name, where Spillway loses most.
+ORT's fusions rename or absorb some nodes; those appear only in the op-type totals.
+
+Usage (from the repository root, after `cargo build --release -p spillway`):
+    .venv/bin/python benches/node_times.py MODEL.onnx --spillway target/release/spillway \
+        [--threads 1] [--rounds 3] [--repeat 10] [--top 25]
+"""
+
+import argparse
+import collections
+import glob
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+
+
+def spillway_round(binary, model, repeat, threads, trace):
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+    subprocess.run([binary, "run", model, "--repeat", str(repeat), "--trace", trace],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    return [(e["name"], e["cat"], e["dur"]) for e in events if e.get("ph") == "X"]
+
+
+def ort_round(model, repeat, threads, prefix):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.enable_profiling = True
+    options.profile_file_prefix = prefix
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(20261122)
+    feeds = {}
+    for i in session.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in i.shape]
+        feeds[i.name] = rng.random(shape, dtype=np.float32)
+    session.run(None, feeds)  # warm-up, as `spillway run` does
+    for _ in range(repeat):
+        session.run(None, feeds)
+    path = session.end_profiling()
+    with open(path) as f:
+        events = json.load(f)
+    os.remove(path)
+    runs = [e for e in events if e.get("cat") == "Session" and e["name"] == "model_run"]
+    first_timed = sorted(e["ts"] for e in runs)[1] if len(runs) > 1 else 0
+    out = []
+    for e in events:
+        if e.get("cat") != "Node" or not e["name"].endswith("_kernel_time") or e["ts"] < first_timed:
+            continue
+        out.append((e["name"][: -len("_kernel_time")], e["args"].get("op_name", "?"), e["dur"]))
+    return out
+
+
+def medians(events, runs):
+    by_name = collections.defaultdict(list)
+    op_of = {}
+    for name, op, dur in events:
+        by_name[name].append(dur)
+        op_of[name] = op
+    # A node runs once per run: its per-run time is the median of its samples.
+    return {n: statistics.median(d) for n, d in by_name.items()}, op_of
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--spillway", default="target/release/spillway")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    ours, theirs = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            ours += spillway_round(args.spillway, args.model, args.repeat, args.threads,
+                                   os.path.join(tmp, "trace.json"))
+            theirs += ort_round(args.model, args.repeat, args.threads, os.path.join(tmp, "ort"))
+        for leftover in glob.glob(os.path.join(tmp, "ort*")):
+            os.remove(leftover)
+    n = args.rounds * args.repeat
+    ours_t, ours_op = medians(ours, n)
+    theirs_t, theirs_op = medians(theirs, n)
+
+    def by_op(times, op_of):
+        totals = collections.Counter()
+        for name, t in times.items():
+            totals[op_of[name]] += t
+        return totals
+
+    ours_ops, theirs_ops = by_op(ours_t, ours_op), by_op(theirs_t, theirs_op)
+    print(f"{args.model}, {args.threads} thread(s), {n} runs each; sums of per-node medians (ms)")
+    print(f"  spillway {sum(ours_t.values()) / 1e3:8.2f}   ort {sum(theirs_t.values()) / 1e3:8.2f}")
+    print("\nby op type (ms)")
+    for op in sorted(set(ours_ops) | set(theirs_ops), key=lambda o: -max(ours_ops[o], theirs_ops[o])):
+        print(f"  {op:<24} spillway {ours_ops[op] / 1e3:8.2f}   ort {theirs_ops[op] / 1e3:8.2f}")
+    matched = [(ours_t[n] - theirs_t[n], n) for n in ours_t if n in theirs_t]
+    matched.sort(reverse=True)
+    print(f"\nnodes matched by name: {len(matched)} of {len(ours_t)} (ours) / {len(theirs_t)} (ort);"
+          f" where spillway loses most (us)")
+    for diff, name in matched[: args.top]:
+        print(f"  {name:<48} {ours_op[name]:<18} spillway {ours_t[name]:9.1f}  ort {theirs_t[name]:9.1f}"
+              f"  ({ours_t[name] / max(theirs_t[name], 1e-9):.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
