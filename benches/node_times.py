@@ -4,7 +4,9 @@ Runs MODEL in rounds, engine after engine: `spillway run MODEL --repeat N --trac
 node's time in real runs, not alone) and ONNX Runtime's sequential executor with its profiler
 on (`enable_profiling`: each kernel's time), both with the given number of threads. Prints the
 per-op-type totals side by side and the nodes, matched by name, where Spillway loses most.
-ORT's fusions rename or absorb some nodes; those appear only in the op-type totals.
+ORT names its optimized nodes after their outputs, so nodes are matched by their position in
+one run's execution order (ORT's layout `Reorder*` nodes left out) when both engines run the
+same number of nodes, else by name; unmatched nodes appear only in the op-type totals.
 
 Usage (from the repository root, after `cargo build --release -p spillway`):
     .venv/bin/python benches/node_times.py MODEL.onnx --spillway target/release/spillway \
@@ -62,6 +64,17 @@ def ort_round(model, repeat, threads, prefix):
     return out
 
 
+def positions(events):
+    """Each node's index in the order of one run (names repeat once per run)."""
+    order = []
+    for name, op, _ in events:
+        if name in order:
+            break
+        if not op.startswith("Reorder"):
+            order.append(name)
+    return order
+
+
 def medians(events, runs):
     by_name = collections.defaultdict(list)
     op_of = {}
@@ -105,13 +118,17 @@ def main():
     print("\nby op type (ms)")
     for op in sorted(set(ours_ops) | set(theirs_ops), key=lambda o: -max(ours_ops[o], theirs_ops[o])):
         print(f"  {op:<24} spillway {ours_ops[op] / 1e3:8.2f}   ort {theirs_ops[op] / 1e3:8.2f}")
-    matched = [(ours_t[n] - theirs_t[n], n) for n in ours_t if n in theirs_t]
-    matched.sort(reverse=True)
-    print(f"\nnodes matched by name: {len(matched)} of {len(ours_t)} (ours) / {len(theirs_t)} (ort);"
+    ours_order, theirs_order = positions(ours), positions(theirs)
+    if len(ours_order) == len(theirs_order):
+        pairs, how = list(zip(ours_order, theirs_order)), "position"
+    else:
+        pairs, how = [(n, n) for n in ours_t if n in theirs_t], "name"
+    matched = sorted(((ours_t[a] - theirs_t[b], a, b) for a, b in pairs), reverse=True)
+    print(f"\nnodes matched by {how}: {len(matched)} of {len(ours_t)} (ours) / {len(theirs_t)} (ort);"
           f" where spillway loses most (us)")
-    for diff, name in matched[: args.top]:
-        print(f"  {name:<48} {ours_op[name]:<18} spillway {ours_t[name]:9.1f}  ort {theirs_t[name]:9.1f}"
-              f"  ({ours_t[name] / max(theirs_t[name], 1e-9):.2f}x)")
+    for diff, a, b in matched[: args.top]:
+        print(f"  {a:<48} {ours_op[a]:<10} spillway {ours_t[a]:9.1f}  ort {theirs_t[b]:9.1f}"
+              f"  ({ours_t[a] / max(theirs_t[b], 1e-9):.2f}x)")
 
 
 if __name__ == "__main__":

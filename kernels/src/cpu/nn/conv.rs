@@ -114,14 +114,11 @@ struct Dims {
 }
 
 impl Dims {
-    /// The 2-D im2col geometry (image left empty) when the convolution is 2-D and not
-    /// pointwise: the packed GEMM then gathers its operand straight from the image.
+    /// The 2-D im2col geometry (image left empty) when the convolution is 2-D: the packed GEMM
+    /// then reads its operand straight from the image (a pointwise one without any copy).
     fn image2d(&self) -> Option<Image2d<'static>> {
         let g = &self.geo;
-        let pointwise = g.kernel.iter().all(|&k| k == 1)
-            && g.strides.iter().all(|&s| s == 1)
-            && g.pad_begin.iter().chain(&g.pad_end).all(|&p| p == 0);
-        (self.image.len() == 2 && !pointwise).then(|| Image2d {
+        (self.image.len() == 2).then(|| Image2d {
             img: &[],
             size: [self.image[0], self.image[1]],
             kernel: [g.kernel[0], g.kernel[1]],

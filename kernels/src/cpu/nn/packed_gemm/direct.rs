@@ -6,6 +6,9 @@
 //! copies, a quarter to a third of a small-channel 3×3 convolution's time, disappear; the
 //! padded copy costs one pass over the input instead of `kh · kw`.
 //!
+//! A pointwise convolution (1×1, unit stride, no padding) is its image read as it is: no
+//! copy at all; the one tile that would read past the image's end is packed instead.
+//!
 //! Tiles run across output rows at the padded width (the columns that padding adds are
 //! computed, then cropped), so that narrow rows do not end in narrow tiles. Where padding
 //! widens rows a lot (a 1×7 kernel on 17-wide rows computes 23 columns per 17), the packed
@@ -13,7 +16,7 @@
 
 use rayon::prelude::*;
 
-use super::micro::Offsets;
+use super::micro::{self, Offsets};
 use super::source::Image2d;
 use super::{KC, MC, NC, PackedA};
 use crate::cpu::nn::epilogue::Epilogue;
@@ -47,12 +50,28 @@ struct PaddedImage<'a> {
     out: [usize; 2],
     /// Offset of im2col row `(c, u, v)` from an output row's start in `data`.
     offsets: Vec<usize>,
+    /// Tiles starting at this column (from the first output row's start) or later would read
+    /// past `data` at full width: `usize::MAX` when `data` ends in a tile's width of slack.
+    tail: usize,
 }
 
 impl<'a> PaddedImage<'a> {
+    /// The image of a pointwise convolution, read where it is (the im2col matrix is the image).
+    fn borrowed(im: &Image2d<'a>, channels: usize, nr: usize) -> Self {
+        let plane = im.out[0] * im.out[1];
+        PaddedImage {
+            data: &im.img[..channels * plane],
+            width: im.out[1],
+            out: im.out,
+            offsets: (0..channels).map(|c| c * plane).collect(),
+            tail: (plane + 1).saturating_sub(nr),
+        }
+    }
+
     /// Copies `im` into `buffer` (grown as needed): `sh · sw` phases of `channels` planes,
     /// each `(oh + (kh−1)·dh / sh) × (ow + (kw−1)·dw / sw)`, which hold every window exactly,
     /// then one tile's width of slack so that a narrow tile's full-width loads stay inside.
+    /// Phases no tap reads (a 1×1 kernel with stride 2 reads one of four) are left as they are.
     fn new(im: &Image2d<'_>, channels: usize, buffer: &'a mut Vec<f32>, nr: usize) -> Self {
         let ([h, w], [kh, kw], [dh, dw]) = (im.size, im.kernel, im.dilations);
         let ([oh, ow], [sh, sw], [top, left]) = (im.out, im.strides, im.pads);
@@ -62,11 +81,18 @@ impl<'a> PaddedImage<'a> {
         if buffer.len() < len {
             buffer.resize(len, 0.0);
         }
+        let mut read = vec![false; sh * sw];
+        for u in 0..kh {
+            for v in 0..kw {
+                read[(u * dh % sh) * sw + v * dw % sw] = true;
+            }
+        }
         let data = &mut buffer[..len];
         let image = &im.img[..channels * h * w];
         data[..len - nr]
             .par_chunks_mut(plane)
             .enumerate()
+            .filter(|(index, _)| read[index / channels])
             .for_each(|(index, dst)| {
                 let (phase, c) = (index / channels, index % channels);
                 let (qy, qx) = (phase / sw, phase % sw);
@@ -114,7 +140,27 @@ impl<'a> PaddedImage<'a> {
             width,
             out: im.out,
             offsets,
+            tail: usize::MAX,
         }
+    }
+
+    /// Packs the `kc × nr` tile whose rows start at column `start` of the depth block
+    /// `(pc, kc)` into `panel` (zeros past the image's end); returns the panel's start.
+    fn pack_tail(
+        &self,
+        panel: &mut Vec<f32>,
+        (pc, kc): (usize, usize),
+        start: usize,
+        nr: usize,
+    ) -> *const f32 {
+        panel.clear();
+        panel.resize(kc * nr, 0.0);
+        for (p, row) in panel.chunks_exact_mut(nr).enumerate() {
+            let from = (self.offsets[pc + p] + start).min(self.data.len());
+            let src = &self.data[from..(from + nr).min(self.data.len())];
+            row[..src.len()].copy_from_slice(src);
+        }
+        panel.as_ptr()
     }
 }
 
@@ -132,7 +178,12 @@ impl PackedA {
         let mut run = |buffer: &mut Vec<f32>| {
             let (mr, nr) = self.isa.tile();
             let channels = self.k / (im.kernel[0] * im.kernel[1]);
-            let img = PaddedImage::new(im, channels, buffer, nr);
+            let pointwise = im.kernel == [1, 1] && im.strides == [1, 1] && im.pads == [0, 0];
+            let img = if pointwise && im.size == im.out {
+                PaddedImage::borrowed(im, channels, nr)
+            } else {
+                PaddedImage::new(im, channels, buffer, nr)
+            };
             let (row_panels, oh) = (self.m.div_ceil(mr), img.out[0]);
             let threads = rayon::current_num_threads();
             let c_ptr = SendPtr(c.as_mut_ptr());
@@ -145,7 +196,9 @@ impl PackedA {
             let work = self.m * self.k * oh * img.out[1];
             if work < super::PARALLEL_WORK || threads < 2 {
                 tile_task((0, row_panels), (0, oh));
-            } else if oh >= 2 * threads {
+            } else if oh >= 2 * threads
+                && (oh / (2 * threads) * img.out[1] >= 4 * nr || row_panels < 2 * threads)
+            {
                 let chunks = 2 * threads;
                 let per = oh.div_ceil(chunks);
                 (0..oh.div_ceil(per)).into_par_iter().for_each(|i| {
@@ -192,6 +245,7 @@ impl PackedA {
         let panels_per_block = (MC / mr).max(1);
         // Blocks of whole output rows, about as wide as the packed path's column blocks.
         let rows_per_block = (NC / width).max(1);
+        let mut tail = Vec::new();
         WIDE_C.with_borrow_mut(|scratch| {
             for y0 in (out_rows.0..out_rows.1).step_by(rows_per_block) {
                 let y1 = (y0 + rows_per_block).min(out_rows.1);
@@ -212,15 +266,32 @@ impl PackedA {
                     for ic in (rows.0..rows.1).step_by(panels_per_block) {
                         let panels = (ic, (ic + panels_per_block).min(rows.1));
                         for x0 in (0..n).step_by(nr) {
-                            let b = img.data[y0 * width + x0..].as_ptr();
+                            let (start, wide) = (y0 * width + x0, nr.min(n - x0));
+                            if start >= img.tail {
+                                let panel = img.pack_tail(&mut tail, (pc, kc), start, nr);
+                                // SAFETY: as below, the packed panel holds kc·NR values.
+                                unsafe {
+                                    self.tile_column(panels, (pc, kc), panel, micro::Panel(nr))
+                                        .write(dst.add(x0), ldd, wide, bias)
+                                };
+                                continue;
+                            }
+                            let b = img.data[start..].as_ptr();
+                            if x0 + nr < n {
+                                // SAFETY: the table has kc entries from pc.
+                                unsafe {
+                                    micro::prefetch_rows(b.wrapping_add(nr), offsets, kc, nr)
+                                };
+                            }
                             // SAFETY: the tile column lies in this task's rectangle of C (or
                             // in the scratch, `m × n`); every B row read, `b + offsets[p] +
-                            // 0..NR`, lies in the padded image or its slack.
+                            // 0..NR`, lies in the padded image or its slack (tiles that would
+                            // not are packed above).
                             unsafe {
                                 self.tile_column(panels, (pc, kc), b, offsets).write(
                                     dst.add(x0),
                                     ldd,
-                                    nr.min(n - x0),
+                                    wide,
                                     bias,
                                 )
                             };

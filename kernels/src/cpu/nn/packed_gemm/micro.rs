@@ -87,6 +87,28 @@ impl BRows for Offsets {
     }
 }
 
+/// Asks for the `kc` rows of a `B` tile (`nr` floats each, row `p` at `b + rows.at(p)`) to be
+/// brought into L2. Rows read in place (a tile's rows are hundreds of separate streams, too
+/// many for the hardware prefetchers) are fetched a tile ahead of use this way.
+///
+/// # Safety
+/// `rows.at(p)` is defined for every `p < kc` (the addresses themselves are only hints and
+/// may lie anywhere).
+#[inline]
+pub unsafe fn prefetch_rows<R: BRows>(b: *const f32, rows: R, kc: usize, nr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for p in 0..kc {
+        // SAFETY: the caller's contract for `at`; prefetching never faults.
+        unsafe {
+            let row = b.wrapping_add(rows.at(p));
+            _mm_prefetch::<_MM_HINT_T1>(row.cast());
+            _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(nr - 1).cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (b, rows, kc, nr);
+}
+
 /// Rows of an AVX-512 micro-tile.
 const AVX512_MR: usize = 8;
 

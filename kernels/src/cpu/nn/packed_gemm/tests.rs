@@ -248,6 +248,12 @@ fn image_source_is_the_im2col_matrix() {
         (30, [5, 37], [3, 3], [1, 1], [1, 1], [1, 1]),
         (3, [12, 33], [3, 3], [1, 1], [2, 2], [2, 2]),
         (3, [4, 17], [1, 7], [1, 1], [1, 1], [0, 3]),
+        // Pointwise, read without a copy: two depth blocks and a last tile that would run
+        // past the image (packed instead); several tiles ending in a narrow one.
+        (300, [7, 9], [1, 1], [1, 1], [1, 1], [0, 0]),
+        (5, [12, 12], [1, 1], [1, 1], [1, 1], [0, 0]),
+        // 1x1 with stride 2: one of the four phases is read, and only it is copied.
+        (6, [9, 9], [1, 1], [2, 2], [1, 1], [0, 0]),
     ];
     for &(ch, size, kernel, strides, dilations, pads) in cases {
         let out = [0, 1]
