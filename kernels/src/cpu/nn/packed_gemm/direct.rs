@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use super::micro::{self, Offsets};
 use super::source::Image2d;
-use super::{KC, MC, NC, PackedA};
+use super::{KC, MC, NC, PackedA, TASKS_PER_THREAD};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
@@ -186,6 +186,7 @@ impl PackedA {
             };
             let (row_panels, oh) = (self.m.div_ceil(mr), img.out[0]);
             let threads = rayon::current_num_threads();
+            let tasks = TASKS_PER_THREAD * threads;
             let c_ptr = SendPtr(c.as_mut_ptr());
             let tile_task = |rows: (usize, usize), out_rows: (usize, usize)| {
                 // SAFETY: tasks cover disjoint rectangles of C, inside the caller's checked slice.
@@ -196,16 +197,16 @@ impl PackedA {
             let work = self.m * self.k * oh * img.out[1];
             if work < super::PARALLEL_WORK || threads < 2 {
                 tile_task((0, row_panels), (0, oh));
-            } else if oh >= 2 * threads
-                && (oh / (2 * threads) * img.out[1] >= 4 * nr || row_panels < 2 * threads)
+            } else if oh >= tasks
+                && (oh / tasks * img.out[1] >= 4 * nr || row_panels < tasks)
             {
-                let chunks = 2 * threads;
+                let chunks = tasks;
                 let per = oh.div_ceil(chunks);
                 (0..oh.div_ceil(per)).into_par_iter().for_each(|i| {
                     tile_task((0, row_panels), (i * per, ((i + 1) * per).min(oh)));
                 });
             } else {
-                let chunks = (2 * threads).min(row_panels);
+                let chunks = tasks.min(row_panels);
                 let per = row_panels.div_ceil(chunks);
                 (0..row_panels.div_ceil(per))
                     .into_par_iter()
