@@ -197,9 +197,7 @@ impl PackedA {
             let work = self.m * self.k * oh * img.out[1];
             if work < super::PARALLEL_WORK || threads < 2 {
                 tile_task((0, row_panels), (0, oh));
-            } else if oh >= tasks
-                && (oh / tasks * img.out[1] >= 4 * nr || row_panels < tasks)
-            {
+            } else if oh >= tasks && (oh / tasks * img.out[1] >= 4 * nr || row_panels < tasks) {
                 let chunks = tasks;
                 let per = oh.div_ceil(chunks);
                 (0..oh.div_ceil(per)).into_par_iter().for_each(|i| {
