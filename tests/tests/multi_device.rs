@@ -36,6 +36,15 @@ fn devices() -> Devices {
         .with_virtual(1, link)
 }
 
+fn node_names(session: &Session) -> Vec<String> {
+    session
+        .graph()
+        .nodes
+        .iter()
+        .map(|n| n.name.clone())
+        .collect()
+}
+
 fn inputs(session: &Session, seed: u64) -> Vec<(String, Tensor)> {
     session
         .inputs()
@@ -142,12 +151,7 @@ fn injected_failures_name_the_node_and_the_next_run_succeeds() {
         .unwrap();
     let input = inputs(&session, 3);
     let expected = session.run(input.clone()).unwrap()[0].clone();
-    let nodes: Vec<String> = session
-        .graph()
-        .nodes
-        .iter()
-        .map(|n| n.name.clone())
-        .collect();
+    let nodes = node_names(&session);
     let mut state = 99u64;
     for _ in 0..1000 {
         state ^= state << 13;
@@ -175,12 +179,7 @@ fn one_lane_sessions_trace_every_node_and_name_injected_failures() {
     let session = Session::builder().commit_from_file(&model).unwrap();
     assert!(session.execution_plan().is_none(), "a one-lane CPU session");
     let input = inputs(&session, 4);
-    let nodes: Vec<String> = session
-        .graph()
-        .nodes
-        .iter()
-        .map(|n| n.name.clone())
-        .collect();
+    let nodes = node_names(&session);
     let (outputs, report) = session
         .run_with_options(
             input.clone(),
