@@ -142,6 +142,7 @@ fn main() -> Result<()> {
             ProfileOptions {
                 warmup,
                 repeats: repeats.max(1),
+                ..Default::default()
             },
             dim_default,
         ),

@@ -16,7 +16,7 @@ use spillway_placement::{Boundness, CostGraph, DeviceKind, Edge, Link, Op, Topol
 
 use crate::device::{Device, Devices};
 use crate::error::{Error, Result};
-use crate::exec::kernel_pool::on_kernel_pool;
+use crate::exec::kernel_pool::{kernel_pool, on_kernel_pool, pinned_pool};
 use crate::exec::{SequentialPlan, Work};
 use crate::graph::{Graph, ValueId};
 use crate::value::Value;
@@ -28,6 +28,10 @@ pub struct ProfileOptions {
     pub warmup: usize,
     /// Timed runs; the median is kept.
     pub repeats: usize,
+    /// Threads each node is timed with: a lane's kernel pool. `None`: the cores shared evenly
+    /// among the devices' lanes, as a session shares them (timing every node on all the cores
+    /// would make each of several lanes look that much faster than it runs).
+    pub intra_op_threads: Option<usize>,
 }
 
 impl Default for ProfileOptions {
@@ -35,7 +39,17 @@ impl Default for ProfileOptions {
         ProfileOptions {
             warmup: 1,
             repeats: 5,
+            intra_op_threads: None,
         }
+    }
+}
+
+impl ProfileOptions {
+    /// The threads each node is timed with on `devices` (see `intra_op_threads`).
+    pub fn threads(&self, devices: &Devices) -> usize {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let lanes: usize = devices.specs().iter().map(|s| s.lanes).sum();
+        self.intra_op_threads.unwrap_or(cores / lanes.max(1)).max(1)
     }
 }
 
@@ -141,6 +155,11 @@ pub fn profile_values(
         k.dedup();
         k
     };
+    let threads = options.threads(devices);
+    let lane_pool = (kernel_pool().is_none_or(|p| p.current_num_threads() != threads))
+        .then(|| pinned_pool(Some(threads), 0, "spillway-profile"))
+        .transpose()
+        .map_err(|e| Error::Internal(format!("cannot start the profiling thread pool: {e}")))?;
     let mut ops = Vec::with_capacity(graph.nodes.len());
     for (i, node) in graph.nodes.iter().enumerate() {
         let work = Work::build(node)?;
@@ -156,15 +175,19 @@ pub fn profile_values(
                 })?;
             Ok(start.elapsed().as_secs_f64() * 1e6)
         };
-        // Timed on a worker of the kernel pool, where a session runs its kernels.
-        let samples = on_kernel_pool(|| {
+        // Timed on a pool as large as a lane's, where a session runs its kernels.
+        let timed = || {
             for _ in 0..options.warmup {
                 time_once()?;
             }
             (0..options.repeats.max(1))
                 .map(|_| time_once())
                 .collect::<Result<Vec<_>>>()
-        })?;
+        };
+        let samples = match &lane_pool {
+            Some(pool) => pool.install(timed),
+            None => on_kernel_pool(timed),
+        }?;
         // CPU and Virtual devices run the same kernels on the same cores: one measurement
         // serves every kind present (a device's `speed` scales it in the topology).
         let us = median_us(samples).max(0.01);
@@ -295,6 +318,7 @@ pub fn cache_path(
     graph: &Graph,
     devices: &Devices,
     shapes: &[Vec<usize>],
+    threads: usize,
 ) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -306,5 +330,6 @@ pub fn cache_path(
         .unwrap_or_default()
         .hash(&mut h);
     shapes.hash(&mut h);
+    threads.hash(&mut h);
     cache_dir().join(format!("profile-{:016x}.json", h.finish()))
 }

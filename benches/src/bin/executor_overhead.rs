@@ -121,6 +121,7 @@ fn session(bytes: &[u8], queue: QueueKind) -> Result<Session> {
         .with_profile_options(ProfileOptions {
             warmup: 1,
             repeats: 3,
+            ..Default::default()
         })
         .commit_from_memory(bytes)?)
 }
@@ -203,6 +204,7 @@ fn arena(path: &Path) -> Result<ArenaResult> {
         .with_profile_options(ProfileOptions {
             warmup: 0,
             repeats: 1,
+            ..Default::default()
         })
         .commit_from_file(path)?;
     let plan = par.execution_plan().context("a parallel plan")?;

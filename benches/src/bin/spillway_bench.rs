@@ -283,6 +283,7 @@ fn op_profile(session: &Session, inputs: &[(String, spillway::Tensor)]) -> Resul
     let options = ProfileOptions {
         warmup: 1,
         repeats: 3,
+        ..Default::default()
     };
     let costs = profile(graph, &Devices::cpu(), &tensors, options, &mut |_, _| {})?;
     let mut by_kind: BTreeMap<String, (f64, usize)> = BTreeMap::new();

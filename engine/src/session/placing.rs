@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::exec::{ParallelExecutor, SequentialPlan};
 use crate::graph::{Graph, ValueType};
 use crate::plan;
-use crate::profile::{self, CostModel};
+use crate::profile::{self, CostModel, ProfileOptions};
 use crate::value::{Sequence, Value};
 
 /// What runs a session's inferences.
@@ -174,20 +174,19 @@ pub(crate) fn build(
                 .iter()
                 .map(|v| v.as_tensor().map_or_else(Vec::new, |t| t.shape().to_vec()))
                 .collect();
-            let cache = profile::cache_path(model_hash, graph, devices, &shapes);
+            let options = ProfileOptions {
+                intra_op_threads: Some(intra),
+                ..builder.profile_options
+            };
+            let cache = profile::cache_path(model_hash, graph, devices, &shapes, intra);
             match CostModel::load(&cache)
                 .ok()
                 .filter(|_| builder.use_profile_cache && model_hash != 0)
             {
                 Some(m) => m,
                 None => {
-                    let m = profile::profile_values(
-                        graph,
-                        devices,
-                        &inputs,
-                        builder.profile_options,
-                        &mut |_, _| {},
-                    )?;
+                    let m =
+                        profile::profile_values(graph, devices, &inputs, options, &mut |_, _| {})?;
                     if builder.use_profile_cache && model_hash != 0 {
                         m.save(&cache)?;
                     }
