@@ -30,6 +30,9 @@ const NC: usize = 2048;
 /// a thread slowed by something else on its core, few enough that each task's share of the
 /// operands stays large (4 was 6% slower than 2 on resnet50 with 2 threads).
 const TASKS_PER_THREAD: usize = 2;
+/// The most floats of `B` packed whole for a product cut into row blocks (64 MiB); larger
+/// ones are packed block by block in each task.
+const SHARED_B_LIMIT: usize = 1 << 24;
 /// Below this many multiply-adds one thread does the whole product.
 const PARALLEL_WORK: usize = 1 << 17;
 
@@ -177,32 +180,8 @@ impl PackedA {
             (0..n.div_ceil(per)).into_par_iter().for_each(|i| {
                 run((0, row_panels), (i * per, ((i + 1) * per).min(n)));
             });
-        } else if let BSource::Image(im) = b {
-            // Row blocks would each gather all of B from the image (the costly part of packing
-            // it): gather the im2col matrix once, in parallel, and multiply that.
-            let mut with_dense = |dense: &mut Vec<f32>| {
-                if dense.len() < k * n {
-                    dense.resize(k * n, 0.0);
-                }
-                let dense = &mut dense[..k * n];
-                dense
-                    .par_chunks_mut(n)
-                    .enumerate()
-                    .for_each(|(r, row)| im.gather(r, 0, row));
-                self.multiply(
-                    BSource::Dense { data: dense, ld: n },
-                    n,
-                    c,
-                    ldc,
-                    bias,
-                    epilogue,
-                );
-            };
-            // The calling thread's buffer, reused across calls (fresh pages would fault in).
-            GATHERED_B.with(|cell| match cell.try_borrow_mut() {
-                Ok(mut dense) => with_dense(&mut dense),
-                Err(_) => with_dense(&mut Vec::new()),
-            });
+        } else if k * col_panels * nr <= SHARED_B_LIMIT {
+            self.multiply_by_rows(b, n, c, ldc, bias, epilogue);
         } else {
             let chunks = (TASKS_PER_THREAD * threads).min(row_panels);
             let per = row_panels.div_ceil(chunks);
@@ -210,6 +189,66 @@ impl PackedA {
                 .into_par_iter()
                 .for_each(|i| run((i * per, ((i + 1) * per).min(row_panels)), (0, n)));
         }
+    }
+
+    /// [`PackedA::multiply_packed`] cut into blocks of rows: `B` is packed whole once, in
+    /// parallel, and every row block reads that one copy. (Row blocks that each packed `B`
+    /// would redo the packing once per block: with a 3×3 image's gather, a quarter of the
+    /// work of a 64-row block.)
+    fn multiply_by_rows(
+        &self,
+        b: BSource<'_>,
+        n: usize,
+        c: &mut [f32],
+        ldc: usize,
+        bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
+    ) {
+        let (mr, nr) = self.isa.tile();
+        let (k, row_panels, col_panels) = (self.k, self.m.div_ceil(mr), n.div_ceil(nr));
+        let tasks = TASKS_PER_THREAD * rayon::current_num_threads();
+        let mut run = |packed: &mut Vec<f32>| {
+            if packed.len() < k * col_panels * nr {
+                packed.resize(k * col_panels * nr, 0.0);
+            }
+            // Depth block `pc` holds its `col_panels` panels from `pc · col_panels · nr`;
+            // packing tasks take a depth block's panels a few at a time.
+            let per = col_panels.div_ceil(tasks).max(1);
+            let mut pieces = Vec::new();
+            let mut rest = &mut packed[..k * col_panels * nr];
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                for jp in (0..col_panels).step_by(per) {
+                    let panels = per.min(col_panels - jp);
+                    let (piece, tail) = rest.split_at_mut(panels * kc * nr);
+                    rest = tail;
+                    pieces.push((pc, kc, jp, panels, piece));
+                }
+            }
+            pieces.into_par_iter().for_each(|(pc, kc, jp, panels, piece)| {
+                let (jc, nc) = (jp * nr, (panels * nr).min(n - jp * nr));
+                b.pack(pc, kc, jc, nc, nr, piece);
+            });
+            let packed = &packed[..k * col_panels * nr];
+            let c_ptr = SendPtr(c.as_mut_ptr());
+            let per = row_panels.div_ceil(tasks.min(row_panels));
+            (0..row_panels.div_ceil(per)).into_par_iter().for_each(|i| {
+                let rows = (i * per, ((i + 1) * per).min(row_panels));
+                for pc in (0..k).step_by(KC) {
+                    let kc = KC.min(k - pc);
+                    let block = &packed[pc * col_panels * nr..][..kc * col_panels * nr];
+                    // SAFETY: the tasks' row panels are disjoint, inside the checked C.
+                    unsafe {
+                        self.depth_block(block, bias, epilogue, c_ptr.get(), ldc, rows, (pc, kc), (0, n))
+                    };
+                }
+            });
+        };
+        // The calling thread's buffer, reused across calls (fresh pages would fault in).
+        SHARED_B.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut packed) => run(&mut packed),
+            Err(_) => run(&mut Vec::new()),
+        });
     }
 
     /// Row panels `rows.0..rows.1` × columns `cols.0..cols.1` of `C`.
@@ -228,7 +267,7 @@ impl PackedA {
         rows: (usize, usize),
         cols: (usize, usize),
     ) {
-        let (mr, nr) = self.isa.tile();
+        let (_, nr) = self.isa.tile();
         let width = (cols.1 - cols.0).min(NC);
         // The packed B block lives in a per-thread buffer reused by every call (a fresh
         // allocation of this size would be new pages, faulted in on every call).
@@ -243,25 +282,51 @@ impl PackedA {
                 for pc in (0..self.k).step_by(KC) {
                     let kc = KC.min(self.k - pc);
                     b.pack(pc, kc, jc, nc, nr, packed_b);
-                    for ic in (rows.0..rows.1).step_by((MC / mr).max(1)) {
-                        let panels = (ic, (ic + (MC / mr).max(1)).min(rows.1));
-                        for jp in 0..nc.div_ceil(nr) {
-                            let bp = &packed_b[jp * kc * nr..(jp + 1) * kc * nr];
-                            let j0 = jc + jp * nr;
-                            let wide = nr.min(jc + nc - j0);
-                            // SAFETY: the tile column lies in this task's rectangle of C; the
-                            // packed panel holds kc·NR values.
-                            unsafe {
-                                self.tile_column(panels, (pc, kc), bp.as_ptr(), micro::Panel(nr))
-                                    .write(c.add(j0), ldc, wide, bias)
-                            };
-                        }
-                        // SAFETY: these rows × columns jc..jc + nc are this task's.
-                        unsafe { self.finish_rows(epilogue, panels, (pc, kc), c, ldc, (jc, nc)) };
-                    }
+                    let block = &packed_b[..kc * nc.div_ceil(nr) * nr];
+                    // SAFETY: forwarded from the caller's contract.
+                    unsafe {
+                        self.depth_block(block, bias, epilogue, c, ldc, rows, (pc, kc), (jc, nc))
+                    };
                 }
             }
         });
+    }
+
+    /// Row panels `rows.0..rows.1` × columns `jc..jc + nc` of `C` for the depth block
+    /// `(pc, kc)`, whose `B` is `packed` (`kc × NR` panels from column `jc`); the epilogue
+    /// follows the last depth block.
+    ///
+    /// # Safety
+    /// As [`PackedA::block`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn depth_block(
+        &self,
+        packed: &[f32],
+        bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
+        c: *mut f32,
+        ldc: usize,
+        rows: (usize, usize),
+        (pc, kc): (usize, usize),
+        (jc, nc): (usize, usize),
+    ) {
+        let (mr, nr) = self.isa.tile();
+        for ic in (rows.0..rows.1).step_by((MC / mr).max(1)) {
+            let panels = (ic, (ic + (MC / mr).max(1)).min(rows.1));
+            for jp in 0..nc.div_ceil(nr) {
+                let bp = &packed[jp * kc * nr..(jp + 1) * kc * nr];
+                let j0 = jc + jp * nr;
+                let wide = nr.min(jc + nc - j0);
+                // SAFETY: the tile column lies in the caller's rectangle of C; the packed
+                // panel holds kc·NR values.
+                unsafe {
+                    self.tile_column(panels, (pc, kc), bp.as_ptr(), micro::Panel(nr))
+                        .write(c.add(j0), ldc, wide, bias)
+                };
+            }
+            // SAFETY: these rows × columns jc..jc + nc are the caller's.
+            unsafe { self.finish_rows(epilogue, panels, (pc, kc), c, ldc, (jc, nc)) };
+        }
     }
 
     /// One column of micro-tiles: row panels `panels.0..panels.1` of the depth block
@@ -364,8 +429,8 @@ impl<R: micro::BRows> TileColumn<'_, R> {
 }
 
 thread_local! {
-    /// The calling thread's buffer for an im2col matrix gathered whole (see `multiply`).
-    static GATHERED_B: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The calling thread's buffer for a `B` packed whole (see `multiply_by_rows`).
+    static SHARED_B: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Per-thread scratch for packed `B` blocks.
     static PACKED_B: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }

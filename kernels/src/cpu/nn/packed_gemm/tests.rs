@@ -115,8 +115,9 @@ fn epilogue_finishes_every_element_once() {
     // Depth past KC (two blocks) and a row stride past n: the residual must be added once per
     // element, after the last block, and the activation applied to the full sum; the padding
     // columns between rows stay untouched. The second shape has rows past MC and columns past
-    // NC, so the epilogue runs over several row and column blocks.
-    for (m, k, n, ldc) in [(13, 300, 41, 45), (70, 300, 2100, 2103)] {
+    // NC, so the epilogue runs over several row and column blocks; the third is cut into row
+    // blocks that share one packed B of three depth blocks and three column panels.
+    for (m, k, n, ldc) in [(13, 300, 41, 45), (70, 300, 2100, 2103), (150, 600, 70, 73)] {
         check_epilogue(m, k, n, ldc);
     }
 }
