@@ -225,10 +225,12 @@ impl PackedA {
                     pieces.push((pc, kc, jp, panels, piece));
                 }
             }
-            pieces.into_par_iter().for_each(|(pc, kc, jp, panels, piece)| {
-                let (jc, nc) = (jp * nr, (panels * nr).min(n - jp * nr));
-                b.pack(pc, kc, jc, nc, nr, piece);
-            });
+            pieces
+                .into_par_iter()
+                .for_each(|(pc, kc, jp, panels, piece)| {
+                    let (jc, nc) = (jp * nr, (panels * nr).min(n - jp * nr));
+                    b.pack(pc, kc, jc, nc, nr, piece);
+                });
             let packed = &packed[..k * col_panels * nr];
             let c_ptr = SendPtr(c.as_mut_ptr());
             let per = row_panels.div_ceil(tasks.min(row_panels));
@@ -239,7 +241,16 @@ impl PackedA {
                     let block = &packed[pc * col_panels * nr..][..kc * col_panels * nr];
                     // SAFETY: the tasks' row panels are disjoint, inside the checked C.
                     unsafe {
-                        self.depth_block(block, bias, epilogue, c_ptr.get(), ldc, rows, (pc, kc), (0, n))
+                        self.depth_block(
+                            block,
+                            bias,
+                            epilogue,
+                            c_ptr.get(),
+                            ldc,
+                            rows,
+                            (pc, kc),
+                            (0, n),
+                        )
                     };
                 }
             });
