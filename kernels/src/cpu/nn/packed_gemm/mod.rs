@@ -173,8 +173,8 @@ impl PackedA {
         if m * k * n < PARALLEL_WORK || threads < 2 {
             run((0, row_panels), (0, n));
         } else if n > m && col_panels >= TASKS_PER_THREAD * threads {
-            // Cut along the longer side: column blocks each read all of the packed A, row blocks
-            // each pack all of B, so the smaller operand is the one read twice.
+            // Wide products are cut into column blocks, each packing its own columns of B and
+            // reading all of the packed A; the others into row blocks sharing one packed B.
             let chunks = (TASKS_PER_THREAD * threads).min(col_panels);
             let per = col_panels.div_ceil(chunks) * nr;
             (0..n.div_ceil(per)).into_par_iter().for_each(|i| {
