@@ -175,6 +175,12 @@ impl Devices {
         self.specs.iter().map(|s| s.lanes).sum()
     }
 
+    /// The cores shared evenly among the lanes: each lane's intra-op threads (at least one).
+    pub fn threads_per_lane(&self) -> usize {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cores / self.total_lanes().max(1)).max(1)
+    }
+
     /// Keeps only the devices this build can run, returning the ones dropped with the reason.
     pub(crate) fn split_available(&self) -> (Devices, Vec<(Device, String)>) {
         let mut kept = self.clone();

@@ -47,9 +47,9 @@ impl Default for ProfileOptions {
 impl ProfileOptions {
     /// The threads each node is timed with on `devices` (see `intra_op_threads`).
     pub fn threads(&self, devices: &Devices) -> usize {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let lanes: usize = devices.specs().iter().map(|s| s.lanes).sum();
-        self.intra_op_threads.unwrap_or(cores / lanes.max(1)).max(1)
+        self.intra_op_threads
+            .unwrap_or_else(|| devices.threads_per_lane())
+            .max(1)
     }
 }
 

@@ -135,10 +135,10 @@ fn sample(name: &str, ty: &ValueType, given: Option<&[usize]>, state: &mut u64) 
 /// Checks lanes × intra-op threads against the cores; returns the intra-op threads per lane.
 fn thread_budget(builder: &SessionBuilder, devices: &Devices) -> Result<usize> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let lanes: usize = devices.specs().iter().map(|s| s.lanes).sum();
+    let lanes = devices.total_lanes();
     let intra = builder
         .intra_op_threads
-        .unwrap_or_else(|| (cores / lanes.max(1)).max(1));
+        .unwrap_or_else(|| devices.threads_per_lane());
     if lanes * intra > cores
         && !builder.allow_oversubscription
         && builder.intra_op_threads.is_some()

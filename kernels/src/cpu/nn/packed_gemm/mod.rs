@@ -207,15 +207,16 @@ impl PackedA {
         let (mr, nr) = self.isa.tile();
         let (k, row_panels, col_panels) = (self.k, self.m.div_ceil(mr), n.div_ceil(nr));
         let tasks = TASKS_PER_THREAD * rayon::current_num_threads();
+        let len = k * col_panels * nr;
         let mut run = |packed: &mut Vec<f32>| {
-            if packed.len() < k * col_panels * nr {
-                packed.resize(k * col_panels * nr, 0.0);
+            if packed.len() < len {
+                packed.resize(len, 0.0);
             }
             // Depth block `pc` holds its `col_panels` panels from `pc · col_panels · nr`;
             // packing tasks take a depth block's panels a few at a time.
             let per = col_panels.div_ceil(tasks).max(1);
             let mut pieces = Vec::new();
-            let mut rest = &mut packed[..k * col_panels * nr];
+            let mut rest = &mut packed[..len];
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
                 for jp in (0..col_panels).step_by(per) {
@@ -231,7 +232,7 @@ impl PackedA {
                     let (jc, nc) = (jp * nr, (panels * nr).min(n - jp * nr));
                     b.pack(pc, kc, jc, nc, nr, piece);
                 });
-            let packed = &packed[..k * col_panels * nr];
+            let packed = &packed[..len];
             let c_ptr = SendPtr(c.as_mut_ptr());
             let per = row_panels.div_ceil(tasks.min(row_panels));
             (0..row_panels.div_ceil(per)).into_par_iter().for_each(|i| {
