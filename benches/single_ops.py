@@ -79,6 +79,12 @@ CASES = [
     ("conv 1x7 160<-160 + relu, 17x17", lambda p: conv(p, 160, 160, 17, (1, 7), 1, (0, 3))),
     ("conv 1x1 192<-768 + relu, 17x17", lambda p: conv(p, 768, 192, 17, (1, 1), 1, (0, 0))),
     ("conv 3x3 192<-80 + relu, 73x73", lambda p: conv(p, 80, 192, 73, (3, 3), 1, (0, 0))),
+    ("conv 3x3 s2 64<-3 + relu, 224x224 (squeezenet stem)",
+     lambda p: conv(p, 3, 64, 224, (3, 3), 2, (0, 0))),
+    ("conv 7x7 s2 64<-3 + relu, 224x224 (resnet stem)",
+     lambda p: conv(p, 3, 64, 224, (7, 7), 2, (3, 3))),
+    ("conv 3x3 512<-512 + relu, 7x7", lambda p: conv(p, 512, 512, 7, (3, 3), 1, (1, 1))),
+    ("conv 1x1 2048<-512 + relu, 7x7", lambda p: conv(p, 512, 2048, 7, (1, 1), 1, (0, 0))),
 ]
 
 
@@ -111,6 +117,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--out", required=True, help="output path without extension")
+    ap.add_argument("--cases", help="run only the cases whose label contains one of these "
+                    "comma-separated words")
     args = ap.parse_args()
     engines = [("spillway", args.spillway)]
     if args.baseline:
@@ -118,6 +126,8 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, build) in enumerate(CASES):
+            if args.cases and not any(w in label for w in args.cases.split(",")):
+                continue
             path = os.path.join(tmp, f"case{i}.onnx")
             build(path)
             samples = {name: [] for name, _ in engines}

@@ -269,3 +269,34 @@ fn unavailable_devices_fail_unless_fallback_is_allowed() {
         .unwrap();
     assert_eq!(session.devices().specs().len(), 1);
 }
+
+/// `Auto` on CPU lanes alone weighs the lanes against one lane with every core (a timing
+/// decision, so the test checks what follows from either outcome): the report names the
+/// choice and matches the engine that runs, and the outputs are the one-lane session's.
+#[test]
+fn auto_on_cpu_lanes_reports_the_engine_it_chose() {
+    let model = workspace_root().join("models/small/inception_block.onnx");
+    let reference = Session::builder().commit_from_file(&model).unwrap();
+    let session = Session::builder()
+        .with_devices(Devices::cpu().with_cpu_lanes(2))
+        .with_placement(Placement::Auto)
+        .with_profile_cache(false)
+        .commit_from_file(&model)
+        .unwrap();
+    let report = session.placement_report().expect("Auto reports its choice");
+    let lanes_used: std::collections::BTreeSet<usize> = report.nodes.iter().map(|n| n.3).collect();
+    if report.policy.starts_with("Auto: one lane") {
+        assert!(session.execution_plan().is_none(), "{}", report.policy);
+        assert_eq!(lanes_used.len(), 1, "one lane runs every node");
+        assert!(report.policy.contains("2 lanes"), "{}", report.policy);
+    } else {
+        assert!(session.execution_plan().is_some(), "{}", report.policy);
+    }
+    assert_eq!(report.nodes.len(), session.graph().nodes.len());
+    assert!(report.predicted_makespan_us >= report.lower_bound_us - 1e-6);
+    let input = inputs(&reference, 9);
+    assert_eq!(
+        session.run(input.clone()).unwrap()[0],
+        reference.run(input).unwrap()[0]
+    );
+}

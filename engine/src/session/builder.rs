@@ -56,6 +56,9 @@ impl SessionBuilder {
     }
 
     /// The placement policy (default: `Auto` with several devices or lanes, else `Sequential`).
+    /// On CPU lanes alone (no cost model given, threads per lane not fixed), `Auto` also
+    /// predicts one lane with every core and runs that when it is faster; the placement report
+    /// says which it chose.
     pub fn with_placement(mut self, policy: Policy) -> Self {
         self.placement = Some(policy);
         self
@@ -161,7 +164,10 @@ impl SessionBuilder {
             placing::build(&self, &graph, &devices, model_hash)?
         } else {
             let _span = tracing::info_span!("compile").entered();
-            Engine::Sequential(SequentialPlan::compile(&graph)?)
+            Engine::Sequential {
+                plan: SequentialPlan::compile(&graph)?,
+                report: None,
+            }
         };
         let input_index = graph
             .inputs

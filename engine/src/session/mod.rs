@@ -145,7 +145,7 @@ impl Session {
             .map(|v| self.graph.name(*v).to_string())
             .collect();
         match &self.engine {
-            Engine::Sequential(plan) => {
+            Engine::Sequential { plan, .. } => {
                 // The whole run goes to one worker of the kernel pool (the caller waits), so
                 // each kernel's parallel loops start inside the pool instead of handing work
                 // over from this thread and sleeping until it is done, once per node.
@@ -176,7 +176,7 @@ impl Session {
     pub fn placement_report(&self) -> Option<&PlacementReport> {
         match &self.engine {
             Engine::Parallel { report, .. } => Some(report),
-            Engine::Sequential(_) => None,
+            Engine::Sequential { report, .. } => report.as_ref(),
         }
     }
 
@@ -184,7 +184,7 @@ impl Session {
     pub fn execution_plan(&self) -> Option<&crate::plan::ExecutionPlan> {
         match &self.engine {
             Engine::Parallel { executor, .. } => Some(executor.plan()),
-            Engine::Sequential(_) => None,
+            Engine::Sequential { .. } => None,
         }
     }
 

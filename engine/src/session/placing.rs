@@ -5,7 +5,7 @@ use spillway_kernels::{DType, Tensor};
 use spillway_placement::{Policy, Schedule, SimResult, place, simulate};
 
 use super::builder::SessionBuilder;
-use crate::device::Devices;
+use crate::device::{Device, Devices};
 use crate::error::{Error, Result};
 use crate::exec::{ParallelExecutor, SequentialPlan};
 use crate::graph::{Graph, ValueType};
@@ -18,8 +18,12 @@ use crate::value::{Sequence, Value};
 // One per session.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Engine {
-    /// One CPU lane, nodes in order, on the caller's thread.
-    Sequential(SequentialPlan),
+    /// One CPU lane, nodes in order, on the kernel pool; with a report when `Auto` chose it
+    /// over several CPU lanes.
+    Sequential {
+        plan: SequentialPlan,
+        report: Option<PlacementReport>,
+    },
     /// Several devices or lanes, on worker threads.
     Parallel {
         executor: ParallelExecutor,
@@ -47,6 +51,43 @@ pub struct PlacementReport {
 }
 
 impl PlacementReport {
+    /// The report of `schedule` (made by `policy`) for `graph` on `devices`.
+    fn new(
+        policy: String,
+        graph: &Graph,
+        devices: &Devices,
+        cost_model: CostModel,
+        schedule: Schedule,
+        simulation: SimResult,
+    ) -> Self {
+        let names: Vec<String> = devices
+            .specs()
+            .iter()
+            .map(|s| s.device.to_string())
+            .collect();
+        PlacementReport {
+            policy,
+            nodes: graph
+                .nodes
+                .iter()
+                .zip(&schedule.ops)
+                .map(|(n, p)| {
+                    (
+                        n.name.clone(),
+                        n.op_type.clone(),
+                        names[p.device].clone(),
+                        p.stream,
+                    )
+                })
+                .collect(),
+            predicted_makespan_us: simulation.makespan,
+            lower_bound_us: simulation.lower_bound,
+            cost_model,
+            schedule,
+            simulation,
+        }
+    }
+
     /// The schedule drawn as a Gantt chart (SVG).
     pub fn gantt_svg(&self) -> String {
         spillway_placement::gantt::gantt_svg(
@@ -168,33 +209,77 @@ pub(crate) fn build(
     let inputs = profile_inputs(graph, &builder.profile_shapes)?;
     let cost_model = match &builder.cost_model {
         Some(path) => CostModel::load(path)?,
-        None => {
-            // The cache key: tensor shapes (the kinds of a model's inputs are fixed).
-            let shapes: Vec<Vec<usize>> = inputs
-                .iter()
-                .map(|v| v.as_tensor().map_or_else(Vec::new, |t| t.shape().to_vec()))
-                .collect();
-            let options = ProfileOptions {
-                intra_op_threads: Some(intra),
-                ..builder.profile_options
-            };
-            let cache = profile::cache_path(model_hash, graph, devices, &shapes, intra);
-            match CostModel::load(&cache)
-                .ok()
-                .filter(|_| builder.use_profile_cache && model_hash != 0)
-            {
-                Some(m) => m,
-                None => {
-                    let m =
-                        profile::profile_values(graph, devices, &inputs, options, &mut |_, _| {})?;
-                    if builder.use_profile_cache && model_hash != 0 {
-                        m.save(&cache)?;
-                    }
-                    m
-                }
-            }
-        }
+        None => measure(builder, graph, devices, &inputs, intra, model_hash)?,
     };
+    check_cost_model(&cost_model, graph, devices)?;
+    let policy = builder.placement.unwrap_or(Policy::Auto);
+    let options = builder.placement_options.clone().unwrap_or_default();
+    let _span = tracing::info_span!("place", ?policy).entered();
+    let schedule = place(policy, &cost_model.graph, &cost_model.topology, &options)
+        .map_err(|e| Error::Placement(format!("{policy:?}: {e}")))?;
+    let simulation = simulate(&cost_model.graph, &cost_model.topology, &schedule)
+        .map_err(|e| Error::Placement(e.to_string()))?;
+    drop(_span);
+    if policy == Policy::Auto
+        && let Some(engine) = one_lane_if_faster(
+            builder,
+            graph,
+            devices,
+            &inputs,
+            model_hash,
+            simulation.makespan,
+        )?
+    {
+        return Ok(engine);
+    }
+    let plan = {
+        let _span = tracing::info_span!("compile").entered();
+        plan::compile(graph, &schedule, devices)?
+    };
+    let label = if schedule.policy.is_empty() {
+        format!("{policy:?}")
+    } else {
+        schedule.policy.clone()
+    };
+    let report = PlacementReport::new(label, graph, devices, cost_model, schedule, simulation);
+    let executor = ParallelExecutor::start(plan, devices.specs().len(), intra, builder.queue)?;
+    Ok(Engine::Parallel { executor, report })
+}
+
+/// Profiles `graph` on `devices` with `intra` threads per lane, through the profile cache.
+fn measure(
+    builder: &SessionBuilder,
+    graph: &Graph,
+    devices: &Devices,
+    inputs: &[Value],
+    intra: usize,
+    model_hash: u64,
+) -> Result<CostModel> {
+    // The cache key: tensor shapes (the kinds of a model's inputs are fixed).
+    let shapes: Vec<Vec<usize>> = inputs
+        .iter()
+        .map(|v| v.as_tensor().map_or_else(Vec::new, |t| t.shape().to_vec()))
+        .collect();
+    let options = ProfileOptions {
+        intra_op_threads: Some(intra),
+        ..builder.profile_options
+    };
+    let cache = profile::cache_path(model_hash, graph, devices, &shapes, intra);
+    let cached = CostModel::load(&cache)
+        .ok()
+        .filter(|_| builder.use_profile_cache && model_hash != 0);
+    if let Some(m) = cached {
+        return Ok(m);
+    }
+    let m = profile::profile_values(graph, devices, inputs, options, &mut |_, _| {})?;
+    if builder.use_profile_cache && model_hash != 0 {
+        m.save(&cache)?;
+    }
+    Ok(m)
+}
+
+/// Fails unless `cost_model` describes this graph on these devices.
+fn check_cost_model(cost_model: &CostModel, graph: &Graph, devices: &Devices) -> Result<()> {
     if cost_model.graph.ops.len() != graph.nodes.len()
         || cost_model.topology.devices.len() != devices.specs().len()
     {
@@ -206,48 +291,58 @@ pub(crate) fn build(
             devices.specs().len()
         )));
     }
-    let policy = builder.placement.unwrap_or(Policy::Auto);
+    Ok(())
+}
+
+/// `Auto` on CPU lanes alone weighs them against one lane with every core: lanes run
+/// independent branches side by side, but each lane's operators get only its share of the
+/// cores, which a chain of large convolutions (resnet50) cannot make up for. When one lane is
+/// predicted faster than `lanes_makespan` (µs), the session runs sequentially, with a report
+/// that says so. Only when the caller fixed neither a cost model nor the threads per lane.
+fn one_lane_if_faster(
+    builder: &SessionBuilder,
+    graph: &Graph,
+    devices: &Devices,
+    inputs: &[Value],
+    model_hash: u64,
+    lanes_makespan: f64,
+) -> Result<Option<Engine>> {
+    let cpu_lanes_only = devices.specs().len() == 1 && devices.specs()[0].device == Device::Cpu;
+    if !cpu_lanes_only || builder.cost_model.is_some() || builder.intra_op_threads.is_some() {
+        return Ok(None);
+    }
+    let one = Devices::cpu();
+    let cost_model = measure(
+        builder,
+        graph,
+        &one,
+        inputs,
+        one.threads_per_lane(),
+        model_hash,
+    )?;
     let options = builder.placement_options.clone().unwrap_or_default();
-    let _span = tracing::info_span!("place", ?policy).entered();
-    let schedule = place(policy, &cost_model.graph, &cost_model.topology, &options)
-        .map_err(|e| Error::Placement(format!("{policy:?}: {e}")))?;
-    let simulation = simulate(&cost_model.graph, &cost_model.topology, &schedule)
-        .map_err(|e| Error::Placement(e.to_string()))?;
-    drop(_span);
-    let plan = {
-        let _span = tracing::info_span!("compile").entered();
-        plan::compile(graph, &schedule, devices)?
-    };
-    let names: Vec<String> = devices
-        .specs()
-        .iter()
-        .map(|s| s.device.to_string())
-        .collect();
-    let report = PlacementReport {
-        policy: if schedule.policy.is_empty() {
-            format!("{policy:?}")
-        } else {
-            schedule.policy.clone()
-        },
-        nodes: graph
-            .nodes
-            .iter()
-            .zip(&schedule.ops)
-            .map(|(n, p)| {
-                (
-                    n.name.clone(),
-                    n.op_type.clone(),
-                    names[p.device].clone(),
-                    p.stream,
-                )
-            })
-            .collect(),
-        predicted_makespan_us: simulation.makespan,
-        lower_bound_us: simulation.lower_bound,
-        cost_model,
-        schedule,
-        simulation,
-    };
-    let executor = ParallelExecutor::start(plan, devices.specs().len(), intra, builder.queue)?;
-    Ok(Engine::Parallel { executor, report })
+    let place_err = |e: spillway_placement::PlacementError| Error::Placement(e.to_string());
+    let schedule = place(
+        Policy::Sequential,
+        &cost_model.graph,
+        &cost_model.topology,
+        &options,
+    )
+    .map_err(place_err)?;
+    let simulation =
+        simulate(&cost_model.graph, &cost_model.topology, &schedule).map_err(place_err)?;
+    if simulation.makespan >= lanes_makespan {
+        return Ok(None);
+    }
+    let label = format!(
+        "Auto: one lane with every core (predicted {:.0} µs; {} lanes: {:.0} µs)",
+        simulation.makespan,
+        devices.total_lanes(),
+        lanes_makespan
+    );
+    let report = PlacementReport::new(label, graph, &one, cost_model, schedule, simulation);
+    Ok(Some(Engine::Sequential {
+        plan: SequentialPlan::compile(graph)?,
+        report: Some(report),
+    }))
 }

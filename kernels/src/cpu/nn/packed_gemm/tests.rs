@@ -318,5 +318,31 @@ fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
                 );
             }
         }
+        // A residual and a Relu finish each output exactly once, on both paths.
+        let z: Vec<f32> = values(m * n, 5).iter().map(|v| v - 0.5).collect();
+        let epilogue = Epilogue {
+            add: Some(&z),
+            activation: Activation::Relu,
+        };
+        let finished: [(&str, Path); 2] = [
+            ("packed + epilogue", &|c| {
+                packed.multiply_packed(BSource::Image(im), n, c, n, Some(&bias), Some(&epilogue))
+            }),
+            ("in place + epilogue", &|c| {
+                packed.multiply_in_place(im, c, n, Some(&bias), Some(&epilogue))
+            }),
+        ];
+        for (path, run) in finished {
+            let mut c = vec![f32::NAN; m * n];
+            pool.install(|| run(&mut c));
+            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                let w = (w + z[idx] as f64).max(0.0);
+                let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
+                assert!(
+                    (*g as f64 - w).abs() <= tol,
+                    "{path} {isa:?} {size:?} {kernel:?} {strides:?} m {m}: [{idx}] {g} vs {w}"
+                );
+            }
+        }
     }
 }
