@@ -267,6 +267,13 @@ fn spillway_memory(
         }
         Err(e) => cfg.notes.push(format!("memory_plan: {e}")),
     }
+    if let Some(report) = session.placement_report() {
+        cfg.notes.push(format!(
+            "placement: {} (predicted {:.1} ms)",
+            report.policy,
+            report.predicted_makespan_us / 1e3
+        ));
+    }
     if session.execution_plan().is_none() {
         match session.run_with_stats(inputs.iter().cloned()) {
             Ok((_, stats)) => cfg.measured_peak = Some(stats.peak_intermediate_bytes as u64),

@@ -376,7 +376,7 @@ pub fn markdown(meta: &Meta, results: &[ModelResult]) -> String {
         })
         .collect();
     if !failures.is_empty() {
-        let _ = writeln!(s, "\n## Failures\n\n{}", failures.join("\n"));
+        let _ = writeln!(s, "\n## Failures and notes\n\n{}", failures.join("\n"));
     }
     s
 }
