@@ -54,6 +54,8 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
         println!("gantt chart written to {}", path.display());
     }
     let inputs = model_inputs(&session.inputs(), &[], args.dim_default)?;
+    // The first run also packs every convolution's weights: warm up before the traced run.
+    session.run(inputs.clone()).context("running (warm-up)")?;
     let (_, traced) = session
         .run_with_options(
             inputs.clone(),
