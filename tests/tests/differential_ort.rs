@@ -354,6 +354,14 @@ fn pooling_geometries_match_onnx_runtime() {
         (16, 16, 3, 2, [1, 1, 1, 1], 0),
         (9, 9, 2, 2, [0, 0, 0, 0], 0),
         (10, 10, 3, 3, [1, 1, 1, 1], 0),
+        // Stride-2 windows over rows longer than 16 and 32 outputs, odd and even widths,
+        // asymmetric padding, images smaller than the window.
+        (112, 112, 3, 2, [0, 0, 0, 0], 1),
+        (9, 67, 3, 2, [1, 0, 0, 1], 0),
+        (11, 64, 3, 2, [1, 1, 1, 1], 0),
+        (5, 34, 2, 2, [0, 0, 0, 0], 1),
+        (2, 2, 3, 2, [1, 1, 1, 1], 0),
+        (3, 3, 2, 2, [1, 1, 1, 1], 0),
     ];
     let mut rows = Vec::new();
     for &(h, w, k, s, pads, ceil) in geometries {

@@ -137,9 +137,29 @@ fn for_window(lists: &[&[usize]], rm: &[usize], cm: &[usize], f: &mut impl FnMut
 /// An element MaxPool compares.
 trait MaxElem: Element + Copy + PartialOrd {
     const LOWEST: Self;
+
+    /// Pools with [`pool2d::max_pool_stride2_f32`] when `Self` is `f32` and it applies;
+    /// false otherwise.
+    fn max_pool_fast(
+        _x: &[Self],
+        _image: (usize, usize),
+        _windows: (&pool2d::AxisWindows, &pool2d::AxisWindows),
+        _y: &mut [Self],
+    ) -> bool {
+        false
+    }
 }
 impl MaxElem for f32 {
     const LOWEST: Self = f32::NEG_INFINITY;
+
+    fn max_pool_fast(
+        x: &[f32],
+        image: (usize, usize),
+        (rows, cols): (&pool2d::AxisWindows, &pool2d::AxisWindows),
+        y: &mut [f32],
+    ) -> bool {
+        pool2d::max_pool_stride2_f32(x, image, rows, cols, y)
+    }
 }
 impl MaxElem for f64 {
     const LOWEST: Self = f64::NEG_INFINITY;
@@ -220,17 +240,20 @@ impl Pool {
         };
         if !indices && pool2d::applies(&geo) {
             let (rows, cols) = pool2d::plane_windows(&geo, image);
+            let fast = T::max_pool_fast(&xs, (image[0], image[1]), (&rows, &cols), &mut y);
             // Like ONNX Runtime, a NaN never wins a window.
-            pool2d::pool_planes(
-                &xs,
-                (image[0], image[1]),
-                &rows,
-                &cols,
-                &mut y,
-                T::LOWEST,
-                |a, v| if v > a { v } else { a },
-                |_| {},
-            );
+            if !fast {
+                pool2d::pool_planes(
+                    &xs,
+                    (image[0], image[1]),
+                    &rows,
+                    &cols,
+                    &mut y,
+                    T::LOWEST,
+                    |a, v| if v > a { v } else { a },
+                    |_| {},
+                );
+            }
         } else if olen > 0 {
             if indices {
                 y.par_chunks_mut(olen)
