@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use super::micro::{self, Offsets};
 use super::source::Image2d;
-use super::{KC, MC, NC, PackedA, TASKS_PER_THREAD};
+use super::{KC, MC, NC, PackedA, TASKS_PER_THREAD, split};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
@@ -198,17 +198,9 @@ impl PackedA {
             if work < super::PARALLEL_WORK || threads < 2 {
                 tile_task((0, row_panels), (0, oh));
             } else if oh >= tasks && (oh / tasks * img.out[1] >= 4 * nr || row_panels < tasks) {
-                let chunks = tasks;
-                let per = oh.div_ceil(chunks);
-                (0..oh.div_ceil(per)).into_par_iter().for_each(|i| {
-                    tile_task((0, row_panels), (i * per, ((i + 1) * per).min(oh)));
-                });
+                split(oh, tasks).for_each(|out_rows| tile_task((0, row_panels), out_rows));
             } else {
-                let chunks = tasks.min(row_panels);
-                let per = row_panels.div_ceil(chunks);
-                (0..row_panels.div_ceil(per))
-                    .into_par_iter()
-                    .for_each(|i| tile_task((i * per, ((i + 1) * per).min(row_panels)), (0, oh)));
+                split(row_panels, tasks).for_each(|rows| tile_task(rows, (0, oh)));
             }
         };
         // The calling thread's buffer, reused across calls (fresh pages would fault in).

@@ -175,19 +175,12 @@ impl PackedA {
         } else if n > m && col_panels >= TASKS_PER_THREAD * threads {
             // Wide products are cut into column blocks, each packing its own columns of B and
             // reading all of the packed A; the others into row blocks sharing one packed B.
-            let chunks = (TASKS_PER_THREAD * threads).min(col_panels);
-            let per = col_panels.div_ceil(chunks) * nr;
-            (0..n.div_ceil(per)).into_par_iter().for_each(|i| {
-                run((0, row_panels), (i * per, ((i + 1) * per).min(n)));
-            });
+            split(col_panels, TASKS_PER_THREAD * threads)
+                .for_each(|(p0, p1)| run((0, row_panels), (p0 * nr, (p1 * nr).min(n))));
         } else if k * col_panels * nr <= SHARED_B_LIMIT {
             self.multiply_by_rows(b, n, c, ldc, bias, epilogue);
         } else {
-            let chunks = (TASKS_PER_THREAD * threads).min(row_panels);
-            let per = row_panels.div_ceil(chunks);
-            (0..row_panels.div_ceil(per))
-                .into_par_iter()
-                .for_each(|i| run((i * per, ((i + 1) * per).min(row_panels)), (0, n)));
+            split(row_panels, TASKS_PER_THREAD * threads).for_each(|rows| run(rows, (0, n)));
         }
     }
 
@@ -234,9 +227,7 @@ impl PackedA {
                 });
             let packed = &packed[..len];
             let c_ptr = SendPtr(c.as_mut_ptr());
-            let per = row_panels.div_ceil(tasks.min(row_panels));
-            (0..row_panels.div_ceil(per)).into_par_iter().for_each(|i| {
-                let rows = (i * per, ((i + 1) * per).min(row_panels));
+            split(row_panels, tasks).for_each(|rows| {
                 for pc in (0..k).step_by(KC) {
                     let kc = KC.min(k - pc);
                     let block = &packed[pc * col_panels * nr..][..kc * col_panels * nr];
@@ -438,6 +429,15 @@ impl<R: micro::BRows> TileColumn<'_, R> {
             };
         }
     }
+}
+
+/// `0..count` cut into at most `tasks` ranges of equal length (the last one shorter), run as
+/// parallel tasks: `(start, end)` each.
+fn split(count: usize, tasks: usize) -> impl ParallelIterator<Item = (usize, usize)> {
+    let per = count.div_ceil(tasks.clamp(1, count.max(1))).max(1);
+    (0..count.div_ceil(per))
+        .into_par_iter()
+        .map(move |i| (i * per, ((i + 1) * per).min(count)))
 }
 
 thread_local! {
