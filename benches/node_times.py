@@ -4,13 +4,14 @@ Runs MODEL in rounds, engine after engine: `spillway run MODEL --repeat N --trac
 node's time in real runs, not alone) and ONNX Runtime's sequential executor with its profiler
 on (`enable_profiling`: each kernel's time), both with the given number of threads. Prints the
 per-op-type totals side by side and the nodes, matched by name, where Spillway loses most.
-ORT names its optimized nodes after their outputs, so nodes are matched by their position in
-one run's execution order (ORT's layout `Reorder*` nodes left out) when both engines run the
-same number of nodes, else by name; unmatched nodes appear only in the op-type totals.
+ORT names its optimized nodes after their outputs (`/conv1/Relu_output_0_nchwc`), so an ORT node
+is matched to ours through the model: its output's producer, or that producer's first input's
+producer and so on back through the nodes fused into it, until a node Spillway timed; unmatched
+nodes appear only in the op-type totals.
 
 Usage (from the repository root, after `cargo build --release -p spillway`):
     .venv/bin/python benches/node_times.py MODEL.onnx --spillway target/release/spillway \
-        [--threads 1] [--rounds 3] [--repeat 10] [--top 25]
+        [--threads 1] [--rounds 3] [--repeat 10] [--top 25] [--json OUT.json]
 """
 
 import argparse
@@ -23,6 +24,7 @@ import subprocess
 import tempfile
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 
@@ -64,15 +66,22 @@ def ort_round(model, repeat, threads, prefix):
     return out
 
 
-def positions(events):
-    """Each node's index in the order of one run (names repeat once per run)."""
-    order = []
-    for name, op, _ in events:
-        if name in order:
-            break
-        if not op.startswith("Reorder"):
-            order.append(name)
-    return order
+def ort_to_ours(model, theirs, ours):
+    """ORT node name -> our node name: back from the ORT node's output through the fused nodes."""
+    graph = onnx.load(model, load_external_data=False).graph
+    producer = {o: n for n in graph.node for o in n.output}
+    pairs = {}
+    for name in theirs:
+        tensor = name.removesuffix("_nchwc")
+        node = producer.get(tensor)
+        if node is None and name in ours:
+            pairs[name] = name
+        while node is not None:
+            if node.name in ours:
+                pairs[name] = node.name
+                break
+            node = producer.get(node.input[0]) if node.input else None
+    return pairs
 
 
 def medians(events, runs):
@@ -93,6 +102,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--json", help="also write the per-node medians and the pairs here")
     args = parser.parse_args()
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,13 +128,13 @@ def main():
     print("\nby op type (ms)")
     for op in sorted(set(ours_ops) | set(theirs_ops), key=lambda o: -max(ours_ops[o], theirs_ops[o])):
         print(f"  {op:<24} spillway {ours_ops[op] / 1e3:8.2f}   ort {theirs_ops[op] / 1e3:8.2f}")
-    ours_order, theirs_order = positions(ours), positions(theirs)
-    if len(ours_order) == len(theirs_order):
-        pairs, how = list(zip(ours_order, theirs_order)), "position"
-    else:
-        pairs, how = [(n, n) for n in ours_t if n in theirs_t], "name"
+    pairs = [(b, a) for a, b in ort_to_ours(args.model, theirs_t, ours_t).items()]
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "spillway": ours_t, "ort": theirs_t,
+                       "op": ours_op, "pairs": pairs}, f, indent=1)
     matched = sorted(((ours_t[a] - theirs_t[b], a, b) for a, b in pairs), reverse=True)
-    print(f"\nnodes matched by {how}: {len(matched)} of {len(ours_t)} (ours) / {len(theirs_t)} (ort);"
+    print(f"\nnodes matched: {len(matched)} of {len(ours_t)} (ours) / {len(theirs_t)} (ort);"
           f" where spillway loses most (us)")
     for diff, a, b in matched[: args.top]:
         print(f"  {a:<48} {ours_op[a]:<10} spillway {ours_t[a]:9.1f}  ort {theirs_t[b]:9.1f}"

@@ -85,6 +85,10 @@ CASES = [
      lambda p: conv(p, 3, 64, 224, (7, 7), 2, (3, 3))),
     ("conv 3x3 512<-512 + relu, 7x7", lambda p: conv(p, 512, 512, 7, (3, 3), 1, (1, 1))),
     ("conv 1x1 2048<-512 + relu, 7x7", lambda p: conv(p, 512, 2048, 7, (1, 1), 1, (0, 0))),
+    ("conv 3x3 208<-96 + relu, 14x14", lambda p: conv(p, 96, 208, 14, (3, 3), 1, (1, 1))),
+    ("conv 1x1 160<-512 + relu, 14x14", lambda p: conv(p, 512, 160, 14, (1, 1), 1, (0, 0))),
+    ("conv 3x3 384<-192 + relu, 7x7", lambda p: conv(p, 192, 384, 7, (3, 3), 1, (1, 1))),
+    ("conv 1x1 384<-832 + relu, 7x7", lambda p: conv(p, 832, 384, 7, (1, 1), 1, (0, 0))),
 ]
 
 

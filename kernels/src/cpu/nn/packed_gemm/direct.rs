@@ -27,7 +27,7 @@ use crate::cpu::nn::matrix::SendPtr;
 /// multiply-adds, while packing costs about `PACKING_WEIGHT / m` of them (each packed value
 /// feeds `m` rows). Fitted on single 3×3, 5×5 and 1×7 convolutions against the packed path
 /// (1 thread, AMD EPYC).
-const PACKING_WEIGHT: usize = 20;
+pub(super) const PACKING_WEIGHT: usize = 20;
 
 /// True when `im`, multiplied by an `m`-row matrix, is best read in place: when its padding
 /// widens the rows little enough for what packing would cost.
@@ -42,14 +42,14 @@ pub(super) fn applies(im: &Image2d<'_>, m: usize) -> bool {
 /// With stride `s` along an axis the buffer holds the padded image's `s` phases along it
 /// (every `s`-th column, starting at `0..s`): window column `o·s + v` of output column `o` is
 /// column `o + v / s` of phase `v % s`, so an output row's im2col row is contiguous there too.
-struct PaddedImage<'a> {
-    data: &'a [f32],
+pub(super) struct PaddedImage<'a> {
+    pub(super) data: &'a [f32],
     /// Row length of one phase plane.
-    width: usize,
+    pub(super) width: usize,
     /// Output height and width.
-    out: [usize; 2],
+    pub(super) out: [usize; 2],
     /// Offset of im2col row `(c, u, v)` from an output row's start in `data`.
-    offsets: Vec<usize>,
+    pub(super) offsets: Vec<usize>,
     /// Tiles starting at this column (from the first output row's start) or later would read
     /// past `data` at full width: `usize::MAX` when `data` ends in a tile's width of slack.
     tail: usize,
@@ -164,6 +164,30 @@ impl<'a> PaddedImage<'a> {
     }
 }
 
+/// Runs `f` on `im` (`channels` of them) as a [`PaddedImage`] with `nr` floats of slack: a
+/// pointwise image as it is, any other copied into the calling thread's buffer (reused across
+/// calls: fresh pages would fault in).
+pub(super) fn with_padded_image<R>(
+    im: &Image2d<'_>,
+    channels: usize,
+    nr: usize,
+    f: impl FnOnce(&PaddedImage<'_>) -> R,
+) -> R {
+    let run = |buffer: &mut Vec<f32>| {
+        let pointwise = im.kernel == [1, 1] && im.strides == [1, 1] && im.pads == [0, 0];
+        let img = if pointwise && im.size == im.out {
+            PaddedImage::borrowed(im, channels, nr)
+        } else {
+            PaddedImage::new(im, channels, buffer, nr)
+        };
+        f(&img)
+    };
+    PADDED.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => run(&mut buffer),
+        Err(_) => run(&mut Vec::new()),
+    })
+}
+
 impl PackedA {
     /// `c = self · im2col(im) (+ bias)` for a unit-stride image ([`applies`]), reading the
     /// image in place; the rest as [`PackedA::multiply`].
@@ -175,15 +199,9 @@ impl PackedA {
         bias: Option<&[f32]>,
         epilogue: Option<&Epilogue<'_, f32>>,
     ) {
-        let mut run = |buffer: &mut Vec<f32>| {
-            let (mr, nr) = self.isa.tile();
-            let channels = self.k / (im.kernel[0] * im.kernel[1]);
-            let pointwise = im.kernel == [1, 1] && im.strides == [1, 1] && im.pads == [0, 0];
-            let img = if pointwise && im.size == im.out {
-                PaddedImage::borrowed(im, channels, nr)
-            } else {
-                PaddedImage::new(im, channels, buffer, nr)
-            };
+        let (mr, nr) = self.isa.tile();
+        let channels = self.k / (im.kernel[0] * im.kernel[1]);
+        with_padded_image(im, channels, nr, |img| {
             let (row_panels, oh) = (self.m.div_ceil(mr), img.out[0]);
             let threads = rayon::current_num_threads();
             let tasks = TASKS_PER_THREAD * threads;
@@ -191,7 +209,7 @@ impl PackedA {
             let tile_task = |rows: (usize, usize), out_rows: (usize, usize)| {
                 // SAFETY: tasks cover disjoint rectangles of C, inside the caller's checked slice.
                 unsafe {
-                    self.block_in_place(&img, bias, epilogue, c_ptr.get(), ldc, rows, out_rows)
+                    self.block_in_place(img, bias, epilogue, c_ptr.get(), ldc, rows, out_rows)
                 }
             };
             let work = self.m * self.k * oh * img.out[1];
@@ -202,12 +220,7 @@ impl PackedA {
             } else {
                 split(row_panels, tasks).for_each(|rows| tile_task(rows, (0, oh)));
             }
-        };
-        // The calling thread's buffer, reused across calls (fresh pages would fault in).
-        PADDED.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut buffer) => run(&mut buffer),
-            Err(_) => run(&mut Vec::new()),
-        });
+        })
     }
 
     /// Row panels `rows.0..rows.1` × output rows `out_rows.0..out_rows.1` of `C`.

@@ -367,3 +367,135 @@ unsafe fn tile_avx2<R: BRows>(
         write_back::<NR>(&acc, c, ldc, mr, nr, accumulate);
     }
 }
+
+/// Output positions per tile of [`position_tile`].
+pub const POSITIONS: usize = 8;
+
+/// One position tile (a transposed micro-tile: output positions broadcast, output channels
+/// in the vectors): for channels `j < NV·16` and positions `i < 8`,
+/// `C[j, i] (+)= Σ_p w[p·NV·16 + j] · img[offsets[p] + pos[i]]`, started from `bias[j]` when
+/// given. Writes channels `0..live_ch` × positions `0..live_pos` of `c` (channel rows at
+/// stride `ldc`, positions contiguous), transposing the tile in registers.
+///
+/// # Safety
+/// The CPU supports AVX-512F; `w` holds `kc · NV · 16` floats; `offsets` holds `kc` entries
+/// and `img + offsets[p] + pos[i]` is valid for every `p < kc`, `i < 8`; `c` is valid for
+/// `live_ch` rows × `live_pos ≤ 8` columns at stride `ldc`, with `live_ch ≤ NV · 16`;
+/// `bias`, when given, holds `NV · 16` values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn position_tile<const NV: usize>(
+    kc: usize,
+    w: *const f32,
+    img: *const f32,
+    offsets: *const usize,
+    pos: &[usize; POSITIONS],
+    c: *mut f32,
+    ldc: usize,
+    (live_ch, live_pos): (usize, usize),
+    accumulate: bool,
+    bias: Option<&[f32]>,
+) {
+    let pos = *pos;
+    let mut acc = [[_mm512_setzero_ps(); POSITIONS]; NV];
+    // SAFETY: every read stays inside the operands (caller's contract).
+    unsafe {
+        if let Some(bias) = bias {
+            for (v, row) in acc.iter_mut().enumerate() {
+                *row = [_mm512_loadu_ps(bias.as_ptr().add(v * 16)); POSITIONS];
+            }
+        }
+        for p in 0..kc {
+            let base = img.add(*offsets.add(p));
+            let wp = w.add(p * NV * 16);
+            let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
+            for i in 0..POSITIONS {
+                let x = _mm512_set1_ps(*base.add(pos[i]));
+                for v in 0..NV {
+                    acc[v][i] = _mm512_fmadd_ps(x, wv[v], acc[v][i]);
+                }
+            }
+        }
+        for (v, row) in acc.iter().enumerate() {
+            for half in 0..2 {
+                let first = v * 16 + half * 8;
+                if first >= live_ch {
+                    break;
+                }
+                let lanes = row.map(|z| match half {
+                    0 => _mm512_castps512_ps256(z),
+                    _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(z))),
+                });
+                let channels = transpose8(lanes);
+                for (j, &out) in channels.iter().enumerate().take(live_ch - first) {
+                    let dst = c.add((first + j) * ldc);
+                    if live_pos == POSITIONS {
+                        let out = match accumulate {
+                            true => _mm256_add_ps(out, _mm256_loadu_ps(dst)),
+                            false => out,
+                        };
+                        _mm256_storeu_ps(dst, out);
+                    } else {
+                        let mut vals = [0.0f32; POSITIONS];
+                        _mm256_storeu_ps(vals.as_mut_ptr(), out);
+                        let dst = std::slice::from_raw_parts_mut(dst, live_pos);
+                        for (d, s) in dst.iter_mut().zip(vals) {
+                            *d = if accumulate { *d + s } else { s };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Off x86-64 no instruction set has position tiles ([`Isa::detect`] finds none).
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn position_tile<const NV: usize>(
+    _: usize,
+    _: *const f32,
+    _: *const f32,
+    _: *const usize,
+    _: &[usize; POSITIONS],
+    _: *mut f32,
+    _: usize,
+    _: (usize, usize),
+    _: bool,
+    _: Option<&[f32]>,
+) {
+    unreachable!("position tiles need AVX-512");
+}
+
+/// The 8 × 8 transpose of eight rows of eight floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+    let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+    let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    [
+        _mm256_permute2f128_ps::<0x20>(s0, s4),
+        _mm256_permute2f128_ps::<0x20>(s1, s5),
+        _mm256_permute2f128_ps::<0x20>(s2, s6),
+        _mm256_permute2f128_ps::<0x20>(s3, s7),
+        _mm256_permute2f128_ps::<0x31>(s0, s4),
+        _mm256_permute2f128_ps::<0x31>(s1, s5),
+        _mm256_permute2f128_ps::<0x31>(s2, s6),
+        _mm256_permute2f128_ps::<0x31>(s3, s7),
+    ]
+}

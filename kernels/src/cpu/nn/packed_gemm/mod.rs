@@ -10,6 +10,7 @@
 
 mod direct;
 mod micro;
+mod positions;
 mod source;
 
 use rayon::prelude::*;
@@ -44,6 +45,8 @@ pub struct PackedA {
     m: usize,
     k: usize,
     data: Vec<f32>,
+    /// The same weights packed transposed, for position tiles (on first use).
+    transposed: positions::TransposedA,
 }
 
 impl PackedA {
@@ -77,7 +80,13 @@ impl PackedA {
                 }
             }
         }
-        PackedA { isa, m, k, data }
+        PackedA {
+            isa,
+            m,
+            k,
+            data,
+            transposed: Default::default(),
+        }
     }
 
     /// Rows.
@@ -144,6 +153,9 @@ impl PackedA {
             return;
         }
         match b {
+            BSource::Image(im) if positions::pays(self.isa, im, m) => {
+                self.multiply_positions(im, c, ldc, bias, epilogue)
+            }
             BSource::Image(im) if direct::applies(im, m) => {
                 self.multiply_in_place(im, c, ldc, bias, epilogue)
             }

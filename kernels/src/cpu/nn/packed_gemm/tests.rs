@@ -269,8 +269,9 @@ fn image_source_is_the_im2col_matrix() {
             pads,
             out,
         };
-        // Few rows (one row block) and many (row blocks in parallel, B gathered once).
-        for (m, threads) in [(10, 1), (10, 4), (150, 4)] {
+        // Few rows (one row block) and many (row blocks in parallel, B gathered once); for
+        // position tiles, a last channel panel of 10, 8 (16 wide) and 22 (32 wide).
+        for (m, threads) in [(10, 1), (10, 4), (40, 3), (150, 4)] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
@@ -296,7 +297,7 @@ fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
     for isa in isas() {
         let packed = PackedA::with_isa(&a, m, k, isa);
         type Path<'a> = &'a (dyn Fn(&mut [f32]) + Sync);
-        let paths: [(&str, Path); 3] = [
+        let every_isa: [(&str, Path); 3] = [
             ("multiply", &|c| {
                 packed.multiply(BSource::Image(im), n, c, n, Some(&bias), None)
             }),
@@ -307,6 +308,11 @@ fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
                 packed.multiply_in_place(im, c, n, Some(&bias), None)
             }),
         ];
+        let mut paths = every_isa.to_vec();
+        let positions = |c: &mut [f32]| packed.multiply_positions(im, c, n, Some(&bias), None);
+        if isa == Isa::Avx512 {
+            paths.push(("positions", &positions));
+        }
         for (path, run) in paths {
             let mut c = vec![f32::NAN; m * n];
             pool.install(|| run(&mut c));
@@ -324,7 +330,7 @@ fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
             add: Some(&z),
             activation: Activation::Relu,
         };
-        let finished: [(&str, Path); 2] = [
+        let every_isa: [(&str, Path); 2] = [
             ("packed + epilogue", &|c| {
                 packed.multiply_packed(BSource::Image(im), n, c, n, Some(&bias), Some(&epilogue))
             }),
@@ -332,6 +338,12 @@ fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
                 packed.multiply_in_place(im, c, n, Some(&bias), Some(&epilogue))
             }),
         ];
+        let mut finished = every_isa.to_vec();
+        let positions_finished =
+            |c: &mut [f32]| packed.multiply_positions(im, c, n, Some(&bias), Some(&epilogue));
+        if isa == Isa::Avx512 {
+            finished.push(("positions + epilogue", &positions_finished));
+        }
         for (path, run) in finished {
             let mut c = vec![f32::NAN; m * n];
             pool.install(|| run(&mut c));

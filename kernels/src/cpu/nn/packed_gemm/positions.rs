@@ -1,0 +1,264 @@
+//! Convolutions as position tiles: the product transposed, `Cᵀ = im2colᵀ · Aᵀ`, so that a
+//! micro-tile is 8 output positions (broadcast, read in place from the padded image) × 32
+//! output channels (vectors of the weights, packed transposed once).
+//!
+//! The other paths tile output *columns* 32 at a time: a 7×7 output (49 positions) fills two
+//! tiles, 64 columns, and an in-place read of a padded image also computes the padding's
+//! columns (a 3×3 on 14² computes 16 columns per row of 14). Here a tile's 8 positions are any
+//! 8 real outputs — each broadcast has its own address — so only the last tile of the image
+//! and the last panel of channels are partly empty. Each tile is transposed in registers on
+//! its way to the channel-major output.
+
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+
+use super::direct::{self, PaddedImage};
+use super::micro::{self, POSITIONS};
+use super::source::Image2d;
+use super::{Isa, KC, PackedA, TASKS_PER_THREAD, split};
+use crate::cpu::nn::epilogue::Epilogue;
+use crate::cpu::nn::matrix::SendPtr;
+
+/// Output channels per full panel of the transposed weights (two zmm).
+const PANEL: usize = 32;
+/// Floats of `C` a task finishes at a time (a group of position tiles × every channel of the
+/// task), about half of L2: the group's outputs stay in cache across depth blocks and for the
+/// epilogue.
+const GROUP_FLOATS: usize = 64 * 1024;
+
+/// The weights `A` (`m × k`) transposed into panels for [`micro::position_tile`]: for each `KC`
+/// block of depth, panels of 32 channels (the last one 16 wide when 16 suffice), `kc` rows
+/// of the panel's width each.
+#[derive(Debug, Clone, Default)]
+pub(super) struct TransposedA(OnceLock<Vec<f32>>);
+
+/// Derived from the weights; two packings of the same weights are equal whatever was cached.
+impl PartialEq for TransposedA {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// The width of channel panel `jp` of `m` channels: 32, or 16 for a last panel of ≤ 16.
+fn panel_width(m: usize, jp: usize) -> usize {
+    let rest = m - jp * PANEL;
+    if rest <= 16 { 16 } else { PANEL }
+}
+
+/// Channels of `m` once padded to whole panels.
+fn padded_channels(m: usize) -> usize {
+    (0..m.div_ceil(PANEL)).map(|jp| panel_width(m, jp)).sum()
+}
+
+/// True when position tiles compute fewer multiply-adds for `im` times an `m`-row matrix than
+/// the column tiles of the path [`PackedA::multiply`] would otherwise take (for the packed
+/// path, counting what packing costs too).
+pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize) -> bool {
+    if isa != Isa::Avx512 {
+        return false;
+    }
+    let (mr, nr) = isa.tile();
+    let [oh, ow] = im.out;
+    let positions = (oh * ow).div_ceil(POSITIONS) * POSITIONS;
+    let ours = padded_channels(m) * positions;
+    let columns = if direct::applies(im, m) {
+        let width = ow + (im.kernel[1] - 1) * im.dilations[1] / im.strides[1];
+        let rows = (super::NC / width).max(1);
+        (0..oh)
+            .step_by(rows)
+            .map(|y0| ((oh.min(y0 + rows) - y0 - 1) * width + ow).div_ceil(nr) * nr)
+            .sum::<usize>()
+    } else {
+        (oh * ow).div_ceil(nr) * nr * (m + direct::PACKING_WEIGHT) / m.max(1)
+    };
+    ours < m.div_ceil(mr) * mr * columns
+}
+
+impl PackedA {
+    /// The transposed panels, packed on first use.
+    fn transposed(&self) -> &[f32] {
+        self.transposed.0.get_or_init(|| {
+            let (m, k) = (self.m, self.k);
+            let (mr, _) = self.isa.tile();
+            let mut out = Vec::with_capacity(padded_channels(m) * k);
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                for jp in 0..m.div_ceil(PANEL) {
+                    let width = panel_width(m, jp);
+                    for p in 0..kc {
+                        out.extend((0..width).map(|j| {
+                            let row = jp * PANEL + j;
+                            if row < m {
+                                self.panel(pc, kc, row / mr)[p * mr + row % mr]
+                            } else {
+                                0.0
+                            }
+                        }));
+                    }
+                }
+            }
+            out
+        })
+    }
+
+    /// `c = self · im2col(im) (+ bias)` in position tiles, with the AVX-512 kernel (the
+    /// instruction set [`pays`] requires); the rest as [`PackedA::multiply`].
+    pub(super) fn multiply_positions(
+        &self,
+        im: &Image2d<'_>,
+        c: &mut [f32],
+        ldc: usize,
+        bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
+    ) {
+        assert_eq!(self.isa, Isa::Avx512, "position tiles need AVX-512");
+        let weights = self.transposed();
+        let m = self.m;
+        let mut padded_bias = vec![0.0f32; m.div_ceil(PANEL) * PANEL];
+        if let Some(b) = bias {
+            padded_bias[..m].copy_from_slice(&b[..m]);
+        }
+        let bias = bias.map(|_| &padded_bias[..]);
+        let channels = self.k / (im.kernel[0] * im.kernel[1]);
+        direct::with_padded_image(im, channels, 0, |img| {
+            let [oh, ow] = img.out;
+            let count = oh * ow;
+            // Each position's offset from the image's start; the last tile's empty lanes
+            // repeat its last position (read, never written).
+            let tiles = count.div_ceil(POSITIONS);
+            let pos: Vec<usize> = (0..tiles * POSITIONS)
+                .map(|q| {
+                    let q = q.min(count - 1);
+                    q / ow * img.width + q % ow
+                })
+                .collect();
+            let task = Task {
+                a: self,
+                weights,
+                img,
+                pos: &pos,
+                count,
+                bias,
+                epilogue,
+                c: SendPtr(c.as_mut_ptr()),
+                ldc,
+            };
+            let panels = m.div_ceil(PANEL);
+            let threads = rayon::current_num_threads();
+            if m * self.k * count < super::PARALLEL_WORK || threads < 2 {
+                task.run((0, panels), (0, tiles));
+            } else if balance(tiles, threads) >= balance(panels, threads) {
+                split(tiles, tasks(tiles, threads)).for_each(|t| task.run((0, panels), t));
+            } else {
+                split(panels, tasks(panels, threads)).for_each(|p| task.run(p, (0, tiles)));
+            }
+        })
+    }
+}
+
+/// How evenly `units` spread over `threads` in whole units (1: evenly).
+fn balance(units: usize, threads: usize) -> f64 {
+    units as f64 / (units.div_ceil(threads) * threads) as f64
+}
+
+/// How many parallel tasks to cut `units` into: two per thread when that still spreads them
+/// evenly, else one per thread.
+fn tasks(units: usize, threads: usize) -> usize {
+    let even = |tasks: usize| {
+        let per = units.div_ceil(tasks);
+        units.div_ceil(per).is_multiple_of(threads)
+    };
+    match TASKS_PER_THREAD * threads {
+        many if even(many) || !even(threads) => many,
+        _ => threads,
+    }
+}
+
+/// One product in position tiles, ready to run over rectangles of channel panels × tiles.
+struct Task<'a> {
+    a: &'a PackedA,
+    weights: &'a [f32],
+    img: &'a PaddedImage<'a>,
+    pos: &'a [usize],
+    count: usize,
+    bias: Option<&'a [f32]>,
+    epilogue: Option<&'a Epilogue<'a, f32>>,
+    c: SendPtr<f32>,
+    ldc: usize,
+}
+
+impl Task<'_> {
+    /// Channel panels `panels.0..panels.1` × position tiles `tiles.0..tiles.1` of `C`.
+    fn run(&self, panels: (usize, usize), tiles: (usize, usize)) {
+        let (m, k) = (self.a.m, self.a.k);
+        let padded = padded_channels(m);
+        let ch = (panels.0 * PANEL, (panels.1 * PANEL).min(m));
+        let per_group = (GROUP_FLOATS / ((ch.1 - ch.0) * POSITIONS)).max(1);
+        let mut pos = [0usize; POSITIONS];
+        for g0 in (tiles.0..tiles.1).step_by(per_group) {
+            let g1 = (g0 + per_group).min(tiles.1);
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                let offsets = self.img.offsets[pc..].as_ptr();
+                let block = &self.weights[pc * padded..];
+                for jp in panels.0..panels.1 {
+                    let width = panel_width(m, jp);
+                    let live_ch = width.min(m - jp * PANEL);
+                    let w = block[jp * kc * PANEL..][..kc * width].as_ptr();
+                    let bias = self.bias.filter(|_| pc == 0).map(|b| &b[jp * PANEL..]);
+                    for t in g0..g1 {
+                        pos.copy_from_slice(&self.pos[t * POSITIONS..(t + 1) * POSITIONS]);
+                        let live_pos = POSITIONS.min(self.count - t * POSITIONS);
+                        // SAFETY: the panel holds kc rows of its width; every position of
+                        // the tile is a real output's window start, so img + offsets[p] +
+                        // pos[i] lies inside the padded image; these channels × positions
+                        // of C are this task's.
+                        unsafe {
+                            let c = self.c.get().add(jp * PANEL * self.ldc + t * POSITIONS);
+                            let live = (live_ch, live_pos);
+                            let data = self.img.data.as_ptr();
+                            match width {
+                                PANEL => micro::position_tile::<2>(
+                                    kc,
+                                    w,
+                                    data,
+                                    offsets,
+                                    &pos,
+                                    c,
+                                    self.ldc,
+                                    live,
+                                    pc > 0,
+                                    bias,
+                                ),
+                                _ => micro::position_tile::<1>(
+                                    kc,
+                                    w,
+                                    data,
+                                    offsets,
+                                    &pos,
+                                    c,
+                                    self.ldc,
+                                    live,
+                                    pc > 0,
+                                    bias,
+                                ),
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some(e) = self.epilogue {
+                let cols = (g0 * POSITIONS, (g1 * POSITIONS).min(self.count));
+                for i in ch.0..ch.1 {
+                    let at = i * self.ldc + cols.0;
+                    // SAFETY: row i, this group's positions: this task's rectangle.
+                    let row = unsafe {
+                        std::slice::from_raw_parts_mut(self.c.get().add(at), cols.1 - cols.0)
+                    };
+                    e.finish(row, at);
+                }
+            }
+        }
+    }
+}
