@@ -368,24 +368,24 @@ unsafe fn tile_avx2<R: BRows>(
     }
 }
 
-/// Output positions per tile of [`position_tile`].
+/// The most output positions per tile of [`position_tile`] (one ymm of a channel's outputs).
 pub const POSITIONS: usize = 8;
 
 /// One position tile (a transposed micro-tile: output positions broadcast, output channels
-/// in the vectors): for channels `j < NV·16` and positions `i < 8`,
+/// in the vectors): for channels `j < NV·16` and positions `i < R`,
 /// `C[j, i] (+)= Σ_p w[p·NV·16 + j] · img[offsets[p] + pos[i]]`, started from `bias[j]` when
 /// given. Writes channels `0..live_ch` × positions `0..live_pos` of `c` (channel rows at
 /// stride `ldc`, positions contiguous), transposing the tile in registers.
 ///
 /// # Safety
-/// The CPU supports AVX-512F; `w` holds `kc · NV · 16` floats; `offsets` holds `kc` entries
-/// and `img + offsets[p] + pos[i]` is valid for every `p < kc`, `i < 8`; `c` is valid for
-/// `live_ch` rows × `live_pos ≤ 8` columns at stride `ldc`, with `live_ch ≤ NV · 16`;
+/// The CPU supports AVX-512F; `R ≤ 8`; `w` holds `kc · NV · 16` floats; `offsets` holds `kc`
+/// entries and `img + offsets[p] + pos[i]` is valid for every `p < kc`, `i < R`; `c` is valid
+/// for `live_ch` rows × `live_pos ≤ R` columns at stride `ldc`, with `live_ch ≤ NV · 16`;
 /// `bias`, when given, holds `NV · 16` values.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn position_tile<const NV: usize>(
+pub unsafe fn position_tile<const NV: usize, const R: usize>(
     kc: usize,
     w: *const f32,
     img: *const f32,
@@ -399,6 +399,11 @@ pub unsafe fn position_tile<const NV: usize>(
 ) {
     let pos = *pos;
     let mut acc = [[_mm512_setzero_ps(); POSITIONS]; NV];
+    // Lanes past `live_pos` are neither read nor written.
+    let live = _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(live_pos as i32),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+    );
     // SAFETY: every read stays inside the operands (caller's contract).
     unsafe {
         if let Some(bias) = bias {
@@ -410,7 +415,7 @@ pub unsafe fn position_tile<const NV: usize>(
             let base = img.add(*offsets.add(p));
             let wp = w.add(p * NV * 16);
             let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
-            for i in 0..POSITIONS {
+            for i in 0..R {
                 let x = _mm512_set1_ps(*base.add(pos[i]));
                 for v in 0..NV {
                     acc[v][i] = _mm512_fmadd_ps(x, wv[v], acc[v][i]);
@@ -437,12 +442,11 @@ pub unsafe fn position_tile<const NV: usize>(
                         };
                         _mm256_storeu_ps(dst, out);
                     } else {
-                        let mut vals = [0.0f32; POSITIONS];
-                        _mm256_storeu_ps(vals.as_mut_ptr(), out);
-                        let dst = std::slice::from_raw_parts_mut(dst, live_pos);
-                        for (d, s) in dst.iter_mut().zip(vals) {
-                            *d = if accumulate { *d + s } else { s };
-                        }
+                        let out = match accumulate {
+                            true => _mm256_add_ps(out, _mm256_maskload_ps(dst, live)),
+                            false => out,
+                        };
+                        _mm256_maskstore_ps(dst, live, out);
                     }
                 }
             }
@@ -453,7 +457,7 @@ pub unsafe fn position_tile<const NV: usize>(
 /// Off x86-64 no instruction set has position tiles ([`Isa::detect`] finds none).
 #[cfg(not(target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn position_tile<const NV: usize>(
+pub unsafe fn position_tile<const NV: usize, const R: usize>(
     _: usize,
     _: *const f32,
     _: *const f32,

@@ -60,8 +60,8 @@ pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize) -> bool {
     }
     let (mr, nr) = isa.tile();
     let [oh, ow] = im.out;
-    let positions = (oh * ow).div_ceil(POSITIONS) * POSITIONS;
-    let ours = padded_channels(m) * positions;
+    let height = tile_height(oh * ow);
+    let ours = padded_channels(m) * (oh * ow).div_ceil(height) * height;
     let columns = if direct::applies(im, m) {
         let width = ow + (im.kernel[1] - 1) * im.dilations[1] / im.strides[1];
         let rows = (super::NC / width).max(1);
@@ -73,6 +73,17 @@ pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize) -> bool {
         (oh * ow).div_ceil(nr) * nr * (m + direct::PACKING_WEIGHT) / m.max(1)
     };
     ours < m.div_ceil(mr) * mr * columns
+}
+
+/// Positions per tile for `count` outputs: 7 where that leaves clearly fewer lanes empty
+/// than 8 (a 7×7 output is seven tiles of 7, against 49 of 56 lanes in tiles of 8), else 8.
+fn tile_height(count: usize) -> usize {
+    let lanes = |height: usize| count.div_ceil(height) * height;
+    if 100 * lanes(7) < 97 * lanes(8) {
+        7
+    } else {
+        POSITIONS
+    }
 }
 
 impl PackedA {
@@ -124,12 +135,14 @@ impl PackedA {
         direct::with_padded_image(im, channels, 0, |img| {
             let [oh, ow] = img.out;
             let count = oh * ow;
-            // Each position's offset from the image's start; the last tile's empty lanes
-            // repeat its last position (read, never written).
-            let tiles = count.div_ceil(POSITIONS);
+            // Each tile's positions as offsets from the image's start, 8 entries per tile; the
+            // empty lanes repeat the last position (read, never written).
+            let height = tile_height(count);
+            let tiles = count.div_ceil(height);
             let pos: Vec<usize> = (0..tiles * POSITIONS)
-                .map(|q| {
-                    let q = q.min(count - 1);
+                .map(|e| {
+                    let lane = (e % POSITIONS).min(height - 1);
+                    let q = (e / POSITIONS * height + lane).min(count - 1);
                     q / ow * img.width + q % ow
                 })
                 .collect();
@@ -138,6 +151,7 @@ impl PackedA {
                 weights,
                 img,
                 pos: &pos,
+                height,
                 count,
                 bias,
                 epilogue,
@@ -180,6 +194,8 @@ struct Task<'a> {
     a: &'a PackedA,
     weights: &'a [f32],
     img: &'a PaddedImage<'a>,
+    /// Positions per tile (7 or 8), `count` in all.
+    height: usize,
     pos: &'a [usize],
     count: usize,
     bias: Option<&'a [f32]>,
@@ -194,62 +210,32 @@ impl Task<'_> {
         let (m, k) = (self.a.m, self.a.k);
         let padded = padded_channels(m);
         let ch = (panels.0 * PANEL, (panels.1 * PANEL).min(m));
-        let per_group = (GROUP_FLOATS / ((ch.1 - ch.0) * POSITIONS)).max(1);
+        let per_group = (GROUP_FLOATS / ((ch.1 - ch.0) * self.height)).max(1);
         let mut pos = [0usize; POSITIONS];
         for g0 in (tiles.0..tiles.1).step_by(per_group) {
             let g1 = (g0 + per_group).min(tiles.1);
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
-                let offsets = self.img.offsets[pc..].as_ptr();
                 let block = &self.weights[pc * padded..];
                 for jp in panels.0..panels.1 {
                     let width = panel_width(m, jp);
-                    let live_ch = width.min(m - jp * PANEL);
-                    let w = block[jp * kc * PANEL..][..kc * width].as_ptr();
+                    let panel = &block[jp * kc * PANEL..][..kc * width];
                     let bias = self.bias.filter(|_| pc == 0).map(|b| &b[jp * PANEL..]);
                     for t in g0..g1 {
                         pos.copy_from_slice(&self.pos[t * POSITIONS..(t + 1) * POSITIONS]);
-                        let live_pos = POSITIONS.min(self.count - t * POSITIONS);
-                        // SAFETY: the panel holds kc rows of its width; every position of
-                        // the tile is a real output's window start, so img + offsets[p] +
-                        // pos[i] lies inside the padded image; these channels × positions
-                        // of C are this task's.
-                        unsafe {
-                            let c = self.c.get().add(jp * PANEL * self.ldc + t * POSITIONS);
-                            let live = (live_ch, live_pos);
-                            let data = self.img.data.as_ptr();
-                            match width {
-                                PANEL => micro::position_tile::<2>(
-                                    kc,
-                                    w,
-                                    data,
-                                    offsets,
-                                    &pos,
-                                    c,
-                                    self.ldc,
-                                    live,
-                                    pc > 0,
-                                    bias,
-                                ),
-                                _ => micro::position_tile::<1>(
-                                    kc,
-                                    w,
-                                    data,
-                                    offsets,
-                                    &pos,
-                                    c,
-                                    self.ldc,
-                                    live,
-                                    pc > 0,
-                                    bias,
-                                ),
-                            }
-                        }
+                        let live = (
+                            width.min(m - jp * PANEL),
+                            self.height.min(self.count - t * self.height),
+                        );
+                        // SAFETY: this tile's channels × positions of C are this task's.
+                        let c =
+                            unsafe { self.c.get().add(jp * PANEL * self.ldc + t * self.height) };
+                        self.tile(panel, (pc, kc), &pos, c, live, bias);
                     }
                 }
             }
             if let Some(e) = self.epilogue {
-                let cols = (g0 * POSITIONS, (g1 * POSITIONS).min(self.count));
+                let cols = (g0 * self.height, (g1 * self.height).min(self.count));
                 for i in ch.0..ch.1 {
                     let at = i * self.ldc + cols.0;
                     // SAFETY: row i, this group's positions: this task's rectangle.
@@ -258,6 +244,78 @@ impl Task<'_> {
                     };
                     e.finish(row, at);
                 }
+            }
+        }
+    }
+
+    /// One position tile against the weights `panel` (`kc` rows of 16 or 32 channels) of the
+    /// depth block `(pc, kc)`, written to `c` (`live` channels × positions).
+    fn tile(
+        &self,
+        panel: &[f32],
+        (pc, kc): (usize, usize),
+        pos: &[usize; POSITIONS],
+        c: *mut f32,
+        live: (usize, usize),
+        bias: Option<&[f32]>,
+    ) {
+        let (w, data, ldc) = (panel.as_ptr(), self.img.data.as_ptr(), self.ldc);
+        let offsets = self.img.offsets[pc..pc + kc].as_ptr();
+        let wide = panel.len() == kc * PANEL;
+        // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
+        // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
+        // lies inside the padded image; `c` holds the live channels × positions (the caller's
+        // rectangle); AVX-512 is checked by `multiply_positions`.
+        unsafe {
+            match (wide, self.height) {
+                (true, 7) => micro::position_tile::<2, 7>(
+                    kc,
+                    w,
+                    data,
+                    offsets,
+                    pos,
+                    c,
+                    ldc,
+                    live,
+                    pc > 0,
+                    bias,
+                ),
+                (true, _) => micro::position_tile::<2, 8>(
+                    kc,
+                    w,
+                    data,
+                    offsets,
+                    pos,
+                    c,
+                    ldc,
+                    live,
+                    pc > 0,
+                    bias,
+                ),
+                (false, 7) => micro::position_tile::<1, 7>(
+                    kc,
+                    w,
+                    data,
+                    offsets,
+                    pos,
+                    c,
+                    ldc,
+                    live,
+                    pc > 0,
+                    bias,
+                ),
+                (false, _) => micro::position_tile::<1, 8>(
+                    kc,
+                    w,
+                    data,
+                    offsets,
+                    pos,
+                    c,
+                    ldc,
+                    live,
+                    pc > 0,
+                    bias,
+                ),
             }
         }
     }

@@ -255,6 +255,11 @@ fn image_source_is_the_im2col_matrix() {
         (5, [12, 12], [1, 1], [1, 1], [1, 1], [0, 0]),
         // 1x1 with stride 2: one of the four phases is read, and only it is copied.
         (6, [9, 9], [1, 1], [2, 2], [1, 1], [0, 0]),
+        // Outputs of 7×7, 7×5 and 1×41: position tiles of 7 (the last one partly empty for
+        // 41).
+        (20, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (3, [14, 10], [3, 3], [2, 2], [1, 1], [1, 1]),
+        (2, [1, 41], [1, 3], [1, 1], [1, 1], [0, 1]),
     ];
     for &(ch, size, kernel, strides, dilations, pads) in cases {
         let out = [0, 1]
