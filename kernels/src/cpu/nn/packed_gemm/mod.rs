@@ -153,7 +153,7 @@ impl PackedA {
             return;
         }
         match b {
-            BSource::Image(im) if positions::pays(self.isa, im, m) => {
+            BSource::Image(im) if positions::pays(self.isa, im, m, k) => {
                 self.multiply_positions(im, c, ldc, bias, epilogue)
             }
             BSource::Image(im) if direct::applies(im, m) => {

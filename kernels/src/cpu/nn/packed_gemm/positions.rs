@@ -51,17 +51,30 @@ fn padded_channels(m: usize) -> usize {
     (0..m.div_ceil(PANEL)).map(|jp| panel_width(m, jp)).sum()
 }
 
-/// True when position tiles compute fewer multiply-adds for `im` times an `m`-row matrix than
-/// the column tiles of the path [`PackedA::multiply`] would otherwise take (for the packed
-/// path, counting what packing costs too).
-pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize) -> bool {
+/// What writing one column tile costs, in depth steps of its multiply-adds (each tile is
+/// written once per depth block): its rows are stored as they are.
+const COLUMN_WRITE: usize = 2;
+/// What writing one position tile costs, likewise: it is transposed first (4 blocks of 24
+/// shuffles for 8 × 32). Fitted on squeezenet's `k` = 16 and 27 convolutions, which position
+/// tiles made up to 40 % slower, and googlenet's (`k` ≥ 64), which they made faster.
+const POSITION_WRITE: usize = 8;
+/// Position tiles are taken only when predicted this much cheaper (in percent of the column
+/// tiles' cost): the column paths are the better tuned, and near-ties measured as losses.
+const MARGIN_PERCENT: usize = 97;
+
+/// True when position tiles cost clearly less for `im` times an `m × k` matrix than the column
+/// tiles of the path [`PackedA::multiply`] would otherwise take: the multiply-adds each
+/// computes (empty lanes included; for the packed path, what packing costs too) plus its tile
+/// writes.
+pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize, k: usize) -> bool {
     if isa != Isa::Avx512 {
         return false;
     }
     let (mr, nr) = isa.tile();
     let [oh, ow] = im.out;
     let height = tile_height(oh * ow);
-    let ours = padded_channels(m) * (oh * ow).div_ceil(height) * height;
+    let writes = |per_block: usize| k + k.div_ceil(KC) * per_block;
+    let ours = padded_channels(m) * (oh * ow).div_ceil(height) * height * writes(POSITION_WRITE);
     let columns = if direct::applies(im, m) {
         let width = ow + (im.kernel[1] - 1) * im.dilations[1] / im.strides[1];
         let rows = (super::NC / width).max(1);
@@ -72,7 +85,7 @@ pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize) -> bool {
     } else {
         (oh * ow).div_ceil(nr) * nr * (m + direct::PACKING_WEIGHT) / m.max(1)
     };
-    ours < m.div_ceil(mr) * mr * columns
+    100 * ours < MARGIN_PERCENT * m.div_ceil(mr) * mr * columns * writes(COLUMN_WRITE)
 }
 
 /// Positions per tile for `count` outputs: 7 where that leaves clearly fewer lanes empty
