@@ -371,6 +371,20 @@ unsafe fn tile_avx2<R: BRows>(
 /// The most output positions per tile of [`position_tile`] (one ymm of a channel's outputs).
 pub const POSITIONS: usize = 8;
 
+/// The signature of [`position_tile`]'s instances.
+pub type PositionTile = unsafe fn(
+    usize,
+    *const f32,
+    *const f32,
+    *const usize,
+    &[usize; POSITIONS],
+    *mut f32,
+    usize,
+    (usize, usize),
+    bool,
+    Option<&[f32]>,
+);
+
 /// One position tile (a transposed micro-tile: output positions broadcast, output channels
 /// in the vectors): for channels `j < NV·16` and positions `i < R`,
 /// `C[j, i] (+)= Σ_p w[p·NV·16 + j] · img[offsets[p] + pos[i]]`, started from `bias[j]` when

@@ -275,61 +275,16 @@ impl Task<'_> {
         let (w, data, ldc) = (panel.as_ptr(), self.img.data.as_ptr(), self.ldc);
         let offsets = self.img.offsets[pc..pc + kc].as_ptr();
         let wide = panel.len() == kc * PANEL;
+        let kernel: micro::PositionTile = match (wide, self.height) {
+            (true, 7) => micro::position_tile::<2, 7>,
+            (true, _) => micro::position_tile::<2, 8>,
+            (false, 7) => micro::position_tile::<1, 7>,
+            (false, _) => micro::position_tile::<1, 8>,
+        };
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
         // lies inside the padded image; `c` holds the live channels × positions (the caller's
         // rectangle); AVX-512 is checked by `multiply_positions`.
-        unsafe {
-            match (wide, self.height) {
-                (true, 7) => micro::position_tile::<2, 7>(
-                    kc,
-                    w,
-                    data,
-                    offsets,
-                    pos,
-                    c,
-                    ldc,
-                    live,
-                    pc > 0,
-                    bias,
-                ),
-                (true, _) => micro::position_tile::<2, 8>(
-                    kc,
-                    w,
-                    data,
-                    offsets,
-                    pos,
-                    c,
-                    ldc,
-                    live,
-                    pc > 0,
-                    bias,
-                ),
-                (false, 7) => micro::position_tile::<1, 7>(
-                    kc,
-                    w,
-                    data,
-                    offsets,
-                    pos,
-                    c,
-                    ldc,
-                    live,
-                    pc > 0,
-                    bias,
-                ),
-                (false, _) => micro::position_tile::<1, 8>(
-                    kc,
-                    w,
-                    data,
-                    offsets,
-                    pos,
-                    c,
-                    ldc,
-                    live,
-                    pc > 0,
-                    bias,
-                ),
-            }
-        }
+        unsafe { kernel(kc, w, data, offsets, pos, c, ldc, live, pc > 0, bias) }
     }
 }
