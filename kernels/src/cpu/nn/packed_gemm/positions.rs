@@ -1,13 +1,14 @@
 //! Convolutions as position tiles: the product transposed, `Cᵀ = im2colᵀ · Aᵀ`, so that a
-//! micro-tile is 8 output positions (broadcast, read in place from the padded image) × 32
-//! output channels (vectors of the weights, packed transposed once).
+//! micro-tile is 7 or 8 output positions (broadcast, read in place from the padded image) ×
+//! 32 or 16 output channels (vectors of the weights, packed transposed once).
 //!
 //! The other paths tile output *columns* 32 at a time: a 7×7 output (49 positions) fills two
 //! tiles, 64 columns, and an in-place read of a padded image also computes the padding's
-//! columns (a 3×3 on 14² computes 16 columns per row of 14). Here a tile's 8 positions are any
-//! 8 real outputs — each broadcast has its own address — so only the last tile of the image
+//! columns (a 3×3 on 14² computes 16 columns per row of 14). Here a tile's positions are any
+//! real outputs — each broadcast has its own address — so only the last tile of the image
 //! and the last panel of channels are partly empty. Each tile is transposed in registers on
-//! its way to the channel-major output.
+//! its way to the channel-major output, which costs more than a column tile's plain stores:
+//! [`pays`] weighs both.
 
 use std::sync::OnceLock;
 
