@@ -242,9 +242,10 @@ impl Task<'_> {
                             self.height.min(self.count - t * self.height),
                         );
                         // SAFETY: this tile's channels × positions of C are this task's.
-                        let c =
-                            unsafe { self.c.get().add(jp * PANEL * self.ldc + t * self.height) };
-                        self.tile(panel, (pc, kc), &pos, c, live, bias);
+                        unsafe {
+                            let c = self.c.get().add(jp * PANEL * self.ldc + t * self.height);
+                            self.tile(panel, (pc, kc), &pos, c, live, bias)
+                        };
                     }
                 }
             }
@@ -264,7 +265,11 @@ impl Task<'_> {
 
     /// One position tile against the weights `panel` (`kc` rows of 16 or 32 channels) of the
     /// depth block `(pc, kc)`, written to `c` (`live` channels × positions).
-    fn tile(
+    ///
+    /// # Safety
+    /// `c` is valid for the `live` channels (rows at stride `ldc`) × positions, and no other
+    /// thread touches them.
+    unsafe fn tile(
         &self,
         panel: &[f32],
         (pc, kc): (usize, usize),
