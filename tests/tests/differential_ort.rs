@@ -330,9 +330,9 @@ fn built_models_match_onnx_runtime() {
 }
 
 /// MaxPool and AveragePool (padding counted and not) over the geometries the pooling fast
-/// paths tell apart: "same" unit-stride windows (whole-plane passes, including planes smaller
-/// than the window and even or asymmetric windows), strided and `ceil_mode` windows (row by
-/// row), and 1×1 windows. Checks every output against ORT on negative and positive inputs.
+/// paths tell apart: "same" unit-stride windows (flat passes over all planes, including
+/// planes smaller than the window, planes spanning several blocks, and even or asymmetric
+/// windows), strided and `ceil_mode` windows (row by row), and 1×1 windows. Checks every output against ORT on negative and positive inputs.
 #[test]
 fn pooling_geometries_match_onnx_runtime() {
     // (height, width, kernel, stride, pads [top, left, bottom, right], ceil_mode)
@@ -349,6 +349,10 @@ fn pooling_geometries_match_onnx_runtime() {
         (1, 5, 3, 1, [1, 1, 1, 1], 0),
         (7, 7, 3, 1, [0, 0, 0, 0], 0),
         (10, 10, 1, 1, [0, 0, 0, 0], 0),
+        // "Same" windows whose planes span several of the flat path's blocks.
+        (40, 100, 3, 1, [1, 1, 1, 1], 0),
+        (7, 700, 3, 1, [1, 1, 1, 1], 0),
+        (9, 300, 5, 1, [2, 1, 2, 3], 0),
         (28, 28, 3, 2, [0, 0, 0, 0], 1),
         (13, 13, 3, 2, [0, 0, 0, 0], 1),
         (16, 16, 3, 2, [1, 1, 1, 1], 0),

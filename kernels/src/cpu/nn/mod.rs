@@ -20,6 +20,7 @@ pub mod packed_gemm;
 mod phase_planes;
 pub mod pool;
 pub mod pool2d;
+pub mod pool_same;
 pub mod spatial;
 
 #[cfg(test)]

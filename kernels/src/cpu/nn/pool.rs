@@ -5,6 +5,7 @@
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, widen};
+use super::pool_same::{self, Reduce};
 use super::pool2d;
 use super::spatial::{Geometry, WindowAttrs, strides_of};
 use crate::error::{KernelError, Result};
@@ -138,8 +139,8 @@ fn for_window(lists: &[&[usize]], rm: &[usize], cm: &[usize], f: &mut impl FnMut
 trait MaxElem: Element + Copy + PartialOrd {
     const LOWEST: Self;
 
-    /// Pools with [`pool2d::max_pool_stride2_f32`] when `Self` is `f32` and it applies;
-    /// false otherwise.
+    /// Pools with [`pool_same::pool_same_f32`] or [`pool2d::max_pool_stride2_f32`] when
+    /// `Self` is `f32` and one applies; false otherwise.
     fn max_pool_fast(
         _x: &[Self],
         _image: (usize, usize),
@@ -158,7 +159,10 @@ impl MaxElem for f32 {
         (rows, cols): (&pool2d::AxisWindows, &pool2d::AxisWindows),
         y: &mut [f32],
     ) -> bool {
-        pool2d::max_pool_stride2_f32(x, image, rows, cols, y)
+        match pool2d::same_window(rows, cols, image) {
+            Some(window) => pool_same::pool_same_f32(x, image, window, Reduce::Max, y),
+            None => pool2d::max_pool_stride2_f32(x, image, rows, cols, y),
+        }
     }
 }
 impl MaxElem for f64 {
@@ -170,6 +174,35 @@ impl MaxElem for u8 {
 impl MaxElem for i8 {
     const LOWEST: Self = i8::MIN;
 }
+
+/// An element AveragePool averages.
+trait AverageElem: Real {
+    /// Pools with [`pool_same::pool_same_f32`] when `Self` is `f32` and the geometry is "same";
+    /// false otherwise.
+    fn average_fast(
+        _x: &[Self],
+        _image: (usize, usize),
+        _windows: (&pool2d::AxisWindows, &pool2d::AxisWindows),
+        _include_pad: bool,
+        _y: &mut [Self],
+    ) -> bool {
+        false
+    }
+}
+impl AverageElem for f32 {
+    fn average_fast(
+        x: &[f32],
+        image: (usize, usize),
+        (rows, cols): (&pool2d::AxisWindows, &pool2d::AxisWindows),
+        include_pad: bool,
+        y: &mut [f32],
+    ) -> bool {
+        pool2d::same_window(rows, cols, image).is_some_and(|window| {
+            pool_same::pool_same_f32(x, image, window, Reduce::Average { include_pad }, y)
+        })
+    }
+}
+impl AverageElem for f64 {}
 
 impl Pool {
     fn geometry(&self, shape: &[usize]) -> Result<Geometry> {
@@ -275,9 +308,11 @@ impl Pool {
         Ok(outs)
     }
 
-    fn average<T: Real>(&self, x: &Tensor, include_pad: bool) -> Result<Tensor> {
+    fn average<T: AverageElem>(&self, x: &Tensor, include_pad: bool) -> Result<Tensor> {
         let shape = x.shape();
         let geo = self.geometry(shape)?;
+        let mut oshape = shape[..2].to_vec();
+        oshape.extend_from_slice(&geo.out);
         let image = &shape[2..];
         let taps = taps(&geo, image);
         let xs = contiguous::<T>(x)?;
@@ -290,6 +325,10 @@ impl Pool {
         let mut y = crate::output_buffer::overwritable(0, shape[0] * shape[1] * olen);
         if pool2d::applies(&geo) {
             let (rows, cols) = pool2d::plane_windows(&geo, image);
+            let hw = (image[0], image[1]);
+            if T::average_fast(&xs, hw, (&rows, &cols), include_pad, &mut y) {
+                return output(&oshape, y);
+            }
             // A window with no cell to count divides 0 by 0: NaN.
             let counts: Vec<T> = pool2d::window_counts(&rows, &cols, include_pad)
                 .into_iter()
@@ -338,8 +377,6 @@ impl Pool {
                 }
             });
         }
-        let mut oshape = shape[..2].to_vec();
-        oshape.extend_from_slice(&geo.out);
         output(&oshape, y)
     }
 }

@@ -24,6 +24,7 @@
 use rayon::prelude::*;
 
 use super::phase_planes::{PhasePlanes, Window2d};
+use super::pool_same::SameWindow;
 use super::spatial::Geometry;
 
 /// Outputs the strided path combines together, in registers.
@@ -72,6 +73,19 @@ impl AxisWindows {
     fn is_same(&self, extent: usize) -> bool {
         self.stride == 1 && self.spans.len() == extent
     }
+}
+
+/// The window of "same" pooling over an `h`×`w` image (unit strides, an output plane as large
+/// as the input), or `None` for any other geometry.
+pub fn same_window(
+    rows: &AxisWindows,
+    cols: &AxisWindows,
+    (h, w): (usize, usize),
+) -> Option<SameWindow> {
+    (rows.is_same(h) && cols.is_same(w)).then_some(SameWindow {
+        kernel: [rows.kernel, cols.kernel],
+        pad_begin: [rows.pad_begin, cols.pad_begin],
+    })
 }
 
 /// The row and column windows of a 2-D image (`image` = [height, width]).

@@ -1,0 +1,48 @@
+//! Microseconds per "same" 3×3 max pool on googlenet's shapes (the flat AVX-512 path),
+//! beside a copy of the input, with one and with all threads:
+//! `cargo run --release -p spillway-kernels --example pool_rate`.
+
+use std::time::Instant;
+
+use spillway_kernels::cpu::nn::pool_same::{Reduce, SameWindow, pool_same_f32};
+
+fn median_us(mut f: impl FnMut(), reps: usize) -> f64 {
+    f();
+    let mut times: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[reps / 2]
+}
+
+fn main() {
+    let shapes = [(192, 28), (256, 28), (480, 14), (832, 7)];
+    for threads in [1, rayon::current_num_threads()] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("pool");
+        for &(c, side) in &shapes {
+            let x: Vec<f32> = (0..c * side * side).map(|i| (i % 13) as f32).collect();
+            let mut y = vec![0.0f32; x.len()];
+            let window = SameWindow {
+                kernel: [3, 3],
+                pad_begin: [1, 1],
+            };
+            let us = pool.install(|| {
+                median_us(
+                    || {
+                        pool_same_f32(&x, (side, side), window, Reduce::Max, &mut y);
+                    },
+                    200,
+                )
+            });
+            let copy = median_us(|| y.copy_from_slice(&x), 200);
+            println!("threads {threads} {c}x{side}x{side}: {us:.1} us (a copy: {copy:.1} us)");
+        }
+    }
+}
