@@ -1,4 +1,5 @@
-"""Single-operator models, Spillway against ONNX Runtime on one thread, rounds interleaved.
+"""Single-operator models, Spillway against ONNX Runtime on one thread (or `--threads N`),
+rounds interleaved.
 
 Builds one-node (or node + Relu) models of the shapes where the zoo's CPU profiles showed
 Spillway behind ONNX Runtime (depthwise convolutions, strided max pools, 3x3 / 1x7 / 1x1
@@ -29,6 +30,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+
+# Threads each engine runs with (`--threads`).
+THREADS = 1
 
 
 def model(path, x_shape, nodes, inits):
@@ -93,7 +98,7 @@ CASES = [
 
 
 def time_spillway(binary, path, repeat):
-    env = dict(os.environ, RAYON_NUM_THREADS="1")
+    env = dict(os.environ, RAYON_NUM_THREADS=str(THREADS))
     out = subprocess.run([binary, "run", path, "--repeat", str(repeat)], env=env,
                          capture_output=True, text=True, check=True)
     return float(re.search(r"median latency: ([0-9.]+) ms", out.stdout + out.stderr).group(1))
@@ -101,7 +106,7 @@ def time_spillway(binary, path, repeat):
 
 def time_ort(path, repeat):
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
+    opts.intra_op_num_threads = THREADS
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     inp = sess.get_inputs()[0]
     x = np.random.default_rng(1).random(inp.shape, dtype=np.float32)
@@ -119,11 +124,15 @@ def main():
     ap.add_argument("--spillway", required=True)
     ap.add_argument("--baseline", help="an older spillway binary, timed alongside")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for both engines (RAYON_NUM_THREADS, intra_op_num_threads)")
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--out", required=True, help="output path without extension")
     ap.add_argument("--cases", help="run only the cases whose label contains one of these "
                     "comma-separated words")
     args = ap.parse_args()
+    global THREADS
+    THREADS = args.threads
     engines = [("spillway", args.spillway)]
     if args.baseline:
         engines.append(("baseline", args.baseline))
@@ -146,7 +155,7 @@ def main():
             print(f"{label}: " + ", ".join(f"{k} {v:.3f} ms" for k, v in med.items()), flush=True)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), platform.processor())
-    meta = {"machine": f"{cpu} ({os.cpu_count()} logical CPUs)", "threads": 1,
+    meta = {"machine": f"{cpu} ({os.cpu_count()} logical CPUs)", "threads": THREADS,
             "rounds": args.rounds, "repeat": args.repeat, "onnxruntime": ort.__version__,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     with open(args.out + ".json", "w") as f:
