@@ -134,6 +134,29 @@ impl Taps {
         mask as u16
     }
 
+    /// The position 16 cells after `phase`.
+    #[inline(always)]
+    fn step16(&self, phase: usize) -> usize {
+        let next = phase + self.advance;
+        if next >= self.modulus {
+            next - self.modulus
+        } else {
+            next
+        }
+    }
+
+    /// For each of 16 lanes from position `phase` on, how many cells are valid.
+    fn valid_cells(&self, phase: usize) -> [u32; 16] {
+        let mut counts = [0u32; 16];
+        for c in 0..self.cells.len() {
+            let mask = self.lane_mask(c, phase);
+            for (l, n) in counts.iter_mut().enumerate() {
+                *n += u32::from(mask >> l & 1);
+            }
+        }
+        counts
+    }
+
     /// [`Taps::lane_mask`] for every phase and cell, `cells.len()` per phase.
     fn mask_table(&self) -> Vec<u16> {
         (0..self.modulus)
@@ -279,39 +302,14 @@ impl Plan {
     /// Divides each window's sum in `out` (cells `start..`) by the number of its cells inside
     /// the image.
     fn divide_by_counts(&self, start: usize, out: &mut [f32]) {
-        let hw = self.rows.modulus;
-        let count = |taps: &Taps, phase: usize| {
-            let mut counts = [0u32; 16];
-            for c in 0..taps.cells.len() {
-                let mask = taps.lane_mask(c, phase);
-                counts
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(l, n)| *n += u32::from(mask >> l & 1));
-            }
-            counts
-        };
-        let (mut phase, mut col) = (start % hw, 0);
+        let (mut phase, mut col) = (start % self.rows.modulus, 0);
         for chunk in out.chunks_mut(16) {
-            let (down, across) = (count(&self.rows, phase), count(&self.cols, col));
+            let (down, across) = (self.rows.valid_cells(phase), self.cols.valid_cells(col));
             for ((s, d), a) in chunk.iter_mut().zip(down).zip(across) {
                 *s /= (d * a) as f32;
             }
             phase = self.rows.step16(phase);
             col = self.cols.step16(col);
-        }
-    }
-}
-
-impl Taps {
-    /// The position 16 cells after `phase`.
-    #[inline(always)]
-    fn step16(&self, phase: usize) -> usize {
-        let next = phase + self.advance;
-        if next >= self.modulus {
-            next - self.modulus
-        } else {
-            next
         }
     }
 }
