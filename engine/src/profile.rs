@@ -32,6 +32,8 @@ pub struct ProfileOptions {
     /// among the devices' lanes, as a session shares them (timing every node on all the cores
     /// would make each of several lanes look that much faster than it runs).
     pub intra_op_threads: Option<usize>,
+    /// Bytes copied between each ordered device pair to fit the link's latency and bandwidth.
+    pub copy_sizes: [usize; 3],
 }
 
 impl Default for ProfileOptions {
@@ -40,6 +42,7 @@ impl Default for ProfileOptions {
             warmup: 1,
             repeats: 5,
             intra_op_threads: None,
+            copy_sizes: [4 << 10, 256 << 10, 4 << 20],
         }
     }
 }
@@ -247,7 +250,7 @@ fn topology(devices: &Devices, options: ProfileOptions) -> Result<Topology> {
             }
             let cost = if dst == 0 { a.copy_cost } else { b.copy_cost };
             let mut points = Vec::new();
-            for size in [4usize << 10, 256 << 10, 4 << 20] {
+            for size in options.copy_sizes {
                 let t = Tensor::from_shape_vec(&[size / 4], vec![1.0f32; size / 4])
                     .map_err(|e| Error::Internal(e.to_string()))?;
                 let samples: Vec<f64> = (0..options.repeats.max(1))

@@ -10,6 +10,9 @@ mod trace;
 pub mod value_ops;
 mod work;
 
+#[cfg(test)]
+mod arena_tests;
+
 pub use parallel::{ParallelExecutor, RunOptions};
 pub use queue::QueueKind;
 pub use sequential::{RunStats, SequentialPlan, SequentialRun, build_kernel};

@@ -264,17 +264,15 @@ fn measure(
         intra_op_threads: Some(intra),
         ..builder.profile_options
     };
+    if !builder.use_profile_cache || model_hash == 0 {
+        return profile::profile_values(graph, devices, inputs, options, &mut |_, _| {});
+    }
     let cache = profile::cache_path(model_hash, graph, devices, &shapes, intra);
-    let cached = CostModel::load(&cache)
-        .ok()
-        .filter(|_| builder.use_profile_cache && model_hash != 0);
-    if let Some(m) = cached {
+    if let Ok(m) = CostModel::load(&cache) {
         return Ok(m);
     }
     let m = profile::profile_values(graph, devices, inputs, options, &mut |_, _| {})?;
-    if builder.use_profile_cache && model_hash != 0 {
-        m.save(&cache)?;
-    }
+    m.save(&cache)?;
     Ok(m)
 }
 
