@@ -33,8 +33,13 @@ pub(super) const PACKING_WEIGHT: usize = 20;
 /// widens the rows little enough for what packing would cost.
 pub(super) fn applies(im: &Image2d<'_>, m: usize) -> bool {
     let ow = im.out[1];
-    let width = ow + (im.kernel[1] - 1) * im.dilations[1] / im.strides[1];
-    ow > 0 && (width - ow) * m < PACKING_WEIGHT * ow
+    ow > 0 && (padded_width(im) - ow) * m < PACKING_WEIGHT * ow
+}
+
+/// The row length the in-place path computes at: an output row plus the window's reach past
+/// it, in the padded image's phase plane.
+pub(super) fn padded_width(im: &Image2d<'_>) -> usize {
+    im.out[1] + (im.kernel[1] - 1) * im.dilations[1] / im.strides[1]
 }
 
 /// An image copied into a zero-padded buffer, with the offset of each im2col row.
@@ -74,8 +79,8 @@ impl<'a> PaddedImage<'a> {
     /// Phases no tap reads (a 1×1 kernel with stride 2 reads one of four) are left as they are.
     fn new(im: &Image2d<'_>, channels: usize, buffer: &'a mut Vec<f32>, nr: usize) -> Self {
         let ([h, w], [kh, kw], [dh, dw]) = (im.size, im.kernel, im.dilations);
-        let ([oh, ow], [sh, sw], [top, left]) = (im.out, im.strides, im.pads);
-        let (height, width) = (oh + (kh - 1) * dh / sh, ow + (kw - 1) * dw / sw);
+        let ([oh, _], [sh, sw], [top, left]) = (im.out, im.strides, im.pads);
+        let (height, width) = (oh + (kh - 1) * dh / sh, padded_width(im));
         let plane = height * width;
         let len = sh * sw * channels * plane + nr;
         if buffer.len() < len {

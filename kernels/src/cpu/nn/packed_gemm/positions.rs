@@ -77,7 +77,7 @@ pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize, k: usize) -> bool {
     let writes = |per_block: usize| k + k.div_ceil(KC) * per_block;
     let ours = padded_channels(m) * (oh * ow).div_ceil(height) * height * writes(POSITION_WRITE);
     let columns = if direct::applies(im, m) {
-        let width = ow + (im.kernel[1] - 1) * im.dilations[1] / im.strides[1];
+        let width = direct::padded_width(im);
         let rows = (super::NC / width).max(1);
         (0..oh)
             .step_by(rows)
