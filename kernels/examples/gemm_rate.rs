@@ -1,22 +1,11 @@
 //! GFLOP/s of the packed GEMM on convolution-shaped products (dense and im2col `B`), with one
 //! and with all threads: `cargo run --release -p spillway-kernels --example gemm_rate`.
 
-use std::time::Instant;
+mod timing;
+
+use timing::median_secs;
 
 use spillway_kernels::cpu::nn::packed_gemm::{BSource, Image2d, PackedA};
-
-fn median_secs(mut f: impl FnMut(), reps: usize) -> f64 {
-    f();
-    let mut times: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[reps / 2]
-}
 
 fn main() {
     // (m, channels, kernel, image side): the im2col GEMM is m × (channels·kernel²) × side².

@@ -2,22 +2,11 @@
 //! beside a copy of the input, with one and with all threads:
 //! `cargo run --release -p spillway-kernels --example pool_rate`.
 
-use std::time::Instant;
+mod timing;
+
+use timing::median_secs;
 
 use spillway_kernels::cpu::nn::pool_same::{Reduce, SameWindow, pool_same_f32};
-
-fn median_us(mut f: impl FnMut(), reps: usize) -> f64 {
-    f();
-    let mut times: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64() * 1e6
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[reps / 2]
-}
 
 fn main() {
     let shapes = [(192, 28), (256, 28), (480, 14), (832, 7)];
@@ -34,14 +23,14 @@ fn main() {
                 pad_begin: [1, 1],
             };
             let us = pool.install(|| {
-                median_us(
+                1e6 * median_secs(
                     || {
                         pool_same_f32(&x, (side, side), window, Reduce::Max, &mut y);
                     },
                     200,
                 )
             });
-            let copy = median_us(|| y.copy_from_slice(&x), 200);
+            let copy = 1e6 * median_secs(|| y.copy_from_slice(&x), 200);
             println!("threads {threads} {c}x{side}x{side}: {us:.1} us (a copy: {copy:.1} us)");
         }
     }

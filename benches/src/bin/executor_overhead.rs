@@ -240,12 +240,13 @@ fn main() -> Result<()> {
         .map_or_else(|| PathBuf::from(LIGHT_DIR), PathBuf::from);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mesh = mesh(100, 10);
     let graphs = [
         compare("chain of 1000 Neg", &chain(1000), 2, 10, 20)?,
-        compare("mesh 100×10 Add + Sum", &mesh(100, 10), 2, 10, 20)?,
+        compare("mesh 100×10 Add + Sum", &mesh, 2, 10, 20)?,
         // Contended: SIR+'s setting of many streams' host threads sharing the queues, here
         // 8 lanes on the cores, so a lock holder can be descheduled.
-        compare("mesh 100×10 Add + Sum", &mesh(100, 10), 8, 10, 20)?,
+        compare("mesh 100×10 Add + Sum", &mesh, 8, 10, 20)?,
     ];
     let mut models = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&light)

@@ -264,15 +264,15 @@ fn measure(
         intra_op_threads: Some(intra),
         ..builder.profile_options
     };
-    if !builder.use_profile_cache || model_hash == 0 {
-        return profile::profile_values(graph, devices, inputs, options, &mut |_, _| {});
-    }
-    let cache = profile::cache_path(model_hash, graph, devices, &shapes, intra);
-    if let Ok(m) = CostModel::load(&cache) {
+    let cache = (builder.use_profile_cache && model_hash != 0)
+        .then(|| profile::cache_path(model_hash, graph, devices, &shapes, intra));
+    if let Some(m) = cache.as_ref().and_then(|path| CostModel::load(path).ok()) {
         return Ok(m);
     }
     let m = profile::profile_values(graph, devices, inputs, options, &mut |_, _| {})?;
-    m.save(&cache)?;
+    if let Some(path) = &cache {
+        m.save(path)?;
+    }
     Ok(m)
 }
 
