@@ -268,7 +268,28 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
                 one(t.map(|t| t.shape().iter().map(|&d| Dim::Fixed(d)).collect())),
             )
         }
-        _ => (None, vec![]),
+        _ => (dtype_only(node, dtype_of), vec![]),
+    }
+}
+
+/// The first output's dtype of ops whose shape rule is not written (or not knowable before
+/// running), where the ONNX definition fixes the dtype: the input's for ops that move, pick
+/// or interpolate elements, `int64` for ops that return indices.
+fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<DType> {
+    match node.op_type.as_str() {
+        "Resize" | "Upsample" | "Pad" | "Slice" | "Gather" | "GatherElements" | "GatherND"
+        | "Squeeze" | "Expand" | "Tile" | "Split" | "TopK" | "RoiAlign" | "ScatterElements"
+        | "ScatterND" | "Scatter" | "DepthToSpace" | "SpaceToDepth" | "ReduceMax" | "ReduceMin"
+        | "ReduceMean" | "ReduceSum" | "ReduceProd" | "ReduceL1" | "ReduceL2"
+        | "ReduceLogSumExp" | "ReduceSumSquare" | "ConvTranspose" | "LpNormalization" | "Range"
+        | "ReverseSequence" | "Compress" => dtype_of(0),
+        "NonZero" | "NonMaxSuppression" | "ArgMax" | "ArgMin" => Some(DType::I64),
+        "ConstantOfShape" => match node.attrs.opt_tensor("value") {
+            Ok(Some(t)) => Some(t.dtype()),
+            Ok(None) => Some(DType::F32),
+            Err(_) => None,
+        },
+        _ => None,
     }
 }
 

@@ -2,7 +2,8 @@
 //! `FusedConv`, whose kernel applies the activation to each output tile while it is still in
 //! cache (ORT's `ConvActivationFusion` and, for a residual, `ConvAddActivationFusion`):
 //!
-//! - `Conv → Relu | LeakyRelu | Sigmoid | Tanh | Clip | HardSigmoid` becomes one `FusedConv`;
+//! - `Conv → Relu | LeakyRelu | Sigmoid | Tanh | Clip | HardSigmoid | HardSwish` becomes one
+//!   `FusedConv` (`HardSwish` is Spillway's addition to ORT's list);
 //! - `Conv → Add(other) → Relu`, where `other` has the convolution's output shape (no
 //!   broadcasting), becomes one `FusedConv` with `Z = other` (a ResNet block's residual).
 //!
@@ -172,6 +173,7 @@ fn activation_of(graph: &Graph, node: &Node) -> Option<Activation> {
         "Relu" => plain("Relu"),
         "Sigmoid" => plain("Sigmoid"),
         "Tanh" => plain("Tanh"),
+        "HardSwish" => plain("HardSwish"),
         "LeakyRelu" if only(&["alpha"]) && node.inputs.len() == 1 => Some(Activation {
             name: "LeakyRelu",
             params: vec![float("alpha", 0.01)?],

@@ -10,7 +10,6 @@
 //! after the product on the other paths.
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
@@ -20,6 +19,7 @@ use super::epilogue::{Activation, Epilogue};
 use super::im2col::{Sweep, im2col};
 use super::matrix::{Layout, gemm};
 use super::packed_gemm::{BSource, Image2d, PackedA};
+use super::packed_weights::WeightCache;
 use super::spatial::{Geometry, WindowAttrs};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
@@ -30,36 +30,7 @@ use crate::{Tensor, output_buffer};
 pub struct Conv {
     window: WindowAttrs,
     group: usize,
-    packed: OnceLock<PackedWeights>,
-}
-
-/// Weights packed per group, with the tensor they were packed from: holding it keeps its
-/// buffer alive (and, the array being copy-on-write, unchanged), so the same buffer address
-/// later means the same weights.
-struct PackedWeights {
-    source: Tensor,
-    groups: Vec<PackedA>,
-}
-
-impl std::fmt::Debug for PackedWeights {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "PackedWeights({:?}, {} groups)",
-            self.source.shape(),
-            self.groups.len()
-        )
-    }
-}
-
-/// Whether two tensors are views of the same `f32` buffer with the same layout.
-fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
-    match (a, b) {
-        (Tensor::F32(x), Tensor::F32(y)) => {
-            x.as_ptr() == y.as_ptr() && x.shape() == y.shape() && x.strides() == y.strides()
-        }
-        _ => false,
-    }
+    packed: WeightCache,
 }
 
 /// `Conv`'s attributes (the same on every device).
@@ -98,7 +69,7 @@ impl Conv {
         Ok(Conv {
             window: WindowAttrs::parse(attrs)?,
             group,
-            packed: OnceLock::new(),
+            packed: WeightCache::default(),
         })
     }
 }
@@ -290,9 +261,9 @@ impl Conv {
 }
 
 impl Conv {
-    /// The weights of every group packed for [`PackedA`]: from the cache when `w` is the tensor
-    /// packed before, else packed now (and cached when `cacheable` and the cache is empty).
-    /// `None` where the packed GEMM does not apply (no AVX2/AVX-512, depthwise).
+    /// The weights of every group packed for [`PackedA`] (cached while `w` stays the same
+    /// tensor, when `cacheable`). `None` where the packed GEMM does not apply (no AVX2/AVX-512,
+    /// depthwise).
     fn packed_weights<'a>(
         &'a self,
         d: &Dims,
@@ -304,28 +275,12 @@ impl Conv {
         if d.is_depthwise() {
             return None;
         }
-        if let Some(c) = self.packed.get()
-            && same_buffer(&c.source, w)
-        {
-            return Some(Cow::Borrowed(&c.groups));
-        }
         let k = cg * d.geo.kernel.iter().product::<usize>();
-        let groups = (0..d.group)
-            .map(|g| PackedA::new(&ws[g * mg * k..(g + 1) * mg * k], mg, k))
-            .collect::<Option<Vec<_>>>()?;
-        if !cacheable {
-            return Some(Cow::Owned(groups));
-        }
-        if let Err(rejected) = self.packed.set(PackedWeights {
-            source: w.clone(),
-            groups,
-        }) {
-            // Another run cached first (these weights or others): use ours this time.
-            return Some(Cow::Owned(rejected.groups));
-        }
-        self.packed
-            .get()
-            .map(|c| Cow::Borrowed(c.groups.as_slice()))
+        self.packed.get_or_pack(w, cacheable, || {
+            (0..d.group)
+                .map(|g| PackedA::new(&ws[g * mg * k..(g + 1) * mg * k], mg, k))
+                .collect()
+        })
     }
 }
 

@@ -1,7 +1,8 @@
 //! What a fused convolution does to its output while it is still in cache: add a second
 //! tensor `Z` (a residual) and apply an activation — ONNX Runtime's `FusedConv` epilogue.
 //! The activations compute exactly what the unfused `Relu`, `LeakyRelu`, `Sigmoid`, `Tanh`,
-//! `Clip` and `HardSigmoid` kernels compute, so fusing never changes a result.
+//! `Clip`, `HardSigmoid` and `HardSwish` kernels compute, so fusing never changes a result.
+//! (`HardSwish` is Spillway's addition to ORT's list: MobileNetV3's convolutions end in it.)
 
 use super::common::Real;
 use crate::error::{KernelError, Result};
@@ -23,12 +24,14 @@ pub enum Activation {
     Clip(f32, f32),
     /// `max(0, min(1, alpha · x + beta))`.
     HardSigmoid(f32, f32),
+    /// `x · max(0, min(1, x / 6 + 1/2))`.
+    HardSwish,
 }
 
 impl Activation {
     /// Parses `FusedConv`'s `activation` (absent: identity) and `activation_params`:
     /// `LeakyRelu` takes `[alpha]`, `Clip` `[min, max]`, `HardSigmoid` `[alpha, beta]`, the
-    /// others none. Anything else fails naming the cause.
+    /// others (`Relu`, `Sigmoid`, `Tanh`, `HardSwish`) none. Anything else fails naming the cause.
     pub fn parse(name: Option<&str>, params: Option<&[f32]>) -> Result<Self> {
         let params = params.unwrap_or(&[]);
         let Some(name) = name else {
@@ -41,10 +44,11 @@ impl Activation {
             ("Relu", []) => Activation::Relu,
             ("Sigmoid", []) => Activation::Sigmoid,
             ("Tanh", []) => Activation::Tanh,
+            ("HardSwish", []) => Activation::HardSwish,
             ("LeakyRelu", &[alpha]) => Activation::LeakyRelu(alpha),
             ("Clip", &[lo, hi]) => Activation::Clip(lo, hi),
             ("HardSigmoid", &[alpha, beta]) => Activation::HardSigmoid(alpha, beta),
-            ("Relu" | "Sigmoid" | "Tanh", _) => return Err(count(name, 0, params)),
+            ("Relu" | "Sigmoid" | "Tanh" | "HardSwish", _) => return Err(count(name, 0, params)),
             ("LeakyRelu", _) => return Err(count(name, 1, params)),
             ("Clip" | "HardSigmoid", _) => return Err(count(name, 2, params)),
             (other, _) => {
@@ -52,7 +56,7 @@ impl Activation {
                     name: "activation".into(),
                     reason: format!(
                         "unknown activation '{other}' (supported: Relu, LeakyRelu, Sigmoid, \
-                         Tanh, Clip, HardSigmoid)"
+                         Tanh, Clip, HardSigmoid, HardSwish)"
                     ),
                 });
             }
@@ -94,6 +98,12 @@ impl Activation {
                 values
                     .iter_mut()
                     .for_each(|x| *x = (alpha * *x + beta).max(zero).min(one));
+            }
+            Activation::HardSwish => {
+                let (sixth, half) = (T::of(1.0 / 6.0), T::of(0.5));
+                values
+                    .iter_mut()
+                    .for_each(|x| *x = *x * (*x * sixth + half).max(zero).min(one));
             }
         }
     }

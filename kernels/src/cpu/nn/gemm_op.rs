@@ -3,6 +3,8 @@
 
 use super::common::{contiguous, min_opset, narrow, output, widen};
 use super::matrix::{Layout, MatElem, gemm};
+use super::packed_gemm::{BSource, PackedA};
+use super::packed_weights::WeightCache;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
 use crate::{DType, Element, Tensor};
@@ -15,7 +17,13 @@ pub struct Gemm {
     trans_a: bool,
     trans_b: bool,
     c_optional: bool,
+    /// `B'ᵀ` packed for the packed GEMM (an `f32` `B` of a product with enough rows).
+    packed: WeightCache,
 }
+
+/// Products with fewer rows than this (`M`, the rows of `A'`) keep the generic GEMM: the packed
+/// one computes `Yᵀ = B'ᵀ · A'ᵀ`, where `M` becomes the micro-kernel's tile width (16 or 32).
+const PACKED_MIN_ROWS: usize = 16;
 
 /// Builds `Gemm`.
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
@@ -37,6 +45,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         trans_a: flag("transA")?,
         trans_b: flag("transB")?,
         c_optional: spec.opset >= 11,
+        packed: WeightCache::default(),
     }))
 }
 
@@ -128,6 +137,92 @@ impl Gemm {
     }
 }
 
+impl Gemm {
+    /// `Y = A' · B' + beta · C` for `f32` operands through the packed GEMM, computed as
+    /// `Yᵀ = B'ᵀ · A'ᵀ` with `B'ᵀ` (the weights of a fully connected layer) packed once, then
+    /// transposed into `Y`. `None` where it does not apply: `alpha ≠ 1`, a `C` other than a
+    /// row vector broadcast over `Y`'s rows, few rows, or no AVX2/AVX-512.
+    fn packed_f32(&self, a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Option<Result<Tensor>> {
+        let (Tensor::F32(_), Tensor::F32(_)) = (a, b) else {
+            return None;
+        };
+        let (sa, sb) = (a.shape(), b.shape());
+        if self.alpha != 1.0 || sa.len() != 2 || sb.len() != 2 {
+            return None;
+        }
+        let (m, k) = if self.trans_a {
+            (sa[1], sa[0])
+        } else {
+            (sa[0], sa[1])
+        };
+        let (kb, n) = if self.trans_b {
+            (sb[1], sb[0])
+        } else {
+            (sb[0], sb[1])
+        };
+        if k != kb || m < PACKED_MIN_ROWS || n == 0 || k == 0 {
+            return None;
+        }
+        let bias = match c {
+            None => None,
+            Some(c) if c.dtype() == DType::F32 && c.len() == n && c.shape().last() == Some(&n) => {
+                let cs = match contiguous::<f32>(c) {
+                    Ok(cs) => cs,
+                    Err(e) => return Some(Err(e)),
+                };
+                Some(cs.iter().map(|&v| self.beta * v).collect::<Vec<f32>>())
+            }
+            Some(_) => return None,
+        };
+        let packed = self.packed.get_or_pack(b, true, || {
+            let bs = contiguous::<f32>(b).ok()?;
+            // The packed operand is `B'ᵀ`, `n × k` row-major: `B` itself when transposed.
+            let bt: std::borrow::Cow<'_, [f32]> = if self.trans_b {
+                bs
+            } else {
+                std::borrow::Cow::Owned(transpose(&bs, k, n))
+            };
+            Some(vec![PackedA::new(&bt, n, k)?])
+        })?;
+        let xs = match contiguous::<f32>(a) {
+            Ok(xs) => xs,
+            Err(e) => return Some(Err(e)),
+        };
+        // `A'ᵀ` is `k × m`: `A` itself when transposed, else `A` read transposed.
+        let src = if self.trans_a {
+            BSource::Dense { data: &xs, ld: m }
+        } else {
+            BSource::Transposed { data: &xs, ld: k }
+        };
+        let mut yt = vec![0.0f32; n * m];
+        packed[0].multiply(src, m, &mut yt, m, bias.as_deref(), None);
+        let mut y = crate::output_buffer::filled(0, m * n, 0.0f32);
+        transpose_into(&yt, n, m, &mut y);
+        Some(output(&[m, n], y))
+    }
+}
+
+/// The transpose of the row-major `rows × cols` matrix `a`.
+fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; rows * cols];
+    transpose_into(a, rows, cols, &mut out);
+    out
+}
+
+/// `out ← aᵀ` for the row-major `rows × cols` matrix `a`, in 32 × 32 tiles.
+fn transpose_into(a: &[f32], rows: usize, cols: usize, out: &mut [f32]) {
+    const TILE: usize = 32;
+    for i0 in (0..rows).step_by(TILE) {
+        for j0 in (0..cols).step_by(TILE) {
+            for i in i0..(i0 + TILE).min(rows) {
+                for j in j0..(j0 + TILE).min(cols) {
+                    out[j * rows + i] = a[i * cols + j];
+                }
+            }
+        }
+    }
+}
+
 impl Kernel for Gemm {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let (a, b) = (input(inputs, 0)?, input(inputs, 1)?);
@@ -147,6 +242,9 @@ impl Kernel for Gemm {
                     t.dtype()
                 )));
             }
+        }
+        if let Some(y) = self.packed_f32(a, b, c) {
+            return Ok(vec![y?]);
         }
         let y = match dtype {
             DType::F32 | DType::F16 | DType::BF16 => {

@@ -17,6 +17,7 @@ pub mod matmul;
 pub mod matrix;
 pub mod norm;
 pub mod packed_gemm;
+mod packed_weights;
 mod phase_planes;
 pub mod pool;
 pub mod pool2d;

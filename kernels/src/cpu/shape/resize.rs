@@ -5,7 +5,7 @@
 use half::{bf16, f16};
 use num_traits::ToPrimitive;
 
-use super::resize_axis::{AxisParams, Coord, Interp, Nearest, apply, plan};
+use super::resize_axis::{AxisParams, Coord, Interp, Nearest, Sample, apply, plan};
 use super::util::{min_opset, norm_axes, tensor_from};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
@@ -294,15 +294,22 @@ impl Resize {
     }
 }
 
-impl Kernel for Resize {
-    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-        let x = input(inputs, 0)?;
-        let (out_shape, scales, rois, axes) = self.geometry(inputs, x.shape())?;
-        let mut shape = x.shape().to_vec();
-        let mut data: Vec<f64> = dispatch_numeric!(x, a => a.as_standard_layout().iter().map(|v| v.to_f64().unwrap_or(f64::NAN)).collect(),
-            other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }));
+impl Resize {
+    /// Resizes `data` (laid out as `shape`) axis after axis; identity axes are skipped.
+    fn resample<T: Sample>(
+        &self,
+        input: &[T],
+        in_shape: &[usize],
+        out_shape: &[usize],
+        scales: &[f64],
+        rois: &[(f64, f64)],
+        axes: &[usize],
+    ) -> Vec<T> {
+        let mut shape = in_shape.to_vec();
+        // The first resized axis reads the input where it lies.
+        let mut data: Option<Vec<T>> = None;
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
-        for &ax in &axes {
+        for &ax in axes {
             let (s, e) = rois[ax];
             let identity = close(scales[ax], 1.0)
                 && out_shape[ax] == shape[ax]
@@ -321,9 +328,30 @@ impl Kernel for Resize {
                 antialias: self.antialias,
                 exclude_outside: self.exclude_outside,
             };
-            data = apply(&data, &shape, ax, &plan(&p), self.extrapolation);
+            let src = data.as_deref().unwrap_or(input);
+            data = Some(apply(src, &shape, ax, &plan(&p), self.extrapolation));
             shape[ax] = out_shape[ax];
         }
+        data.unwrap_or_else(|| input.to_vec())
+    }
+}
+
+impl Kernel for Resize {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        let (out_shape, scales, rois, axes) = self.geometry(inputs, x.shape())?;
+        // f32 computes in f32, as ONNX Runtime does; every other type in f64, like the reference.
+        if let Tensor::F32(a) = x {
+            let a = a.as_standard_layout();
+            let input = a
+                .as_slice()
+                .ok_or_else(|| KernelError::Shape("Resize input is not contiguous".into()))?;
+            let data = self.resample(input, x.shape(), &out_shape, &scales, &rois, &axes);
+            return Ok(vec![tensor_from(&out_shape, data)?]);
+        }
+        let data: Vec<f64> = dispatch_numeric!(x, a => a.as_standard_layout().iter().map(|v| v.to_f64().unwrap_or(f64::NAN)).collect(),
+            other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }));
+        let data = self.resample(&data, x.shape(), &out_shape, &scales, &rois, &axes);
         Ok(vec![from_f64(x.dtype(), &out_shape, data)?])
     }
 }

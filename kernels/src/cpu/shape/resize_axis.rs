@@ -206,37 +206,165 @@ pub(crate) fn plan(p: &AxisParams) -> AxisPlan {
     out
 }
 
+/// An element type a resize computes in: `f64` (every type, like the reference) or `f32`
+/// (`f32` tensors, like ONNX Runtime).
+pub(crate) trait Sample:
+    Copy + Send + Sync + Default + std::ops::AddAssign + std::ops::Mul<Output = Self>
+{
+    /// `v` rounded to this type.
+    fn of(v: f64) -> Self;
+}
+
+impl Sample for f64 {
+    fn of(v: f64) -> Self {
+        v
+    }
+}
+
+impl Sample for f32 {
+    fn of(v: f64) -> Self {
+        v as f32
+    }
+}
+
+/// Outputs at least this large are computed in parallel, a block of outer rows per task.
+const PAR_OUTPUT: usize = 1 << 16;
+
 /// Resizes `data` (row-major, `shape`) along `axis` with `plan`.
-pub(crate) fn apply(
-    data: &[f64],
+pub(crate) fn apply<T: Sample>(
+    data: &[T],
     shape: &[usize],
     axis: usize,
     plan: &AxisPlan,
     extrapolation: f64,
-) -> Vec<f64> {
+) -> Vec<T> {
     let outer: usize = shape[..axis].iter().product();
     let in_len = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
     let out_len = plan.extrapolated.len();
-    let mut out = vec![0.0; outer * out_len * inner];
-    for o in 0..outer {
-        let src = &data[o * in_len * inner..(o + 1) * in_len * inner];
-        for j in 0..out_len {
-            let dst = &mut out[(o * out_len + j) * inner..(o * out_len + j + 1) * inner];
-            if plan.extrapolated[j] {
-                dst.fill(extrapolation);
-                continue;
-            }
-            for k in 0..plan.taps {
-                let c = plan.coef[j * plan.taps + k];
-                // Zero taps are skipped (the reference multiplies them, which only differs for inf/NaN).
-                if c == 0.0 {
-                    continue;
-                }
-                let row = &src[plan.idx[j * plan.taps + k] * inner..][..inner];
-                dst.iter_mut().zip(row).for_each(|(d, s)| *d += c * s);
-            }
-        }
+    let mut out = vec![T::default(); outer * out_len * inner];
+    let (row_in, row_out) = (in_len * inner, out_len * inner);
+    if row_out == 0 {
+        return out;
+    }
+    let coef: Vec<T> = plan.coef.iter().map(|&c| T::of(c)).collect();
+    let fill = T::of(extrapolation);
+    let taps = (inner == 1).then(|| CompactTaps::new(plan, &coef));
+    let one_row = |(src, dst): (&[T], &mut [T])| match &taps {
+        Some(taps) => taps.gather_row(src, dst, fill),
+        None => blend_rows(src, dst, inner, plan, &coef, fill),
+    };
+    if out.len() >= PAR_OUTPUT && outer > 1 {
+        use rayon::prelude::*;
+        let rows = (PAR_OUTPUT / row_out).clamp(1, outer);
+        data.par_chunks(rows * row_in)
+            .zip(out.par_chunks_mut(rows * row_out))
+            .for_each(|(src, dst)| {
+                src.chunks(row_in)
+                    .zip(dst.chunks_mut(row_out))
+                    .for_each(one_row)
+            });
+    } else {
+        data.chunks(row_in)
+            .zip(out.chunks_mut(row_out))
+            .for_each(one_row);
     }
     out
+}
+
+/// The non-zero taps of every output position, packed for the innermost axis, where each
+/// output is a weighted sum of a few inputs of its row. (Zero taps are skipped; the reference
+/// multiplies them, which only differs for inf/NaN inputs.)
+struct CompactTaps<T> {
+    /// `(first tap, tap count)` per output; `None` where the output is extrapolated.
+    spans: Vec<Option<(usize, usize)>>,
+    idx: Vec<usize>,
+    coef: Vec<T>,
+    /// Every output copies one input (nearest interpolation, no extrapolation).
+    copies: bool,
+}
+
+impl<T: Sample> CompactTaps<T> {
+    fn new(plan: &AxisPlan, coef: &[T]) -> Self {
+        let mut out = CompactTaps {
+            spans: Vec::with_capacity(plan.extrapolated.len()),
+            idx: Vec::new(),
+            coef: Vec::new(),
+            copies: false,
+        };
+        for (j, &extrapolated) in plan.extrapolated.iter().enumerate() {
+            if extrapolated {
+                out.spans.push(None);
+                continue;
+            }
+            let first = out.idx.len();
+            for k in j * plan.taps..(j + 1) * plan.taps {
+                if plan.coef[k] != 0.0 {
+                    out.idx.push(plan.idx[k]);
+                    out.coef.push(coef[k]);
+                }
+            }
+            out.spans.push(Some((first, out.idx.len() - first)));
+        }
+        out.copies = out.spans.iter().all(|s| matches!(s, Some((_, 1))))
+            && plan.coef.iter().all(|&c| c == 0.0 || c == 1.0);
+        out
+    }
+
+    fn gather_row(&self, src: &[T], dst: &mut [T], fill: T) {
+        if self.copies {
+            dst.iter_mut()
+                .zip(&self.idx)
+                .for_each(|(d, &i)| *d = src[i]);
+            return;
+        }
+        for (d, span) in dst.iter_mut().zip(&self.spans) {
+            *d = match *span {
+                None => fill,
+                Some((first, n)) => {
+                    let mut acc = T::default();
+                    for (&i, &c) in self.idx[first..first + n]
+                        .iter()
+                        .zip(&self.coef[first..first + n])
+                    {
+                        acc += c * src[i];
+                    }
+                    acc
+                }
+            };
+        }
+    }
+}
+
+/// The resized axis has `inner` elements under it: each output row is a weighted sum of a few
+/// input rows.
+fn blend_rows<T: Sample>(
+    src: &[T],
+    dst: &mut [T],
+    inner: usize,
+    plan: &AxisPlan,
+    coef: &[T],
+    fill: T,
+) {
+    for (j, d) in dst.chunks_exact_mut(inner).enumerate() {
+        if plan.extrapolated[j] {
+            d.fill(fill);
+            continue;
+        }
+        let taps = j * plan.taps..(j + 1) * plan.taps;
+        let mut live = taps.filter(|&k| plan.coef[k] != 0.0).peekable();
+        // A single tap of weight one (nearest interpolation) is a copy.
+        if let Some(&k) = live.peek()
+            && plan.coef[k] == 1.0
+            && (k + 1..(j + 1) * plan.taps).all(|q| plan.coef[q] == 0.0)
+        {
+            d.copy_from_slice(&src[plan.idx[k] * inner..][..inner]);
+            continue;
+        }
+        for k in live {
+            let c = coef[k];
+            let row = &src[plan.idx[k] * inner..][..inner];
+            d.iter_mut().zip(row).for_each(|(d, &s)| *d += c * s);
+        }
+    }
 }

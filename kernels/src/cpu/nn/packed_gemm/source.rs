@@ -13,6 +13,14 @@ pub enum BSource<'a> {
         /// Distance between rows, ≥ `n`.
         ld: usize,
     },
+    /// The transpose of a dense row-major `n × k` matrix with row stride `ld` (≥ `k`): `B`'s
+    /// element `(p, j)` is `data[j · ld + p]` (a `Gemm` input `X` of shape `(M, K)`, read as `Xᵀ`).
+    Transposed {
+        /// The values.
+        data: &'a [f32],
+        /// Distance between rows of `data`, ≥ `k`.
+        ld: usize,
+    },
     /// The im2col matrix of a 2-D image.
     Image(&'a Image2d<'a>),
 }
@@ -49,6 +57,13 @@ impl BSource<'_> {
                     "BSource: too short"
                 );
             }
+            BSource::Transposed { data, ld } => {
+                assert!(*ld >= k, "BSource: stride {ld} below k {k}");
+                assert!(
+                    n == 0 || data.len() >= (n - 1) * ld + k,
+                    "BSource: too short"
+                );
+            }
             BSource::Image(im) => {
                 let taps = im.kernel[0] * im.kernel[1];
                 assert!(
@@ -77,10 +92,13 @@ impl BSource<'_> {
         out: &mut [f32],
     ) {
         let panels = nc.div_ceil(nr);
+        if let BSource::Transposed { data, ld } = self {
+            return pack_transposed(data, *ld, (pc, kc), (jc, nc), nr, out);
+        }
         // An image row is gathered once, whole, then cut into the panels.
         let mut row = match self {
             BSource::Image(_) => vec![0.0f32; nc],
-            BSource::Dense { .. } => Vec::new(),
+            BSource::Dense { .. } | BSource::Transposed { .. } => Vec::new(),
         };
         for p in 0..kc {
             let src: &[f32] = match self {
@@ -89,6 +107,7 @@ impl BSource<'_> {
                     im.gather(pc + p, jc, &mut row);
                     &row
                 }
+                BSource::Transposed { .. } => unreachable!("packed above"),
             };
             for jp in 0..panels {
                 let w = nr.min(nc - jp * nr);
@@ -100,6 +119,36 @@ impl BSource<'_> {
                     out[at + w..at + nr].fill(0.0);
                 }
             }
+        }
+    }
+}
+
+/// [`BSource::pack`] for [`BSource::Transposed`]: panel column `jj` is row `jc + jj` of `data`,
+/// read along `pc..pc + kc`. Each panel is written row after row while its `nr` source rows
+/// stay in L1 (`nr` cache lines at a time).
+fn pack_transposed(
+    data: &[f32],
+    ld: usize,
+    (pc, kc): (usize, usize),
+    (jc, nc): (usize, usize),
+    nr: usize,
+    out: &mut [f32],
+) {
+    for (jp, panel) in out
+        .chunks_exact_mut(kc * nr)
+        .take(nc.div_ceil(nr))
+        .enumerate()
+    {
+        let j0 = jc + jp * nr;
+        let w = nr.min(jc + nc - j0);
+        let rows: Vec<&[f32]> = (0..w)
+            .map(|jj| &data[(j0 + jj) * ld + pc..][..kc])
+            .collect();
+        for (p, dst) in panel.chunks_exact_mut(nr).enumerate() {
+            for (d, row) in dst.iter_mut().zip(&rows) {
+                *d = row[p];
+            }
+            dst[w..].fill(0.0);
         }
     }
 }

@@ -5,6 +5,7 @@
 mod conv_weights;
 mod errors;
 mod fused_conv;
+mod gemm_packed;
 
 use serde_json::Value;
 
