@@ -38,12 +38,20 @@ fn block<F: Real>(x: &mut [F], n: usize, inner: usize, log: bool) {
         }
     }
     let mut sum = vec![F::zero(); inner];
+    // LogSoftmax keeps `x - max` in `x` and takes the exponentials in `e`.
+    let mut e = if log { vec![F::zero(); inner] } else { vec![] };
     for row in x.chunks_exact_mut(inner) {
-        for ((v, &m), s) in row.iter_mut().zip(&max).zip(sum.iter_mut()) {
-            let e = (*v - m).exp();
-            *s = *s + e;
-            *v = if log { *v - m } else { e };
-        }
+        row.iter_mut().zip(&max).for_each(|(v, &m)| *v = *v - m);
+        let exps = if log {
+            e.copy_from_slice(row);
+            &mut e[..]
+        } else {
+            row
+        };
+        F::exp_slice(exps, F::zero());
+        sum.iter_mut()
+            .zip(exps.iter())
+            .for_each(|(s, &v)| *s = *s + v);
     }
     debug_assert_eq!(x.len(), n * inner);
     for row in x.chunks_exact_mut(inner) {
@@ -58,12 +66,15 @@ fn row<F: Real>(x: &mut [F], log: bool) {
     let max = x
         .iter()
         .fold(F::neg_infinity(), |m, &v| if v > m { v } else { m });
-    let mut sum = F::zero();
-    for v in x.iter_mut() {
-        let e = (*v - max).exp();
-        sum = sum + e;
-        *v = if log { *v - max } else { e };
-    }
+    let sum = if log {
+        let mut e = x.to_vec();
+        F::exp_slice(&mut e, -max);
+        x.iter_mut().for_each(|v| *v = *v - max);
+        F::sum_slice(&e)
+    } else {
+        F::exp_slice(x, -max);
+        F::sum_slice(x)
+    };
     if log {
         let ln = sum.ln();
         x.iter_mut().for_each(|v| *v = *v - ln);

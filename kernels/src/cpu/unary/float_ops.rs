@@ -71,7 +71,7 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
             let alpha = F::of(alpha as f64);
             unary_map(a, move |&x: &F| if x < zero { alpha * x } else { x })
         }
-        FloatOp::Sigmoid => unary_map(a, |&x: &F| one / (one + (-x).exp())),
+        FloatOp::Sigmoid => in_place(a, F::sigmoid_slice),
         FloatOp::HardSigmoid(alpha, beta) => {
             let (alpha, beta) = (F::of(alpha as f64), F::of(beta as f64));
             unary_map(a, move |&x: &F| (alpha * x + beta).max(zero).min(one))
@@ -114,7 +114,7 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
         }),
         FloatOp::Softsign => unary_map(a, |&x: &F| x / (one + x.abs())),
         FloatOp::Sqrt => unary_map(a, |&x: &F| x.sqrt()),
-        FloatOp::Exp => unary_map(a, |&x: &F| x.exp()),
+        FloatOp::Exp => in_place(a, |xs| F::exp_slice(xs, zero)),
         FloatOp::Log => unary_map(a, |&x: &F| x.ln()),
         FloatOp::Neg => unary_map(a, |&x: &F| -x),
         FloatOp::Abs => unary_map(a, |&x: &F| x.abs()),
@@ -144,6 +144,13 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
             })
         }
     }
+}
+
+/// A copy of `a` (standard layout) with `f` applied to its elements in place.
+fn in_place<F: Real>(a: &ArrayViewD<'_, F>, f: impl FnOnce(&mut [F])) -> ArrayD<F> {
+    let mut out = a.as_standard_layout().into_owned();
+    f(out.as_slice_mut().expect("standard layout is contiguous"));
+    out
 }
 
 /// `op` on a float tensor (half types computed in `f32`), or `UnsupportedDType`.

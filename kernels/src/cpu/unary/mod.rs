@@ -4,6 +4,7 @@ pub mod clip;
 pub mod float_ops;
 pub mod int_ops;
 pub mod real;
+pub mod vector_exp;
 
 #[cfg(test)]
 mod tests;

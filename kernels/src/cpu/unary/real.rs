@@ -1,6 +1,8 @@
 //! [`Real`]: the floating-point types the float unary kernels compute in (`f32`, `f64`;
 //! half types are widened to `f32` first).
 
+use super::vector_exp;
+
 /// A floating-point compute type.
 pub trait Real: num_traits::Float + Send + Sync + std::fmt::Debug + 'static {
     /// Converts a constant (an attribute value) to this type.
@@ -9,6 +11,19 @@ pub trait Real: num_traits::Float + Send + Sync + std::fmt::Debug + 'static {
     fn erf(self) -> Self;
     /// Rounds to the nearest integer, halves to even.
     fn round_even(self) -> Self;
+    /// `xs[i] ← e^(xs[i] + shift)` for every element.
+    fn exp_slice(xs: &mut [Self], shift: Self) {
+        xs.iter_mut().for_each(|v| *v = (*v + shift).exp());
+    }
+    /// `xs[i] ← 1 / (1 + e^-xs[i])` for every element.
+    fn sigmoid_slice(xs: &mut [Self]) {
+        xs.iter_mut()
+            .for_each(|v| *v = Self::one() / (Self::one() + (-*v).exp()));
+    }
+    /// The sum of `xs` (in any order).
+    fn sum_slice(xs: &[Self]) -> Self {
+        xs.iter().fold(Self::zero(), |a, &b| a + b)
+    }
 }
 
 impl Real for f32 {
@@ -23,6 +38,15 @@ impl Real for f32 {
     #[inline(always)]
     fn round_even(self) -> Self {
         self.round_ties_even()
+    }
+    fn exp_slice(xs: &mut [Self], shift: Self) {
+        vector_exp::exp_in_place(xs, shift);
+    }
+    fn sigmoid_slice(xs: &mut [Self]) {
+        vector_exp::sigmoid_in_place(xs);
+    }
+    fn sum_slice(xs: &[Self]) -> Self {
+        vector_exp::sum(xs)
     }
 }
 
