@@ -139,3 +139,84 @@ fn loop_and_if_with_captures_match_onnx_runtime() {
         }
     }
 }
+
+/// all = Loop(trips, go, x): body `part = Tile(y + i, reps)`, `acc' = Concat(acc, part)` (the
+/// appending pattern that Spillway runs by keeping the parts and concatenating once), with
+/// `part` also a scan output.
+fn appending_loop_model() -> Vec<u8> {
+    use spillway_tests::build::Attr;
+    let mut body = ModelBuilder::new(5);
+    body.scalar_input("i", INT64)
+        .scalar_input("cond_in", BOOL)
+        .typed_input("acc", FLOAT, &[-1, 3])
+        .node("Cast", &["i"], &["i_f"], &[("to", Attr::Int(1))])
+        .node("Add", &["y", "i_f"], &["shifted"], &[])
+        .node("Tile", &["shifted", "reps"], &["part"], &[])
+        .node(
+            "Concat",
+            &["acc", "part"],
+            &["acc_out"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("Identity", &["cond_in"], &["cond_out"], &[])
+        .node("Identity", &["part"], &["scan"], &[])
+        .typed_output("cond_out", BOOL, &[])
+        .typed_output("acc_out", FLOAT, &[-1, 3])
+        .typed_output("scan", FLOAT, &[1, 3]);
+    let mut m = ModelBuilder::new(6);
+    m.input("x", &[1, 3])
+        .input("y", &[1, 3])
+        .typed_input("reps", INT64, &[2])
+        .scalar_input("trips", INT64)
+        .scalar_input("go", BOOL)
+        .node_with_graphs(
+            "Loop",
+            &["trips", "go", "x"],
+            &["all", "scans"],
+            vec![("body", body.graph())],
+        )
+        .output("all")
+        .output("scans");
+    m.to_bytes(13)
+}
+
+#[test]
+fn appending_loop_matches_onnx_runtime_and_reports_a_bad_part() {
+    let bytes = appending_loop_model();
+    let session = Session::builder().commit_from_memory(&bytes).unwrap();
+    let mut oracle = Oracle::load_bytes(&bytes, OrtConfig::default()).unwrap();
+    let inputs = |trips: i64, reps: [i64; 2]| {
+        vec![
+            (
+                "x".to_string(),
+                Tensor::from_shape_vec(&[1, 3], vec![1.0f32, 2.0, 3.0]).unwrap(),
+            ),
+            (
+                "y".to_string(),
+                Tensor::from_shape_vec(&[1, 3], vec![-0.5f32, 0.25, 4.0]).unwrap(),
+            ),
+            (
+                "reps".to_string(),
+                Tensor::from_shape_vec(&[2], reps.to_vec()).unwrap(),
+            ),
+            ("trips".to_string(), Tensor::scalar(trips)),
+            ("go".to_string(), Tensor::scalar(true)),
+        ]
+    };
+    for trips in [0i64, 1, 5] {
+        let ours = session.run(inputs(trips, [1, 1])).unwrap();
+        let theirs = oracle.run(&inputs(trips, [1, 1])).unwrap();
+        assert_eq!(ours[0].shape(), &[1 + trips as usize, 3]);
+        assert_close(&theirs[0], &ours[0], 0.0, 0.0)
+            .unwrap_or_else(|e| panic!("trips {trips}, appended output: {e}"));
+        if trips > 0 {
+            assert_close(&theirs[1], &ours[1], 0.0, 0.0)
+                .unwrap_or_else(|e| panic!("trips {trips}, scan output: {e}"));
+        }
+    }
+    // Parts of width 6 cannot join a width-3 accumulator: the error names the body's Concat,
+    // and the session still runs afterwards.
+    let err = session.run(inputs(2, [1, 2])).unwrap_err().to_string();
+    assert!(err.contains("Concat"), "{err}");
+    assert_eq!(session.run(inputs(3, [1, 1])).unwrap()[0].shape(), &[4, 3]);
+}

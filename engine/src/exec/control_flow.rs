@@ -5,6 +5,7 @@ use ndarray::{ArcArray, Axis, IxDyn, concatenate};
 use spillway_kernels::{DType, Element, KernelError, Tensor, dispatch_all};
 
 use super::SequentialPlan;
+use super::loop_append::{self, Append};
 use crate::error::{Error, Result};
 use crate::graph::{Node, Subgraph, ValueId, ValueKind};
 use crate::value::Value;
@@ -86,8 +87,13 @@ pub enum ControlFlow {
         then_branch: SubPlan,
         else_branch: SubPlan,
     },
-    /// `Loop`: the body.
-    Loop { body: SubPlan },
+    /// `Loop`: the body (with its appended carried values' `Concat`s taken out).
+    Loop {
+        /// The rewritten body.
+        body: SubPlan,
+        /// The carried values the loop appends to.
+        appends: Vec<Append>,
+    },
 }
 
 fn invalid(msg: String) -> KernelError {
@@ -114,9 +120,13 @@ impl ControlFlow {
                 then_branch: SubPlan::compile(find("then_branch")?)?,
                 else_branch: SubPlan::compile(find("else_branch")?)?,
             })),
-            "Loop" if default_domain => Ok(Some(ControlFlow::Loop {
-                body: SubPlan::compile(find("body")?)?,
-            })),
+            "Loop" if default_domain => {
+                let (body, appends) = loop_append::rewrite(find("body")?)?;
+                Ok(Some(ControlFlow::Loop {
+                    body: SubPlan::compile(&body)?,
+                    appends,
+                }))
+            }
             _ => Ok(None),
         }
     }
@@ -141,7 +151,7 @@ impl ControlFlow {
                 let branch = if cond { then_branch } else { else_branch };
                 branch.run(Vec::new(), args).map(Ok)
             }
-            ControlFlow::Loop { body } => run_loop(body, args, declared),
+            ControlFlow::Loop { body, appends } => run_loop(body, appends, args, declared),
         }
     }
 }
@@ -178,6 +188,7 @@ fn scalar_bool(t: Option<&Tensor>) -> Result<bool, KernelError> {
 /// scans…); outputs (carried final…, scans stacked along a new axis 0).
 fn run_loop(
     body: &SubPlan,
+    appends: &[Append],
     args: &[Option<&Value>],
     declared: usize,
 ) -> Result<Result<Vec<Value>, KernelError>> {
@@ -212,6 +223,10 @@ fn run_loop(
         }
     }
     let n_carried = carried.len();
+    // The parts of each appended carried value; the body keeps seeing the initial value (it
+    // reads it only in the `Concat` taken out).
+    let initial = carried.clone();
+    let mut parts: Vec<Vec<Tensor>> = vec![Vec::new(); appends.len()];
     let mut scans: Vec<Vec<Tensor>> = Vec::new();
     let mut iteration: i64 = 0;
     while cond && max_trips.is_none_or(|m| iteration < m) {
@@ -243,6 +258,21 @@ fn run_loop(
             Err(e) => return Ok(Err(e)),
         };
         carried = outputs.by_ref().take(n_carried).collect();
+        for (append, acc) in appends.iter().zip(&mut parts) {
+            match std::mem::replace(
+                &mut carried[append.carried],
+                initial[append.carried].clone(),
+            ) {
+                Value::Tensor(t) => acc.push(t),
+                other => {
+                    return Ok(Err(KernelError::ValueKind {
+                        index: 1 + append.carried,
+                        expected: "a tensor (the part a Concat appends)".into(),
+                        got: other.type_string(),
+                    }));
+                }
+            }
+        }
         let scan_values: Vec<Value> = outputs.collect();
         if scans.is_empty() {
             scans = vec![Vec::new(); scan_values.len()];
@@ -267,6 +297,19 @@ fn run_loop(
         scans = vec![Vec::new(); n_scans];
     }
     let mut results = carried;
+    for (append, acc) in appends.iter().zip(&parts) {
+        if acc.is_empty() {
+            continue;
+        }
+        let Value::Tensor(first) = &initial[append.carried] else {
+            return Ok(Err(KernelError::ValueKind {
+                index: 2 + append.carried,
+                expected: "a tensor (a Concat appends to it)".into(),
+                got: initial[append.carried].type_string(),
+            }));
+        };
+        results[append.carried] = Value::Tensor(append.join(first, acc)?);
+    }
     for (k, acc) in scans.into_iter().enumerate() {
         if acc.is_empty() {
             let dtype = body

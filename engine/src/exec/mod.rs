@@ -3,6 +3,7 @@
 mod control_flow;
 mod events;
 pub(crate) mod kernel_pool;
+mod loop_append;
 mod parallel;
 mod queue;
 mod sequential;

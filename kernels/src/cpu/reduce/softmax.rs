@@ -63,9 +63,7 @@ fn block<F: Real>(x: &mut [F], n: usize, inner: usize, log: bool) {
 
 /// Normalises one contiguous row in place: the `inner == 1` case (softmax over the last axis).
 fn row<F: Real>(x: &mut [F], log: bool) {
-    let max = x
-        .iter()
-        .fold(F::neg_infinity(), |m, &v| if v > m { v } else { m });
+    let max = row_max(x);
     let sum = if log {
         let mut e = x.to_vec();
         F::exp_slice(&mut e, -max);
@@ -79,8 +77,27 @@ fn row<F: Real>(x: &mut [F], log: bool) {
         let ln = sum.ln();
         x.iter_mut().for_each(|v| *v = *v - ln);
     } else {
-        x.iter_mut().for_each(|v| *v = *v / sum);
+        let inv = F::one() / sum;
+        x.iter_mut().for_each(|v| *v = *v * inv);
     }
+}
+
+/// The largest element of `x` (NaNs ignored, as `v > max` never holds for them), in eight
+/// interleaved lanes so that it vectorizes.
+fn row_max<F: Real>(x: &[F]) -> F {
+    let mut lanes = [F::neg_infinity(); 8];
+    let mut chunks = x.chunks_exact(8);
+    for c in &mut chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            if v > *l {
+                *l = v;
+            }
+        }
+    }
+    lanes
+        .into_iter()
+        .chain(chunks.remainder().iter().copied())
+        .fold(F::neg_infinity(), |m, v| if v > m { v } else { m })
 }
 
 impl SoftmaxKernel {
@@ -93,7 +110,11 @@ impl SoftmaxKernel {
         } else {
             (shape[axis], shape[axis + 1..].iter().product())
         };
-        let mut data: Vec<F> = a.as_standard_layout().iter().copied().collect();
+        let standard = a.as_standard_layout();
+        let mut data = standard
+            .as_slice()
+            .expect("standard layout is contiguous")
+            .to_vec();
         let len = n * inner;
         if len > 0 {
             if data.len() >= PAR_THRESHOLD {

@@ -305,19 +305,25 @@ impl Resize {
         rois: &[(f64, f64)],
         axes: &[usize],
     ) -> Vec<T> {
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
+        let identity = |ax: usize| {
+            let (s, e) = rois[ax];
+            close(scales[ax], 1.0)
+                && out_shape[ax] == in_shape[ax]
+                && (close(s, 0.0) || s == 0.0)
+                && close(e, 1.0)
+        };
+        // Each pass costs about its output's size: the axes that shrink most go first and
+        // those that grow most last, so the intermediates stay small. Between equal growths
+        // the inner axis goes first: its pass gathers element by element, an outer axis's
+        // copies whole rows.
+        let growth = |ax: usize| out_shape[ax] as f64 / in_shape[ax].max(1) as f64;
+        let mut order: Vec<usize> = axes.iter().copied().filter(|&ax| !identity(ax)).collect();
+        order.sort_by(|&a, &b| growth(a).total_cmp(&growth(b)).then(b.cmp(&a)));
         let mut shape = in_shape.to_vec();
         // The first resized axis reads the input where it lies.
         let mut data: Option<Vec<T>> = None;
-        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
-        for &ax in axes {
-            let (s, e) = rois[ax];
-            let identity = close(scales[ax], 1.0)
-                && out_shape[ax] == shape[ax]
-                && (close(s, 0.0) || s == 0.0)
-                && close(e, 1.0);
-            if identity {
-                continue;
-            }
+        for (pass, &ax) in order.iter().enumerate() {
             let p = AxisParams {
                 in_len: shape[ax],
                 out_len: out_shape[ax],
@@ -329,7 +335,15 @@ impl Resize {
                 exclude_outside: self.exclude_outside,
             };
             let src = data.as_deref().unwrap_or(input);
-            data = Some(apply(src, &shape, ax, &plan(&p), self.extrapolation));
+            let is_output = pass + 1 == order.len();
+            data = Some(apply(
+                src,
+                &shape,
+                ax,
+                &plan(&p),
+                self.extrapolation,
+                is_output,
+            ));
             shape[ax] = out_shape[ax];
         }
         data.unwrap_or_else(|| input.to_vec())

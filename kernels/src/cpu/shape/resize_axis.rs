@@ -209,7 +209,7 @@ pub(crate) fn plan(p: &AxisParams) -> AxisPlan {
 /// An element type a resize computes in: `f64` (every type, like the reference) or `f32`
 /// (`f32` tensors, like ONNX Runtime).
 pub(crate) trait Sample:
-    Copy + Send + Sync + Default + std::ops::AddAssign + std::ops::Mul<Output = Self>
+    Copy + Send + Sync + Default + std::ops::AddAssign + std::ops::Mul<Output = Self> + 'static
 {
     /// `v` rounded to this type.
     fn of(v: f64) -> Self;
@@ -230,19 +230,27 @@ impl Sample for f32 {
 /// Outputs at least this large are computed in parallel, a block of outer rows per task.
 const PAR_OUTPUT: usize = 1 << 16;
 
-/// Resizes `data` (row-major, `shape`) along `axis` with `plan`.
+/// Resizes `data` (row-major, `shape`) along `axis` with `plan`; `is_output`: the result is the
+/// kernel's output (its storage may be a buffer the executor offers).
 pub(crate) fn apply<T: Sample>(
     data: &[T],
     shape: &[usize],
     axis: usize,
     plan: &AxisPlan,
     extrapolation: f64,
+    is_output: bool,
 ) -> Vec<T> {
     let outer: usize = shape[..axis].iter().product();
     let in_len = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
     let out_len = plan.extrapolated.len();
-    let mut out = vec![T::default(); outer * out_len * inner];
+    // Every element is written below.
+    let len = outer * out_len * inner;
+    let mut out = if is_output {
+        crate::output_buffer::overwritable(0, len)
+    } else {
+        vec![T::default(); len]
+    };
     let (row_in, row_out) = (in_len * inner, out_len * inner);
     if row_out == 0 {
         return out;
@@ -282,6 +290,8 @@ struct CompactTaps<T> {
     coef: Vec<T>,
     /// Every output copies one input (nearest interpolation, no extrapolation).
     copies: bool,
+    /// One past the largest index.
+    idx_end: usize,
 }
 
 impl<T: Sample> CompactTaps<T> {
@@ -291,6 +301,7 @@ impl<T: Sample> CompactTaps<T> {
             idx: Vec::new(),
             coef: Vec::new(),
             copies: false,
+            idx_end: 0,
         };
         for (j, &extrapolated) in plan.extrapolated.iter().enumerate() {
             if extrapolated {
@@ -306,6 +317,7 @@ impl<T: Sample> CompactTaps<T> {
             }
             out.spans.push(Some((first, out.idx.len() - first)));
         }
+        out.idx_end = out.idx.iter().max().map_or(0, |&i| i + 1);
         out.copies = out.spans.iter().all(|s| matches!(s, Some((_, 1))))
             && plan.coef.iter().all(|&c| c == 0.0 || c == 1.0);
         out
@@ -313,9 +325,11 @@ impl<T: Sample> CompactTaps<T> {
 
     fn gather_row(&self, src: &[T], dst: &mut [T], fill: T) {
         if self.copies {
-            dst.iter_mut()
-                .zip(&self.idx)
-                .for_each(|(d, &i)| *d = src[i]);
+            assert!(self.idx_end <= src.len());
+            dst.iter_mut().zip(&self.idx).for_each(|(d, &i)| {
+                // SAFETY: every index is below `idx_end`, checked against `src` above.
+                *d = unsafe { *src.get_unchecked(i) }
+            });
             return;
         }
         for (d, span) in dst.iter_mut().zip(&self.spans) {
@@ -361,6 +375,7 @@ fn blend_rows<T: Sample>(
             d.copy_from_slice(&src[plan.idx[k] * inner..][..inner]);
             continue;
         }
+        d.fill(T::default());
         for k in live {
             let c = coef[k];
             let row = &src[plan.idx[k] * inner..][..inner];
