@@ -309,10 +309,15 @@ impl<T: Sample> CompactTaps<T> {
                 continue;
             }
             let first = out.idx.len();
-            for k in j * plan.taps..(j + 1) * plan.taps {
-                if plan.coef[k] != 0.0 {
-                    out.idx.push(plan.idx[k]);
-                    out.coef.push(coef[k]);
+            let taps = j * plan.taps..(j + 1) * plan.taps;
+            for ((&c, &i), &typed) in plan.coef[taps.clone()]
+                .iter()
+                .zip(&plan.idx[taps.clone()])
+                .zip(&coef[taps])
+            {
+                if c != 0.0 {
+                    out.idx.push(i);
+                    out.coef.push(typed);
                 }
             }
             out.spans.push(Some((first, out.idx.len() - first)));

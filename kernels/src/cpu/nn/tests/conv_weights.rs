@@ -2,6 +2,7 @@
 //! use those weights (never the cached ones), and running the first weights again must still be
 //! right. The reference is a direct convolution by the definition, in f64.
 
+use super::values;
 use crate::kernel::NodeSpec;
 use crate::{AttrValue, Attributes, Tensor};
 
@@ -41,19 +42,6 @@ fn direct(
         }
     }
     y
-}
-
-fn values(len: usize, seed: u32) -> Vec<f32> {
-    (0..len)
-        .map(|i| {
-            ((i as u32)
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(seed.wrapping_mul(40_503))
-                >> 16) as f32
-                / 65536.0
-                - 0.5
-        })
-        .collect()
 }
 
 #[test]

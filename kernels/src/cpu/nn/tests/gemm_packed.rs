@@ -2,21 +2,9 @@
 //! once and cached): every transpose combination, every `C` it accepts and the ones it leaves to
 //! the generic path, `B` changing between runs, against the definition in f64.
 
+use super::values;
 use crate::kernel::NodeSpec;
 use crate::{AttrValue, Attributes, Tensor};
-
-fn values(len: usize, seed: u32) -> Vec<f32> {
-    (0..len)
-        .map(|i| {
-            ((i as u32)
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(seed.wrapping_mul(40_503))
-                >> 16) as f32
-                / 65536.0
-                - 0.5
-        })
-        .collect()
-}
 
 /// `alpha · A' · B' + beta · C` by the definition (`C` broadcast from `c_shape`).
 #[allow(clippy::too_many_arguments)]

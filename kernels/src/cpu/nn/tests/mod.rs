@@ -12,6 +12,20 @@ use serde_json::Value;
 use crate::kernel::NodeSpec;
 use crate::{AttrValue, Attributes, Tensor};
 
+/// `len` seeded values in [-0.5, 0.5) (a multiplicative hash, no RNG state).
+pub(super) fn values(len: usize, seed: u32) -> Vec<f32> {
+    (0..len)
+        .map(|i| {
+            ((i as u32)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(seed.wrapping_mul(40_503))
+                >> 16) as f32
+                / 65536.0
+                - 0.5
+        })
+        .collect()
+}
+
 fn tensor(v: &Value) -> Tensor {
     let shape: Vec<usize> = v["shape"]
         .as_array()
