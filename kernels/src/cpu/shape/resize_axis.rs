@@ -209,7 +209,14 @@ pub(crate) fn plan(p: &AxisParams) -> AxisPlan {
 /// An element type a resize computes in: `f64` (every type, like the reference) or `f32`
 /// (`f32` tensors, like ONNX Runtime).
 pub(crate) trait Sample:
-    Copy + Send + Sync + Default + std::ops::AddAssign + std::ops::Mul<Output = Self> + 'static
+    Copy
+    + Send
+    + Sync
+    + Default
+    + std::ops::AddAssign
+    + std::ops::Mul<Output = Self>
+    + PartialEq
+    + 'static
 {
     /// `v` rounded to this type.
     fn of(v: f64) -> Self;
@@ -257,10 +264,13 @@ pub(crate) fn apply<T: Sample>(
     }
     let coef: Vec<T> = plan.coef.iter().map(|&c| T::of(c)).collect();
     let fill = T::of(extrapolation);
-    let taps = (inner == 1).then(|| CompactTaps::new(plan, &coef));
-    let one_row = |(src, dst): (&[T], &mut [T])| match &taps {
-        Some(taps) => taps.gather_row(src, dst, fill),
-        None => blend_rows(src, dst, inner, plan, &coef, fill),
+    let taps = CompactTaps::new(plan, &coef);
+    let one_row = |(src, dst): (&[T], &mut [T])| {
+        if inner == 1 {
+            taps.gather_row(src, dst, fill)
+        } else {
+            taps.blend_rows(src, dst, inner, fill)
+        }
     };
     if out.len() >= PAR_OUTPUT && outer > 1 {
         use rayon::prelude::*;
@@ -280,8 +290,8 @@ pub(crate) fn apply<T: Sample>(
     out
 }
 
-/// The non-zero taps of every output position, packed for the innermost axis, where each
-/// output is a weighted sum of a few inputs of its row. (Zero taps are skipped; the reference
+/// The non-zero taps of every output position, packed: each output (an element, or a row of
+/// `inner` elements) is a weighted sum of a few inputs. (Zero taps are skipped; the reference
 /// multiplies them, which only differs for inf/NaN inputs.)
 struct CompactTaps<T> {
     /// `(first tap, tap count)` per output; `None` where the output is extrapolated.
@@ -323,11 +333,19 @@ impl<T: Sample> CompactTaps<T> {
             out.spans.push(Some((first, out.idx.len() - first)));
         }
         out.idx_end = out.idx.iter().max().map_or(0, |&i| i + 1);
-        out.copies = out.spans.iter().all(|s| matches!(s, Some((_, 1))))
-            && plan.coef.iter().all(|&c| c == 0.0 || c == 1.0);
+        out.copies = out
+            .spans
+            .iter()
+            .all(|s| s.is_some_and(|(first, n)| out.is_copy(first, n)));
         out
     }
 
+    /// Whether the span `(first, n)` is a single tap of weight one (nearest interpolation).
+    fn is_copy(&self, first: usize, n: usize) -> bool {
+        n == 1 && self.coef[first] == T::of(1.0)
+    }
+
+    /// One row of the innermost axis: each output element is a weighted sum of a few inputs.
     fn gather_row(&self, src: &[T], dst: &mut [T], fill: T) {
         if self.copies {
             assert!(self.idx_end <= src.len());
@@ -353,38 +371,27 @@ impl<T: Sample> CompactTaps<T> {
             };
         }
     }
-}
 
-/// The resized axis has `inner` elements under it: each output row is a weighted sum of a few
-/// input rows.
-fn blend_rows<T: Sample>(
-    src: &[T],
-    dst: &mut [T],
-    inner: usize,
-    plan: &AxisPlan,
-    coef: &[T],
-    fill: T,
-) {
-    for (j, d) in dst.chunks_exact_mut(inner).enumerate() {
-        if plan.extrapolated[j] {
-            d.fill(fill);
-            continue;
-        }
-        let taps = j * plan.taps..(j + 1) * plan.taps;
-        let mut live = taps.filter(|&k| plan.coef[k] != 0.0).peekable();
-        // A single tap of weight one (nearest interpolation) is a copy.
-        if let Some(&k) = live.peek()
-            && plan.coef[k] == 1.0
-            && (k + 1..(j + 1) * plan.taps).all(|q| plan.coef[q] == 0.0)
-        {
-            d.copy_from_slice(&src[plan.idx[k] * inner..][..inner]);
-            continue;
-        }
-        d.fill(T::default());
-        for k in live {
-            let c = coef[k];
-            let row = &src[plan.idx[k] * inner..][..inner];
-            d.iter_mut().zip(row).for_each(|(d, &s)| *d += c * s);
+    /// The resized axis has `inner` elements under it: each output row is a weighted sum of a
+    /// few input rows.
+    fn blend_rows(&self, src: &[T], dst: &mut [T], inner: usize, fill: T) {
+        for (span, d) in self.spans.iter().zip(dst.chunks_exact_mut(inner)) {
+            let Some((first, n)) = *span else {
+                d.fill(fill);
+                continue;
+            };
+            if self.is_copy(first, n) {
+                d.copy_from_slice(&src[self.idx[first] * inner..][..inner]);
+                continue;
+            }
+            d.fill(T::default());
+            for (&i, &c) in self.idx[first..first + n]
+                .iter()
+                .zip(&self.coef[first..first + n])
+            {
+                let row = &src[i * inner..][..inner];
+                d.iter_mut().zip(row).for_each(|(d, &s)| *d += c * s);
+            }
         }
     }
 }
