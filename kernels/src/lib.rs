@@ -4,6 +4,7 @@
 //! (op type, opset, attributes) and run on a slice of input [`Tensor`]s.
 
 pub mod attrs;
+pub mod buffer_pool;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

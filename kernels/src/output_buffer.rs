@@ -6,12 +6,15 @@
 //! Buffers move by value (an offered buffer belongs to no tensor), so taking one is always safe;
 //! the plan only decides how often memory is reused, never whether a result is right. Reused
 //! memory is already mapped and written, so the kernel does not pay the page faults of a fresh
-//! large allocation on every run.
+//! large allocation on every run. Values the plan could not size come from a [`Pool`] instead:
+//! an output whose offered buffer is too small (or that has none) takes the pool's best fit.
 
 use std::any::Any;
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
+use std::sync::Arc;
 
+use crate::buffer_pool::Pool;
 use crate::{Tensor, dispatch_copy};
 
 /// The memory of a dead tensor: a `Vec<T>` of some element type, with its elements.
@@ -46,20 +49,38 @@ impl Buffer {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Whether the buffer holds `T`s.
+    pub fn holds<T: 'static>(&self) -> bool {
+        self.data.is::<Vec<T>>()
+    }
+
+    /// The vector, with its old elements, when it holds `T`s.
+    pub fn into_vec<T: 'static>(self) -> Option<Vec<T>> {
+        self.data.downcast::<Vec<T>>().ok().map(|data| *data)
+    }
 }
 
 thread_local! {
     /// The buffers offered to the kernel running on this thread, by output index.
     static OFFERED: RefCell<Vec<Option<Buffer>>> = const { RefCell::new(Vec::new()) };
+    /// The pool the kernel running on this thread may take from.
+    static POOL: RefCell<Option<Arc<Pool>>> = const { RefCell::new(None) };
 }
 
-/// Runs `kernel` (on this thread) with `offers[i]` available as the storage of output `i`;
-/// buffers the kernel did not take are back in `offers` afterwards, taken ones are `None`.
-pub fn offer<R>(offers: &mut [Option<Buffer>], kernel: impl FnOnce() -> R) -> R {
+/// Runs `kernel` (on this thread) with `offers[i]` available as the storage of output `i`, and
+/// `pool`'s buffers for outputs whose offer is missing or too small; buffers the kernel did not
+/// take are back in `offers` afterwards, taken ones are `None`.
+pub fn offer<R>(
+    offers: &mut [Option<Buffer>],
+    pool: Option<&Arc<Pool>>,
+    kernel: impl FnOnce() -> R,
+) -> R {
     /// Puts the offers back (and the outer ones in place) even if the kernel unwinds.
     struct Restore<'a> {
         offers: &'a mut [Option<Buffer>],
         outer: Vec<Option<Buffer>>,
+        outer_pool: Option<Arc<Pool>>,
     }
     impl Drop for Restore<'_> {
         fn drop(&mut self) {
@@ -67,23 +88,40 @@ pub fn offer<R>(offers: &mut [Option<Buffer>], kernel: impl FnOnce() -> R) -> R 
             for (slot, left) in self.offers.iter_mut().zip(mine) {
                 *slot = left;
             }
+            POOL.replace(self.outer_pool.take());
         }
     }
     let mine: Vec<Option<Buffer>> = offers.iter_mut().map(Option::take).collect();
     let outer = OFFERED.replace(mine);
-    let _restore = Restore { offers, outer };
+    let outer_pool = POOL.replace(pool.cloned());
+    let _restore = Restore {
+        offers,
+        outer,
+        outer_pool,
+    };
     kernel()
 }
 
-/// The offered buffer for output `index` if it holds `T`s, with its old elements.
-fn take<T: 'static>(index: usize) -> Option<Vec<T>> {
+/// Storage for `len` `T`s of output `index`, with its old elements: the offered buffer when it
+/// holds `T`s and is large enough, else the pool's best fit, else the offered buffer to grow.
+fn take<T: 'static>(index: usize, len: usize) -> Option<Vec<T>> {
+    let fits = OFFERED.with_borrow(|offers| {
+        offers
+            .get(index)
+            .and_then(Option::as_ref)
+            .map(|b| b.holds::<T>() && b.bytes() >= len.saturating_mul(size_of::<T>()))
+    });
+    if fits != Some(true)
+        && let Some(data) = POOL.with_borrow(|pool| pool.as_ref().and_then(|p| p.take::<T>(len)))
+    {
+        return Some(data);
+    }
     OFFERED.with_borrow_mut(|offers| {
         let slot = offers.get_mut(index)?;
-        if !slot.as_ref()?.data.is::<Vec<T>>() {
+        if !slot.as_ref()?.holds::<T>() {
             return None;
         }
-        let buffer = slot.take()?;
-        buffer.data.downcast::<Vec<T>>().ok().map(|data| *data)
+        slot.take()?.into_vec()
     })
 }
 
@@ -97,7 +135,7 @@ pub fn build<T: 'static>(
     len: usize,
     fill: impl FnOnce(&mut [MaybeUninit<T>]),
 ) -> Vec<T> {
-    let mut data = take::<T>(index).unwrap_or_default();
+    let mut data = take::<T>(index, len).unwrap_or_default();
     data.clear();
     data.reserve(len);
     fill(&mut data.spare_capacity_mut()[..len]);
@@ -109,7 +147,7 @@ pub fn build<T: 'static>(
 /// A vector of `len` elements for output `index` that the caller overwrites completely: zeros
 /// when newly allocated (lazily mapped), the old (initialised) values when reused.
 pub fn overwritable<T: Clone + Default + 'static>(index: usize, len: usize) -> Vec<T> {
-    match take::<T>(index) {
+    match take::<T>(index, len) {
         Some(mut data) => {
             // Only elements past the old length are written.
             data.truncate(len);
@@ -127,7 +165,7 @@ pub fn zeroed<T: Clone + Default + 'static>(index: usize, len: usize) -> Vec<T> 
 
 /// A vector of `len` copies of `value` for output `index`.
 pub fn filled<T: Clone + 'static>(index: usize, len: usize, value: T) -> Vec<T> {
-    let mut data = take::<T>(index).unwrap_or_default();
+    let mut data = take::<T>(index, len).unwrap_or_default();
     data.clear();
     data.resize(len, value);
     data
@@ -135,7 +173,7 @@ pub fn filled<T: Clone + 'static>(index: usize, len: usize, value: T) -> Vec<T> 
 
 /// An empty vector with room for `capacity` elements, for output `index` (filled by pushing).
 pub fn empty<T: 'static>(index: usize, capacity: usize) -> Vec<T> {
-    let mut data = take::<T>(index).unwrap_or_default();
+    let mut data = take::<T>(index, capacity).unwrap_or_default();
     data.clear();
     data.reserve(capacity);
     data
@@ -154,7 +192,7 @@ mod tests {
         let buffer = Buffer::reclaim(tensor(vec![1.0; 1000])).expect("unique");
         let address = {
             let mut offers = [Some(buffer)];
-            let data = offer(&mut offers, || {
+            let data = offer(&mut offers, None, || {
                 build::<f32>(0, 500, |out| {
                     out.iter_mut().for_each(|o| {
                         o.write(2.0);
@@ -173,7 +211,7 @@ mod tests {
     fn a_buffer_of_another_type_is_left_offered() {
         let buffer = Buffer::reclaim(tensor(vec![1.0; 16])).expect("unique");
         let mut offers = [Some(buffer), None];
-        let ints = offer(&mut offers, || zeroed::<i64>(0, 4));
+        let ints = offer(&mut offers, None, || zeroed::<i64>(0, 4));
         assert_eq!(ints, vec![0; 4]);
         assert!(offers[0].is_some(), "an f32 buffer cannot hold i64 values");
         // Outside `offer` nothing is offered.
@@ -195,12 +233,35 @@ mod tests {
     fn zeroed_and_overwritable_give_the_length_asked() {
         let buffer = Buffer::reclaim(tensor(vec![5.0; 4])).expect("unique");
         let mut offers = [Some(buffer)];
-        let z = offer(&mut offers, || zeroed::<f32>(0, 6));
+        let z = offer(&mut offers, None, || zeroed::<f32>(0, 6));
         assert_eq!(z, vec![0.0; 6]);
         let buffer = Buffer::reclaim(tensor(vec![5.0; 4])).expect("unique");
         let mut offers = [Some(buffer)];
-        let w = offer(&mut offers, || overwritable::<f32>(0, 6));
+        let w = offer(&mut offers, None, || overwritable::<f32>(0, 6));
         assert_eq!(w.len(), 6);
+    }
+
+    #[test]
+    fn the_pool_serves_outputs_whose_offer_is_missing_or_too_small() {
+        let len = crate::buffer_pool::MIN_POOLED_BYTES; // floats
+        let pool = Arc::new(Pool::new());
+        pool.give(Buffer::reclaim(tensor(vec![1.0; len])).expect("unique"));
+        let small = Buffer::reclaim(tensor(vec![1.0; 8])).expect("unique");
+        let mut offers = [Some(small), None];
+        let (a, b) = offer(&mut offers, Some(&pool), || {
+            (overwritable::<f32>(0, len), zeroed::<f32>(1, len))
+        });
+        assert!(
+            offers[0].is_some(),
+            "the small offer was left for a smaller value"
+        );
+        assert_eq!(a.capacity(), len, "output 0 took the pooled buffer");
+        assert_eq!(
+            b,
+            vec![0.0; len],
+            "output 1 got new memory: the pool was empty"
+        );
+        assert_eq!(pool.bytes(), 0);
     }
 
     #[test]
@@ -208,9 +269,9 @@ mod tests {
         let outer = Buffer::reclaim(tensor(vec![1.0; 4])).expect("unique");
         let inner = Buffer::reclaim(tensor(vec![1.0; 4])).expect("unique");
         let mut outer_offers = [Some(outer)];
-        offer(&mut outer_offers, || {
+        offer(&mut outer_offers, None, || {
             let mut inner_offers = [Some(inner)];
-            let v = offer(&mut inner_offers, || zeroed::<f32>(0, 2));
+            let v = offer(&mut inner_offers, None, || zeroed::<f32>(0, 2));
             assert!(inner_offers[0].is_none());
             assert_eq!(v.len(), 2);
         });

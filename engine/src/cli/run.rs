@@ -94,9 +94,12 @@ pub fn run(
         }
     }
     println!(
-        "peak intermediate memory: {:.1} KiB ({} outputs written into reused buffers)",
+        "peak intermediate memory: {:.1} KiB ({} outputs written into reused buffers, {} into \
+         pooled ones; {:.1} KiB pooled for the next run)",
         stats.peak_intermediate_bytes as f64 / 1024.0,
-        stats.reused_outputs
+        stats.reused_outputs,
+        stats.pooled_outputs,
+        stats.pool_bytes as f64 / 1024.0
     );
     if !times.is_empty() {
         times.sort_by(f64::total_cmp);

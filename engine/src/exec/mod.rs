@@ -13,6 +13,8 @@ mod work;
 
 #[cfg(test)]
 mod arena_tests;
+#[cfg(test)]
+mod pool_tests;
 
 pub use parallel::{ParallelExecutor, RunOptions};
 pub use queue::QueueKind;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::SegQueue;
 use smallvec::SmallVec;
 use spillway_kernels::KernelError;
+use spillway_kernels::buffer_pool::Pool;
 use spillway_kernels::output_buffer::{self, Buffer};
 
 use super::events::{Event, EventPool};
@@ -48,6 +49,8 @@ struct RunState {
     slots: Vec<Mutex<Option<Value>>>,
     /// The plan's shared buffers; `None` while a value holds the memory.
     buffers: Vec<Mutex<Option<Buffer>>>,
+    /// Per device: the pool of values of unknown size.
+    pools: Vec<Arc<Pool>>,
     remaining: AtomicUsize,
     failed: AtomicBool,
     error: Mutex<Option<Error>>,
@@ -61,6 +64,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A finished run's memory: the shared buffers, and the pools by device.
+type IdleMemory = (Vec<Option<Buffer>>, Vec<Arc<Pool>>);
+
 struct Shared {
     plan: ExecutionPlan,
     queues: Vec<ReadyQueue<Job>>,
@@ -73,8 +79,8 @@ struct Shared {
     in_flight: Vec<SegQueue<(Event, Job)>>,
     /// Per lane: the intra-op thread pool its kernels run in.
     pools: Vec<Option<rayon::ThreadPool>>,
-    /// Shared buffers left by finished runs, taken by the next ones.
-    idle_buffers: Mutex<Vec<Vec<Option<Buffer>>>>,
+    /// Shared buffers and pools left by finished runs, taken by the next ones.
+    idle_buffers: Mutex<Vec<IdleMemory>>,
     shutdown: AtomicBool,
 }
 
@@ -166,9 +172,13 @@ impl ParallelExecutor {
         options: RunOptions,
     ) -> Result<(Vec<Value>, Option<Vec<TraceEvent>>)> {
         let plan = &self.shared.plan;
-        let buffers = lock(&self.shared.idle_buffers)
-            .pop()
-            .unwrap_or_else(|| (0..plan.buffer_count).map(|_| None).collect());
+        let (buffers, pools) = lock(&self.shared.idle_buffers).pop().unwrap_or_else(|| {
+            let devices = plan.slots.iter().map(|s| s.device_index + 1).max();
+            (
+                (0..plan.buffer_count).map(|_| None).collect(),
+                (0..devices.unwrap_or(0)).map(|_| Arc::default()).collect(),
+            )
+        });
         let run = Arc::new(RunState {
             pending: plan
                 .tasks
@@ -182,6 +192,7 @@ impl ParallelExecutor {
                 .collect(),
             slots: plan.slots.iter().map(|_| Mutex::new(None)).collect(),
             buffers: buffers.into_iter().map(Mutex::new).collect(),
+            pools,
             remaining: AtomicUsize::new(plan.tasks.len()),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -218,7 +229,11 @@ impl ParallelExecutor {
             })
             .collect::<Result<Vec<_>>>()?;
         let trace = run.trace.as_ref().map(TraceLog::take);
-        lock(&self.shared.idle_buffers).push(run.buffers.iter().map(|b| lock(b).take()).collect());
+        run.pools.iter().for_each(|p| {
+            p.end_run(None);
+        });
+        let buffers = run.buffers.iter().map(|b| lock(b).take()).collect();
+        lock(&self.shared.idle_buffers).push((buffers, run.pools.clone()));
         Ok((outputs, trace))
     }
 }
@@ -308,7 +323,14 @@ impl Shared {
                         .collect();
                     // The worker already runs inside this lane's kernel pool.
                     let result = catch_unwind(AssertUnwindSafe(|| {
-                        output_buffer::offer(&mut offers, || work.run(&args, *declared_inputs))
+                        let pool = outputs
+                            .iter()
+                            .flatten()
+                            .find(|&&s| self.plan.slots[s].pooled)
+                            .map(|&s| &run.pools[self.plan.slots[s].device_index]);
+                        output_buffer::offer(&mut offers, pool, || {
+                            work.run(&args, *declared_inputs)
+                        })
                     }));
                     for (s, left) in outputs.iter().zip(offers) {
                         if let (Some(b), Some(left)) = (buffer(s), left) {
@@ -400,13 +422,21 @@ impl Shared {
         for &s in &task.reads {
             if run.readers[s].fetch_sub(1, Ordering::AcqRel) == 1 && !self.plan.slots[s].is_output {
                 let value = lock(&run.slots[s]).take();
-                if let (Some(b), Some(Value::Tensor(t))) = (self.plan.slots[s].buffer, value)
+                let slot = &self.plan.slots[s];
+                let Some(Value::Tensor(t)) = value else {
+                    continue;
+                };
+                if let Some(b) = slot.buffer {
+                    if let Some(back) = Buffer::reclaim(t) {
+                        let mut held = lock(&run.buffers[b]);
+                        if held.as_ref().is_none_or(|old| old.bytes() < back.bytes()) {
+                            *held = Some(back);
+                        }
+                    }
+                } else if slot.pooled
                     && let Some(back) = Buffer::reclaim(t)
                 {
-                    let mut held = lock(&run.buffers[b]);
-                    if held.as_ref().is_none_or(|old| old.bytes() < back.bytes()) {
-                        *held = Some(back);
-                    }
+                    run.pools[slot.device_index].give(back);
                 }
             }
         }

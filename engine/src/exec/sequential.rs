@@ -1,12 +1,15 @@
 //! The sequential CPU executor: nodes in topological order, one at a time. Each intermediate
 //! is given back right after its last use: its storage returns to the shared buffer the static
 //! plan ([`crate::memory::shared`]) gives it, and is offered to the next node writing a value of
-//! that buffer. The buffers stay with the plan between runs (one set per concurrent run).
+//! that buffer. Values of unknown size go back to the run's pool instead, which hands them
+//! to later outputs by best fit. The buffers and the pool stay with the plan between runs (one
+//! set per concurrent run).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use spillway_kernels::buffer_pool::Pool;
 use spillway_kernels::output_buffer::{self, Buffer};
 use spillway_kernels::{Kernel, KernelError, NodeSpec};
 
@@ -39,14 +42,21 @@ pub struct SequentialPlan {
     outputs: Vec<ValueId>,
     /// The shared buffer of each value (by value index), from the static plan.
     buffer_of: Vec<Option<usize>>,
+    /// Whether each value's memory comes from the pool (its size is unknown before the run).
+    pooled: Vec<bool>,
     /// How many shared buffers the plan has.
     buffer_count: usize,
     /// Buffer sets left by finished runs, taken by the next ones.
     idle_buffers: Mutex<Vec<BufferSet>>,
 }
 
-/// One run's shared buffers, by buffer index; `None` while a value holds the memory.
-type BufferSet = Vec<Option<Buffer>>;
+/// One run's memory: the shared buffers by index (`None` while a value holds the memory), and
+/// the pool of the values of unknown size.
+#[derive(Debug, Default)]
+struct BufferSet {
+    buffers: Vec<Option<Buffer>>,
+    pool: Arc<Pool>,
+}
 
 /// Figures from one run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,6 +66,11 @@ pub struct RunStats {
     /// Outputs written into a shared buffer taken back from an earlier value (of this run or,
     /// for the first values of a buffer, of an earlier run) instead of new memory.
     pub reused_outputs: usize,
+    /// Outputs of unknown planned size written into memory from the pool (given back by an
+    /// earlier value of this run or of an earlier one) instead of new memory.
+    pub pooled_outputs: usize,
+    /// Bytes the pool keeps for the next run after this one.
+    pub pool_bytes: usize,
 }
 
 /// Builds the CPU kernel for a node, wrapping any error with the node's context.
@@ -124,6 +139,7 @@ impl SequentialPlan {
             constants,
             outputs: graph.outputs.clone(),
             buffer_of: buffers.buffer_of,
+            pooled: buffers.pooled,
             buffer_count: buffers.bytes.len(),
             idle_buffers: Mutex::new(Vec::new()),
         })
@@ -162,8 +178,20 @@ impl SequentialPlan {
             .lock()
             .ok()
             .and_then(|mut sets| sets.pop());
-        let mut buffers = idle.unwrap_or_else(|| (0..self.buffer_count).map(|_| None).collect());
-        let result = self.run_steps(inputs, keep, options, &mut buffers);
+        let mut buffers = idle.unwrap_or_else(|| BufferSet {
+            buffers: (0..self.buffer_count).map(|_| None).collect(),
+            pool: Arc::default(),
+        });
+        let mut result = self.run_steps(inputs, keep, options, &mut buffers);
+        let peak = result
+            .as_ref()
+            .ok()
+            .map(|r| r.stats.peak_intermediate_bytes);
+        let pooled_outputs = buffers.pool.end_run(peak);
+        if let Ok(run) = &mut result {
+            run.stats.pooled_outputs = pooled_outputs;
+            run.stats.pool_bytes = buffers.pool.bytes();
+        }
         if let Ok(mut sets) = self.idle_buffers.lock() {
             sets.push(buffers);
         }
@@ -175,8 +203,9 @@ impl SequentialPlan {
         inputs: Vec<(ValueId, Value)>,
         keep: bool,
         options: &RunOptions,
-        buffers: &mut BufferSet,
+        set: &mut BufferSet,
     ) -> Result<SequentialRun> {
+        let BufferSet { buffers, pool } = set;
         let start = Instant::now();
         let mut trace = options.trace.then(Vec::new);
         let mut slots: Vec<Option<Value>> = vec![None; self.constants.len()];
@@ -214,7 +243,7 @@ impl SequentialPlan {
                 )));
             }
             let buffer_of = |v: &Option<ValueId>| v.and_then(|v| self.buffer_of[v.index()]);
-            let mut offers: BufferSet = step
+            let mut offers: Vec<Option<Buffer>> = step
                 .outputs
                 .iter()
                 .map(|v| buffer_of(v).and_then(|b| buffers[b].take()))
@@ -229,7 +258,9 @@ impl SequentialPlan {
                 // A kernel that panics fails this run with an error naming it; the plan keeps
                 // no state from the step, so the next run is unaffected.
                 catch_unwind(AssertUnwindSafe(|| {
-                    output_buffer::offer(&mut offers, || step.work.run(&args, step.declared_inputs))
+                    output_buffer::offer(&mut offers, Some(pool), || {
+                        step.work.run(&args, step.declared_inputs)
+                    })
                 }))
                 .unwrap_or_else(|_| {
                     Err(Error::Internal(format!(
@@ -278,13 +309,19 @@ impl SequentialPlan {
                     continue;
                 };
                 live_bytes = live_bytes.saturating_sub(value.byte_len());
-                if let (Some(b), Value::Tensor(t)) = (self.buffer_of[v.index()], value)
+                let Value::Tensor(t) = value else { continue };
+                if let Some(b) = self.buffer_of[v.index()] {
+                    if let Some(back) = Buffer::reclaim(t)
+                        && buffers[b]
+                            .as_ref()
+                            .is_none_or(|old| old.bytes() < back.bytes())
+                    {
+                        buffers[b] = Some(back);
+                    }
+                } else if self.pooled[v.index()]
                     && let Some(back) = Buffer::reclaim(t)
-                    && buffers[b]
-                        .as_ref()
-                        .is_none_or(|old| old.bytes() < back.bytes())
                 {
-                    buffers[b] = Some(back);
+                    pool.give(back);
                 }
             }
         }

@@ -3,7 +3,9 @@
 //! takes back when a value's last reader has run and offers to the kernel producing the next
 //! value of that buffer. Assignment is greedy by size over shared objects (TensorFlow Lite's
 //! "greedy by size" for shared objects): largest value first, into the best-fitting buffer whose
-//! values are all dead by then, growing the largest one when none is large enough.
+//! values are all dead by then, growing the largest one when none is large enough. Values whose
+//! size is unknown before the run are not planned: they are marked `pooled`, and their memory
+//! comes from the run's [`spillway_kernels::buffer_pool::Pool`] by best fit at run time.
 
 use spillway_kernels::DType;
 
@@ -15,8 +17,11 @@ pub struct SharedBuffers {
     /// The buffer of each value, indexed by value; `None` for values that are not planned
     /// (graph inputs and outputs, constants, sequences, unknown element types).
     pub buffer_of: Vec<Option<usize>>,
-    /// Planned bytes of each buffer: its largest value (0 when only values of unknown size).
+    /// Planned bytes of each buffer: its largest value.
     pub bytes: Vec<usize>,
+    /// Whether each value (by index) is an intermediate of unknown size, whose memory comes
+    /// from the run's pool.
+    pub pooled: Vec<bool>,
 }
 
 /// One buffer while planning.
@@ -37,18 +42,21 @@ impl Planned {
 pub fn plan(graph: &Graph) -> SharedBuffers {
     let (first, last) = super::lifetimes(graph);
     let mut items: Vec<(ValueId, DType, usize)> = Vec::new();
+    let mut pooled = vec![false; graph.values.len()];
     for (index, info) in graph.values.iter().enumerate() {
         let id = ValueId::new(index);
         if first[index] == usize::MAX || graph.outputs.contains(&id) || !info.kind.is_tensor() {
             continue;
         }
         let Some(dtype) = info.dtype else { continue };
-        let bytes = info
-            .fixed_shape()
-            .map_or(0, |s| s.iter().product::<usize>() * dtype.size_of());
-        items.push((id, dtype, bytes));
+        match info.fixed_shape() {
+            Some(shape) => {
+                items.push((id, dtype, shape.iter().product::<usize>() * dtype.size_of()))
+            }
+            None => pooled[index] = true,
+        }
     }
-    // Largest first; unknown sizes last, in production order.
+    // Largest first; ties in production order.
     items.sort_by(|a, b| {
         b.2.cmp(&a.2)
             .then(first[a.0.index()].cmp(&first[b.0.index()]))
@@ -85,6 +93,7 @@ pub fn plan(graph: &Graph) -> SharedBuffers {
     SharedBuffers {
         buffer_of,
         bytes: buffers.iter().map(|b| b.bytes).collect(),
+        pooled,
     }
 }
 
@@ -143,6 +152,20 @@ mod tests {
         // Inputs and outputs belong to the caller.
         assert_eq!(plan.buffer_of[0], None);
         assert_eq!(plan.buffer_of[4], None);
+    }
+
+    #[test]
+    fn values_of_unknown_size_are_pooled_not_planned() {
+        let mut g = chain([10, 10, 10]);
+        g.values[2].shape = Some(vec![Dim::Symbol("n".into())]);
+        let plan = plan(&g);
+        assert_eq!(plan.buffer_of[2], None);
+        assert!(plan.pooled[2]);
+        assert!(!plan.pooled[1] && plan.buffer_of[1].is_some());
+        assert!(
+            !plan.pooled[0] && !plan.pooled[4],
+            "inputs and outputs are the caller's"
+        );
     }
 
     #[test]

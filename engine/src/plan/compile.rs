@@ -133,6 +133,7 @@ pub fn compile(graph: &Graph, schedule: &Schedule, devices: &Devices) -> Result<
     for slot in b.slots.iter_mut().filter(|s| !s.is_output) {
         slot.buffer =
             shared.buffer_of[slot.value.index()].map(|k| k * specs.len() + slot.device_index);
+        slot.pooled = shared.pooled[slot.value.index()];
     }
     Ok(ExecutionPlan {
         buffer_count: shared.bytes.len() * specs.len(),
@@ -175,6 +176,7 @@ impl Builder {
             producer,
             is_output: false,
             buffer: None,
+            pooled: false,
         });
         let id = self.slots.len() - 1;
         self.slot_of.insert((value, device_index), id);

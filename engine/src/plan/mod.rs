@@ -112,6 +112,9 @@ pub struct Slot {
     /// the sequential order's [`crate::memory::shared`] plan, one set of buffers per device.
     /// Buffers move by ownership, so a plan that a concurrent order outruns only costs reuse.
     pub buffer: Option<usize>,
+    /// True when the value's size is unknown before the run: its storage comes from and goes
+    /// back to the run's pool of this slot's device.
+    pub pooled: bool,
 }
 
 /// The compiled, immutable plan shared by every run.

@@ -235,7 +235,7 @@ fn merge_taps<F: Float>(samples: &[Sample<F>], per_bin: usize) -> (Vec<(usize, F
 }
 
 impl RoiAlign {
-    fn forward<F: Float + Send + Sync + Default>(
+    fn forward<F: Float + Send + Sync + Default + 'static>(
         &self,
         x: &[F],
         rois: &[F],
@@ -249,7 +249,8 @@ impl RoiAlign {
             .ok_or_else(too_big)?;
         let per_roi = geo.c.checked_mul(bins).ok_or_else(too_big)?;
         let len = batch.len().checked_mul(per_roi).ok_or_else(too_big)?;
-        let mut out = vec![F::zero(); len];
+        // Every element is written below (each bin of each channel of each roi).
+        let mut out = crate::output_buffer::overwritable::<F>(0, len);
         if out.is_empty() {
             return Ok(out);
         }

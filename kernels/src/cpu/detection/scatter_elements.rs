@@ -9,7 +9,7 @@ use super::util::{
 };
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
-use crate::{Element, Tensor, dispatch_all, dispatch_numeric};
+use crate::{Element, Tensor, dispatch_all, dispatch_numeric, output_buffer};
 
 /// `output = data` with `output[..., indices[i..], ...] ⊕= updates[i..]` along `axis`.
 #[derive(Debug)]
@@ -110,18 +110,38 @@ fn scatter<T: Element>(
 ) -> Result<Tensor> {
     let updates = updates.shared::<T>()?;
     let updates = contiguous(&updates);
-    let mut out = contiguous(data).into_owned();
-    let rank = geo.index_shape.len();
-    let mut coord = vec![0usize; rank];
-    let axis_dim = geo.data_shape[geo.axis];
-    for (&i, u) in idx.iter().zip(updates.iter()) {
-        let mut off = resolve_index(i, axis_dim)? * geo.data_strides[geo.axis];
-        for d in (0..rank).filter(|&d| d != geo.axis) {
-            off += coord[d] * geo.data_strides[d];
+    let source = contiguous(data);
+    // The output starts as a copy of `data`, in memory offered for it (detectors scatter
+    // tens of MiB per call).
+    let mut out = output_buffer::build(0, source.len(), |o| {
+        for (o, v) in o.iter_mut().zip(source.iter()) {
+            o.write(v.clone());
         }
-        apply(&mut out[off], u);
-        // Advance the row-major odometer over the indices' shape.
-        for d in (0..rank).rev() {
+    });
+    let rank = geo.index_shape.len();
+    let axis_dim = geo.data_shape[geo.axis];
+    let axis_stride = geo.data_strides[geo.axis];
+    // Row by row over the indices' last dimension: the offset of a row's first element from
+    // its coordinates, then one step of the last dimension's stride per element (the index
+    // moves along `axis` instead when `axis` is the last dimension).
+    let row = geo.index_shape[rank - 1];
+    let (last, last_stride) = (rank - 1, geo.data_strides[rank - 1]);
+    let step = if geo.axis == last { 0 } else { last_stride };
+    let mut coord = vec![0usize; rank];
+    for (idx, upd) in idx
+        .chunks_exact(row.max(1))
+        .zip(updates.chunks_exact(row.max(1)))
+    {
+        let base: usize = (0..last)
+            .filter(|&d| d != geo.axis)
+            .map(|d| coord[d] * geo.data_strides[d])
+            .sum();
+        for (j, (&i, u)) in idx.iter().zip(upd).enumerate() {
+            let off = base + j * step + resolve_index(i, axis_dim)? * axis_stride;
+            apply(&mut out[off], u);
+        }
+        // Advance the row-major odometer over the indices' shape, without the last dimension.
+        for d in (0..last).rev() {
             coord[d] += 1;
             if coord[d] < geo.index_shape[d] {
                 break;

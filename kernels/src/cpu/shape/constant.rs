@@ -96,7 +96,12 @@ impl Kernel for ConstantOfShape {
         let shape = to_dims(&input(inputs, 0)?.to_i64_vec()?, "ConstantOfShape shape")?;
         let out = crate::dispatch_all!(&self.value, a => {
             let v = a.iter().next().cloned().unwrap_or_default();
-            crate::Element::into_tensor(ndarray::ArcArray::from_elem(ndarray::IxDyn(&shape), v))
+            // Written out (not lazily zeroed pages) in memory offered for it: a reader would
+            // fault the pages in anyway, and the buffer goes on to hold later values.
+            let data = crate::output_buffer::filled(0, shape.iter().product(), v);
+            let array = ndarray::ArcArray::from_shape_vec(ndarray::IxDyn(&shape), data)
+                .map_err(|e| KernelError::Shape(format!("ConstantOfShape {shape:?}: {e}")))?;
+            crate::Element::into_tensor(array)
         });
         Ok(vec![out])
     }

@@ -63,7 +63,7 @@ fn gather_typed<T: Element>(
     let outer: usize = a.shape()[..axis].iter().product();
     let dim = a.shape()[axis];
     let inner: usize = a.shape()[axis + 1..].iter().product();
-    let mut data = Vec::with_capacity(out_shape.iter().product());
+    let mut data = crate::output_buffer::empty(0, out_shape.iter().product());
     for o in 0..outer {
         let base = o * dim * inner;
         for &i in idx {

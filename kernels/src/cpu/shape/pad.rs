@@ -169,7 +169,7 @@ fn pad_typed<T: Element>(
     if rank == 0 {
         return tensor_from(&out_shape, src.to_vec());
     }
-    let mut data = Vec::with_capacity(total);
+    let mut data = crate::output_buffer::empty(0, total);
     if total == 0 {
         return tensor_from(&out_shape, data);
     }
