@@ -249,6 +249,36 @@ fn unfused_models() -> Vec<(String, Vec<u8>, Vec<usize>)> {
         .node("Relu", &["s"], &["y"], &[])
         .output("y");
     out.push(("Add + Relu".into(), m.to_bytes(13), vec![2, 8, 10, 10]));
+    // Residuals whose shape is unknown before running (Resize outputs): fused all the same,
+    // with `Z` of the output's shape at run time, and with a `Z` that broadcasts.
+    for (label, z_sizes) in [
+        ("Resize, Conv + Add(Resize) + Relu", [1, 16, 10, 10]),
+        ("Resize, Conv + Add(broadcast Resize) + Relu", [1, 16, 1, 1]),
+    ] {
+        let mut m = ModelBuilder::new(320);
+        m.input("x", &[1, 8, 5, 5])
+            .ints("sizes", &[1, 8, 10, 10])
+            .ints("z_sizes", &z_sizes)
+            .weight("w", &[16, 8, 3, 3], 0.3)
+            .weight("b", &[16], 0.3)
+            .node(
+                "Resize",
+                &["x", "", "", "sizes"],
+                &["r"],
+                &[("mode", Attr::Str("linear"))],
+            )
+            .node("Resize", &["x", "", "", "z_sizes"], &["z"], &[])
+            .node(
+                "Conv",
+                &["r", "w", "b"],
+                &["c"],
+                &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+            )
+            .node("Add", &["c", "z"], &["s"], &[])
+            .node("Relu", &["s"], &["y"], &[])
+            .output("y");
+        out.push((label.into(), m.to_bytes(14), vec![1, 8, 5, 5]));
+    }
     out
 }
 

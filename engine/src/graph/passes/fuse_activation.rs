@@ -4,8 +4,10 @@
 //!
 //! - `Conv → Relu | LeakyRelu | Sigmoid | Tanh | Clip | HardSigmoid | HardSwish` becomes one
 //!   `FusedConv` (`HardSwish` is Spillway's addition to ORT's list);
-//! - `Conv → Add(other) → Relu`, where `other` has the convolution's output shape (no
-//!   broadcasting), becomes one `FusedConv` with `Z = other` (a ResNet block's residual).
+//! - `Conv → Add(other) → Relu` becomes one `FusedConv` with `Z = other` (a ResNet block's
+//!   residual) unless the shapes are known to differ. Detectors' shapes depend on the image, so
+//!   equal shapes often cannot be proven: the kernel adds `Z` in the product's epilogue when it
+//!   has the output's shape and broadcasts it as `Add` does otherwise.
 //!
 //! Only `f32` convolutions whose output is read by that one node and is not a graph output are
 //! fused; the fused node keeps the `Conv` node's name, so errors and traces still name it. The
@@ -66,7 +68,7 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
         };
         let pick = [(l, r), (r, l)].into_iter().find_map(|(conv_out, other)| {
             let c = conv_at(conv_out)?;
-            (other != conv_out && same_shape(graph, conv_out, other)).then_some((c, other))
+            (other != conv_out && may_share_shape(graph, conv_out, other)).then_some((c, other))
         });
         if let Some((c, z)) = pick {
             fusions.push(Fusion {
@@ -217,12 +219,19 @@ fn clip_bounds(graph: &Graph, node: &Node) -> Option<(f32, f32)> {
     Some((bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?))
 }
 
-/// Both values have the same fully known shape (fixed sizes or the same named sizes).
-fn same_shape(graph: &Graph, a: ValueId, b: ValueId) -> bool {
-    let (Some(sa), Some(sb)) = (&graph.value(a).shape, &graph.value(b).shape) else {
+/// Both values have the same element type, and their shapes are not known to differ (a rank
+/// or a fixed size that differs): when they are equal at run time the sum is fused.
+fn may_share_shape(graph: &Graph, a: ValueId, b: ValueId) -> bool {
+    let (va, vb) = (graph.value(a), graph.value(b));
+    if va.dtype.is_none() || va.dtype != vb.dtype {
         return false;
+    }
+    let (Some(sa), Some(sb)) = (&va.shape, &vb.shape) else {
+        return true;
     };
-    sa == sb
-        && sa.iter().all(|d| !matches!(d, Dim::Unknown))
-        && graph.value(a).dtype == graph.value(b).dtype
+    sa.len() == sb.len()
+        && sa.iter().zip(sb).all(|(da, db)| match (da, db) {
+            (Dim::Fixed(x), Dim::Fixed(y)) => x == y,
+            _ => true,
+        })
 }

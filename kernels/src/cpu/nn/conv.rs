@@ -21,6 +21,7 @@ use super::matrix::{Layout, gemm};
 use super::packed_gemm::{BSource, Image2d, PackedA};
 use super::packed_weights::WeightCache;
 use super::spatial::{Geometry, WindowAttrs};
+use crate::cpu::binary::arith::{ArithOp, arith_tensors};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
 use crate::{Tensor, output_buffer};
@@ -172,13 +173,58 @@ impl Kernel for Conv {
 
 impl Conv {
     /// `activation(conv(X, W) + B + Z)` for `inputs` = `[X, W, B?]` (B and Z optional, Z of
-    /// the output's shape and the inputs' element type).
+    /// the inputs' element type). A `Z` of the output's shape is added in the product's
+    /// epilogue; one that broadcasts against the output (a residual `Add` whose shapes the
+    /// graph could not prove equal) is added as `Add` does, after the convolution.
     pub(super) fn run_fused(
         &self,
         inputs: &[Option<&Tensor>],
         z: Option<&Tensor>,
         activation: Activation,
     ) -> Result<Vec<Tensor>> {
+        let x = input(inputs, 0)?;
+        let w = input(inputs, 1)?;
+        let b = opt_input(inputs, 2);
+        let broadcast = match z {
+            Some(z) => {
+                z.shape()
+                    != self
+                        .dims(x.shape(), w.shape(), b.map(Tensor::shape))?
+                        .output_shape()
+            }
+            None => false,
+        };
+        match z {
+            Some(z) if broadcast => {
+                let y = self.fused(inputs, None, Activation::Identity)?;
+                let sum = arith_tensors(ArithOp::Add, &y, z)?;
+                drop(y);
+                let dtype = sum.dtype();
+                let mut wide = widen(&sum, 3)?;
+                drop(sum);
+                match &mut wide {
+                    Tensor::F32(a) => activation.apply(output_slice(a)),
+                    Tensor::F64(a) => activation.apply(output_slice(a)),
+                    other => {
+                        return Err(KernelError::UnsupportedDType {
+                            index: 3,
+                            dtype: other.dtype(),
+                        });
+                    }
+                }
+                Ok(vec![narrow(wide, dtype)?])
+            }
+            _ => Ok(vec![self.fused(inputs, z, activation)?]),
+        }
+    }
+
+    /// [`Conv::run_fused`] with `Z` (when given) of the output's shape.
+    fn fused(
+        &self,
+        inputs: &[Option<&Tensor>],
+        z: Option<&Tensor>,
+        activation: Activation,
+    ) -> Result<Tensor> {
         let dtype = same_dtype(inputs)?;
         let x = widen(input(inputs, 0)?, 0)?;
         let w = widen(input(inputs, 1)?, 1)?;
@@ -256,7 +302,7 @@ impl Conv {
                 }
             }
         };
-        Ok(vec![narrow(y, dtype)?])
+        narrow(y, dtype)
     }
 }
 
@@ -404,4 +450,13 @@ fn conv_typed<T: Real>(
             });
     }
     output(&d.output_shape(), y)
+}
+
+/// The elements of an array, in standard layout (copied into it if it was not), to finish in
+/// place.
+fn output_slice<T: Clone>(a: &mut ndarray::ArcArray<T, ndarray::IxDyn>) -> &mut [T] {
+    if a.as_slice_mut().is_none() {
+        *a = a.as_standard_layout().into_owned().into_shared();
+    }
+    a.as_slice_mut().unwrap_or_default()
 }

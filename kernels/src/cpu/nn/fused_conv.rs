@@ -1,6 +1,8 @@
 //! `com.microsoft` `FusedConv` (ONNX Runtime's contrib op, version 1): a `Conv` whose output
 //! gets a second tensor added and an activation applied before it is written out:
-//! `Y = activation(conv(X, W) + B + Z)`. Inputs `X, W, B?, Z?` (`Z` has `Y`'s shape); the
+//! `Y = activation(conv(X, W) + B + Z)`. Inputs `X, W, B?, Z?` (`Z` has `Y`'s shape, or —
+//! Spillway's extension, for residuals whose shapes a graph cannot prove equal — broadcasts
+//! against it as `Add` does); the
 //! attributes are `Conv`'s plus `activation` (`Relu`, `LeakyRelu`, `Sigmoid`, `Tanh`, `Clip`,
 //! `HardSigmoid`; absent: none) and `activation_params` (`LeakyRelu`: alpha; `Clip`: min, max;
 //! `HardSigmoid`: alpha, beta). The convolution is [`Conv`]'s, with the work done in its

@@ -1,7 +1,7 @@
 //! `com.microsoft` `FusedConv`: a hand-derived case, agreement with `Conv` followed by the
 //! unfused `Add` and activation kernels on every convolution path (packed GEMM on an image or
-//! a dense operand, depth past one packed block, groups, depthwise, 1-d, 3-d, `f64`), and typed
-//! errors. (The comparison with ONNX Runtime itself is in `tests/tests/fused_conv.rs`.)
+//! a dense operand, depth past one packed block, groups, depthwise, 1-d, 3-d, `f64`), residuals
+//! that broadcast, and typed errors. (The comparison with ONNX Runtime itself is in `tests/tests/fused_conv.rs`.)
 
 use super::run_op;
 use crate::error::{KernelError, Result};
@@ -258,6 +258,38 @@ fn matches_conv_then_unfused_activation_on_every_path() {
 }
 
 #[test]
+fn a_residual_that_broadcasts_is_added_as_add_does() {
+    // Conv output [2, 20, 9, 11]; each Z broadcasts against it, the last one widening it.
+    let (_, xs, ws, conv) = geometries().remove(0);
+    let x = seeded(&xs, 1);
+    let w = seeded(&ws, 2);
+    let b = seeded(&[ws[0]], 3);
+    for (zi, z_shape) in [vec![20, 1, 1], vec![1, 1, 1, 11], vec![3, 2, 20, 9, 11]]
+        .into_iter()
+        .enumerate()
+    {
+        let z = seeded(&z_shape, 10 + zi as u64);
+        for (act_attrs, act) in activations() {
+            let mut attrs = conv.clone();
+            for name in act_attrs.names() {
+                attrs.insert(name, act_attrs.get(name).unwrap().clone());
+            }
+            let inputs = [Some(&x), Some(&w), Some(&b), Some(&z)];
+            let got = fused(&attrs, &inputs).unwrap().remove(0);
+            let want = unfused(&conv, &inputs[..3], Some(&z), &act);
+            assert_eq!(got.shape(), want.shape(), "Z {z_shape:?}");
+            for (g, w) in values(&got).iter().zip(values(&want)) {
+                assert!(
+                    (g - w).abs() <= 1e-6 * (1.0 + w.abs()),
+                    "Z {z_shape:?}, {:?}: {g} vs {w}",
+                    act.as_ref().map(|a| a.0)
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn bad_activations_and_sums_are_typed_errors() {
     let x = seeded(&[1, 2, 4, 4], 1);
     let w = seeded(&[3, 2, 3, 3], 2);
@@ -295,8 +327,8 @@ fn bad_activations_and_sums_are_typed_errors() {
         fused(&unknown, &inputs),
         Err(KernelError::UnsupportedAttribute { .. })
     ));
-    // Z must have the output's shape ([1, 3, 2, 2]) and the inputs' element type.
-    let z = seeded(&[1, 3, 2, 1], 3);
+    // Z must broadcast against the output ([1, 3, 2, 2]) and have the inputs' element type.
+    let z = seeded(&[1, 3, 2, 3], 3);
     let r = fused(&act("Relu"), &[Some(&x), Some(&w), None, Some(&z)]);
     assert!(matches!(r, Err(KernelError::Shape(_))), "{r:?}");
     let z = to_f64(&seeded(&[1, 3, 2, 2], 3));
