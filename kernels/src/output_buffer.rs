@@ -50,6 +50,14 @@ impl Buffer {
         self.bytes
     }
 
+    /// Keeps `self` in `held` unless `held` already has a buffer at least as large (a plan's
+    /// buffer keeps the largest memory any of its values left).
+    pub fn keep_larger_in(self, held: &mut Option<Buffer>) {
+        if held.as_ref().is_none_or(|old| old.bytes < self.bytes) {
+            *held = Some(self);
+        }
+    }
+
     /// Whether the buffer holds `T`s.
     pub fn holds<T: 'static>(&self) -> bool {
         self.data.is::<Vec<T>>()

@@ -67,8 +67,9 @@ fn measure(path: &Path, model: &str, runs: usize) -> Result<()> {
             .run([("image", image)])
             .with_context(|| format!("{model}: run {run}"))?;
         if checkpoints.contains(&run) {
-            samples.push(json!({"run": run, "kib": rss_kib()?}));
-            eprintln!("{model}: run {run}: RSS {} KiB", rss_kib()?);
+            let kib = rss_kib()?;
+            eprintln!("{model}: run {run}: RSS {kib} KiB");
+            samples.push(json!({"run": run, "kib": kib}));
         }
     }
     println!(

@@ -428,10 +428,7 @@ impl Shared {
                 };
                 if let Some(b) = slot.buffer {
                     if let Some(back) = Buffer::reclaim(t) {
-                        let mut held = lock(&run.buffers[b]);
-                        if held.as_ref().is_none_or(|old| old.bytes() < back.bytes()) {
-                            *held = Some(back);
-                        }
+                        back.keep_larger_in(&mut lock(&run.buffers[b]));
                     }
                 } else if slot.pooled
                     && let Some(back) = Buffer::reclaim(t)

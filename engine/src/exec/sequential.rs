@@ -311,12 +311,8 @@ impl SequentialPlan {
                 live_bytes = live_bytes.saturating_sub(value.byte_len());
                 let Value::Tensor(t) = value else { continue };
                 if let Some(b) = self.buffer_of[v.index()] {
-                    if let Some(back) = Buffer::reclaim(t)
-                        && buffers[b]
-                            .as_ref()
-                            .is_none_or(|old| old.bytes() < back.bytes())
-                    {
-                        buffers[b] = Some(back);
+                    if let Some(back) = Buffer::reclaim(t) {
+                        back.keep_larger_in(&mut buffers[b]);
                     }
                 } else if self.pooled[v.index()]
                     && let Some(back) = Buffer::reclaim(t)

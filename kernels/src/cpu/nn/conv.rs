@@ -182,40 +182,37 @@ impl Conv {
         z: Option<&Tensor>,
         activation: Activation,
     ) -> Result<Vec<Tensor>> {
-        let x = input(inputs, 0)?;
-        let w = input(inputs, 1)?;
-        let b = opt_input(inputs, 2);
-        let broadcast = match z {
-            Some(z) => {
-                z.shape()
-                    != self
-                        .dims(x.shape(), w.shape(), b.map(Tensor::shape))?
-                        .output_shape()
-            }
-            None => false,
+        let (x, w) = (input(inputs, 0)?, input(inputs, 1)?);
+        let y_shape = self
+            .dims(
+                x.shape(),
+                w.shape(),
+                opt_input(inputs, 2).map(Tensor::shape),
+            )?
+            .output_shape();
+        let Some(z) = z.filter(|z| z.shape() != y_shape) else {
+            return Ok(vec![self.fused(inputs, z, activation)?]);
         };
-        match z {
-            Some(z) if broadcast => {
-                let y = self.fused(inputs, None, Activation::Identity)?;
-                let sum = arith_tensors(ArithOp::Add, &y, z)?;
-                drop(y);
-                let dtype = sum.dtype();
-                let mut wide = widen(&sum, 3)?;
-                drop(sum);
-                match &mut wide {
-                    Tensor::F32(a) => activation.apply(output_slice(a)),
-                    Tensor::F64(a) => activation.apply(output_slice(a)),
-                    other => {
-                        return Err(KernelError::UnsupportedDType {
-                            index: 3,
-                            dtype: other.dtype(),
-                        });
-                    }
-                }
-                Ok(vec![narrow(wide, dtype)?])
+        // Z broadcasts: the convolution, then the sum as `Add` computes it, then the activation.
+        let sum = arith_tensors(
+            ArithOp::Add,
+            &self.fused(inputs, None, Activation::Identity)?,
+            z,
+        )?;
+        let dtype = sum.dtype();
+        let mut wide = widen(&sum, 3)?;
+        drop(sum);
+        match &mut wide {
+            Tensor::F32(a) => activation.apply(output_slice(a)),
+            Tensor::F64(a) => activation.apply(output_slice(a)),
+            other => {
+                return Err(KernelError::UnsupportedDType {
+                    index: 3,
+                    dtype: other.dtype(),
+                });
             }
-            _ => Ok(vec![self.fused(inputs, z, activation)?]),
         }
+        Ok(vec![narrow(wide, dtype)?])
     }
 
     /// [`Conv::run_fused`] with `Z` (when given) of the output's shape.
