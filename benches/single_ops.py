@@ -45,14 +45,14 @@ def model(path, x_shape, nodes, inits):
     onnx.save(m, path)
 
 
-def conv(path, cin, cout, hw, kernel, stride, pad, group=1, relu=True):
+def conv(path, cin, cout, hw, kernel, stride, pad, group=1, relu=True, dilation=1):
     rng = np.random.default_rng(7)
     kh, kw = kernel
     w = (rng.random((cout, cin // group, kh, kw), dtype=np.float32) - 0.5) * 0.1
     b = rng.random(cout, dtype=np.float32)
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
     attrs = dict(kernel_shape=[kh, kw], pads=[pad[0], pad[1], pad[0], pad[1]],
-                 strides=[stride, stride], group=group)
+                 strides=[stride, stride], group=group, dilations=[dilation, dilation])
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if relu else "y"], **attrs)]
     if relu:
         nodes.append(helper.make_node("Relu", ["c"], ["y"]))
@@ -94,6 +94,14 @@ CASES = [
     ("conv 1x1 160<-512 + relu, 14x14", lambda p: conv(p, 512, 160, 14, (1, 1), 1, (0, 0))),
     ("conv 3x3 384<-192 + relu, 7x7", lambda p: conv(p, 192, 384, 7, (3, 3), 1, (1, 1))),
     ("conv 1x1 384<-832 + relu, 7x7", lambda p: conv(p, 832, 384, 7, (1, 1), 1, (0, 0))),
+    ("maxpool 2x2 s2, 64 ch, 300x300 (ssd300)", lambda p: max_pool(p, 64, 300, 2, 2, 0)),
+    ("maxpool 2x2 s2 ceil, 256 ch, 75x75 (ssd300)", lambda p: max_pool(p, 256, 75, 2, 2, 1)),
+    ("conv 3x3 64<-64 + relu, 300x300 (ssd300)", lambda p: conv(p, 64, 64, 300, (3, 3), 1, (1, 1))),
+    ("conv 3x3 256<-256 + relu, 75x75 (ssd300)", lambda p: conv(p, 256, 256, 75, (3, 3), 1, (1, 1))),
+    ("conv 3x3 dil 6 1024<-512 + relu, 19x19 (ssd300)",
+     lambda p: conv(p, 512, 1024, 19, (3, 3), 1, (6, 6), dilation=6)),
+    ("conv 3x3 256<-256 + relu, 100x100 (retinanet head)",
+     lambda p: conv(p, 256, 256, 100, (3, 3), 1, (1, 1))),
 ]
 
 
