@@ -1,15 +1,21 @@
 //! `ConvTranspose` (opset 1+; implemented from 7): GEMM (`W^T X`) followed by `col2im`, with
-//! groups, strides, dilations, pads, `output_padding`, `output_shape` and `auto_pad`.
+//! groups, strides, dilations, pads, `output_padding`, `output_shape` and `auto_pad`. In `f32`
+//! on a CPU with AVX2 or AVX-512 the product is the packed GEMM's, with `W^T` packed once while
+//! the weights stay the same tensor (Mask R-CNN's mask head runs one per detection).
+
+use std::borrow::Cow;
 
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, same_dtype, widen};
 use super::im2col::{Sweep, col2im};
 use super::matrix::{Layout, gemm};
+use super::packed_gemm::{BSource, PackedA};
+use super::packed_weights::WeightCache;
 use super::spatial::{AutoPad, WindowAttrs};
-use crate::Tensor;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
+use crate::{DType, Tensor};
 
 /// A built `ConvTranspose`.
 #[derive(Debug)]
@@ -18,6 +24,8 @@ pub struct ConvTranspose {
     group: usize,
     output_padding: Option<Vec<usize>>,
     output_shape: Option<Vec<usize>>,
+    /// `W^T` of every group, packed for the `f32` product.
+    packed: WeightCache,
 }
 
 fn nonneg(spec: &NodeSpec<'_>, name: &str) -> Result<Option<Vec<usize>>> {
@@ -53,7 +61,35 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         group,
         output_padding: nonneg(spec, "output_padding")?,
         output_shape: nonneg(spec, "output_shape")?,
+        packed: WeightCache::default(),
     }))
+}
+
+/// `col = W_gᵀ · X_g` for group `g`: `(g, X_g, col)`.
+type Product<'a, T> = dyn Fn(usize, &[T], &mut [T]) -> Result<()> + 'a;
+
+/// [`Product`] through the generic matrix core, for weights `ws` of shape `wshape`.
+fn generic_product<T: Real>(
+    ws: &[T],
+    wshape: &[usize],
+    group: usize,
+    g: usize,
+    xg: &[T],
+    col: &mut [T],
+) -> Result<()> {
+    let cg = wshape[0] / group;
+    let rows = wshape[1..].iter().product::<usize>();
+    let positions = xg.len() / cg.max(1);
+    gemm(
+        T::ONE,
+        &ws[g * cg * rows..(g + 1) * cg * rows],
+        Layout::row_major(cg, rows).t(),
+        xg,
+        Layout::row_major(cg, positions),
+        T::ZERO,
+        col,
+        Layout::row_major(rows, positions),
+    )
 }
 
 /// Output extent and begin padding per spatial dim.
@@ -134,15 +170,40 @@ impl Kernel for ConvTranspose {
         let w = widen(input(inputs, 1)?, 1)?;
         let b = opt_input(inputs, 2).map(|b| widen(b, 2)).transpose()?;
         let y = match x {
-            Tensor::F64(_) => self.typed::<f64>(&x, &w, b.as_ref())?,
-            _ => self.typed::<f32>(&x, &w, b.as_ref())?,
+            Tensor::F64(_) => {
+                let ws = contiguous::<f64>(&w)?;
+                self.typed::<f64>(&x, &w, b.as_ref(), &|gi, xg, col| {
+                    generic_product(&ws, w.shape(), self.group, gi, xg, col)
+                })?
+            }
+            _ => {
+                let ws = contiguous::<f32>(&w)?;
+                let cacheable = input(inputs, 1)?.dtype() == DType::F32;
+                let packed = self.packed_weights(&w, &ws, cacheable);
+                self.typed::<f32>(&x, &w, b.as_ref(), &|gi, xg, col| match &packed {
+                    Some(p) => {
+                        let n = xg.len() / p[gi].cols().max(1);
+                        p[gi].multiply(BSource::Dense { data: xg, ld: n }, n, col, n, None, None);
+                        Ok(())
+                    }
+                    None => generic_product(&ws, w.shape(), self.group, gi, xg, col),
+                })?
+            }
         };
         Ok(vec![narrow(y, dtype)?])
     }
 }
 
 impl ConvTranspose {
-    fn typed<T: Real>(&self, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
+    /// The transposed convolution in `T`, with `product(g, X_g, col)` writing
+    /// `col = W_gᵀ · X_g` for group `g` (`X_g`: `cg × positions`, `col`: `mg·klen × positions`).
+    fn typed<T: Real>(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        product: &Product<'_, T>,
+    ) -> Result<Tensor> {
         let (xd, wd) = (x.shape(), w.shape());
         if xd.len() < 3 || wd.len() != xd.len() {
             return Err(KernelError::Shape(format!(
@@ -189,7 +250,6 @@ impl ConvTranspose {
         let olen: usize = out.iter().product();
         let klen: usize = kernel.iter().product();
         let xs = contiguous::<T>(x)?;
-        let ws = contiguous::<T>(w)?;
         let mut y = vec![T::ZERO; batch * out_ch * olen];
         let sweep = Sweep {
             image: &out,
@@ -203,17 +263,7 @@ impl ConvTranspose {
         for bn in 0..batch {
             for gi in 0..g {
                 let xg = &xs[(bn * in_ch + gi * cg) * ilen..(bn * in_ch + (gi + 1) * cg) * ilen];
-                let wg = &ws[gi * cg * mg * klen..(gi + 1) * cg * mg * klen];
-                gemm(
-                    T::ONE,
-                    wg,
-                    Layout::row_major(cg, mg * klen).t(),
-                    xg,
-                    Layout::row_major(cg, ilen),
-                    T::ZERO,
-                    &mut col,
-                    Layout::row_major(mg * klen, ilen),
-                )?;
+                product(gi, xg, &mut col)?;
                 let yo = (bn * out_ch + gi * mg) * olen;
                 col2im(&col, mg, &sweep, &mut y[yo..yo + mg * olen]);
             }
@@ -230,5 +280,36 @@ impl ConvTranspose {
         let mut shape = vec![batch, out_ch];
         shape.extend_from_slice(&out);
         output(&shape, y)
+    }
+
+    /// `W_gᵀ` (`mg·klen × cg`, from `W_g` of `cg × mg·klen`) of every group packed for
+    /// [`PackedA`] (`ws`: `w`'s values); cached while `w` stays the same tensor, when
+    /// `cacheable`. `None` without the packed GEMM (no AVX2/AVX-512).
+    fn packed_weights(
+        &self,
+        w: &Tensor,
+        ws: &[f32],
+        cacheable: bool,
+    ) -> Option<Cow<'_, [PackedA]>> {
+        let g = self.group;
+        let wd = w.shape();
+        if wd.len() < 3 || wd[0] == 0 || wd[0] % g != 0 {
+            return None; // `typed` reports the bad shape
+        }
+        let (cg, rows) = (wd[0] / g, ws.len() / wd[0]);
+        self.packed.get_or_pack(w, cacheable, || {
+            (0..g)
+                .map(|gi| {
+                    let wg = &ws[gi * cg * rows..(gi + 1) * cg * rows];
+                    let mut wt = vec![0.0f32; rows * cg];
+                    for (c, row) in wg.chunks_exact(rows).enumerate() {
+                        for (r, &v) in row.iter().enumerate() {
+                            wt[r * cg + c] = v;
+                        }
+                    }
+                    PackedA::new(&wt, rows, cg)
+                })
+                .collect()
+        })
     }
 }

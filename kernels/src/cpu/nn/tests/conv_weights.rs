@@ -1,6 +1,7 @@
-//! The packed weights a `Conv` keeps between runs: the same kernel run with other weights must
-//! use those weights (never the cached ones), and running the first weights again must still be
-//! right. The reference is a direct convolution by the definition, in f64.
+//! The packed weights a `Conv` or `ConvTranspose` keeps between runs: the same kernel run with
+//! other weights must use those weights (never the cached ones), and running the first weights
+//! again must still be right. The reference is a direct convolution by the definition in f64
+//! for `Conv`, and the `f64` run (the generic matrix core) for `ConvTranspose`.
 
 use super::values;
 use crate::kernel::NodeSpec;
@@ -77,6 +78,78 @@ fn other_weights_are_never_answered_from_the_cache() {
                 (*g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
                 "weights {i}: {g} vs {w}"
             );
+        }
+    }
+}
+
+/// Runs `ConvTranspose` (opset 22) with `attrs` on `x` and `w`.
+fn conv_transpose(attrs: &Attributes, x: &Tensor, w: &Tensor) -> Tensor {
+    let spec = NodeSpec {
+        op_type: "ConvTranspose",
+        domain: "",
+        opset: 22,
+        attrs,
+        num_inputs: 2,
+        num_outputs: 1,
+    };
+    crate::cpu::build(&spec)
+        .unwrap()
+        .run(&[Some(x), Some(w)])
+        .unwrap()
+        .remove(0)
+}
+
+#[test]
+fn conv_transpose_packed_weights_follow_the_weights_given() {
+    // (X shape, W shape, attributes): a mask head's 2×2 stride-2 upsampling with a depth past
+    // one packed block (300 input channels), and groups with strides and pads.
+    let ints = |v: &[i64]| AttrValue::Ints(v.to_vec());
+    let cases = [
+        (
+            vec![2, 300, 4, 4],
+            vec![300, 6, 2, 2],
+            Attributes::new().with("strides", ints(&[2, 2])),
+        ),
+        (
+            vec![1, 8, 5, 5],
+            vec![8, 3, 3, 3],
+            Attributes::new()
+                .with("group", AttrValue::Int(2))
+                .with("strides", ints(&[2, 2]))
+                .with("pads", ints(&[1, 1, 1, 1])),
+        ),
+    ];
+    for (xs, ws, attrs) in cases {
+        let spec = NodeSpec {
+            op_type: "ConvTranspose",
+            domain: "",
+            opset: 22,
+            attrs: &attrs,
+            num_inputs: 2,
+            num_outputs: 1,
+        };
+        // One kernel for every run, as a session keeps it: the packed weights stay with it.
+        let kernel = crate::cpu::build(&spec).unwrap();
+        let x = Tensor::from_shape_vec(&xs, values(xs.iter().product(), 1)).unwrap();
+        let weights: Vec<Tensor> = (2..4)
+            .map(|seed| Tensor::from_shape_vec(&ws, values(ws.iter().product(), seed)).unwrap())
+            .collect();
+        let wide = |t: &Tensor| Tensor::from(t.view::<f32>().unwrap().mapv(f64::from));
+        for &i in &[0usize, 0, 1, 0] {
+            let got = kernel
+                .run(&[Some(&x), Some(&weights[i])])
+                .unwrap()
+                .remove(0);
+            // The f64 run goes through the generic matrix core, not the packed GEMM.
+            let want = conv_transpose(&attrs, &wide(&x), &wide(&weights[i]));
+            assert_eq!(got.shape(), want.shape());
+            let want = want.view::<f64>().unwrap();
+            for (g, w) in got.view::<f32>().unwrap().iter().zip(want.iter()) {
+                assert!(
+                    (*g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{xs:?} weights {i}: {g} vs {w}"
+                );
+            }
         }
     }
 }
