@@ -307,6 +307,23 @@ fn built_models() -> Vec<(&'static str, Vec<u8>, usize)> {
         )
         .output("y");
     out.push(("attention_layernorm", m.to_bytes(17), 1));
+
+    // Enough images that they run in parallel, one product each (with a fused residual).
+    let mut m = ModelBuilder::new(5);
+    m.input("x", &[-1, 8, 10, 10])
+        .input("z", &[-1, 12, 10, 10])
+        .weight("w", &[12, 8, 3, 3], 0.3)
+        .weight("b", &[12], 0.1)
+        .node(
+            "Conv",
+            &["x", "w", "b"],
+            &["c"],
+            &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        )
+        .node("Add", &["c", "z"], &["sum"], &[])
+        .node("Relu", &["sum"], &["y"], &[])
+        .output("y");
+    out.push(("batched_conv_residual", m.to_bytes(13), 9));
     out
 }
 
@@ -499,6 +516,60 @@ fn depthwise_geometries_match_onnx_runtime() {
             m.output("conv");
         }
         rows.push(compare_built(label, &m.to_bytes(17), 2));
+    }
+    check_table(&rows);
+}
+
+/// ConvTranspose over the geometries its output paths tell apart: strides equal to the kernel
+/// without padding (every output one tap of one input, written in place: Mask R-CNN's 2×2,
+/// stride-2 upsampling, also with groups, no bias, and a 3×1 kernel), and overlapping or
+/// padded windows (added up through col2im: a 3×3 kernel at stride 2 with padding and
+/// `output_padding`, a 2×2 stride-2 kernel with `output_padding`, a 1-d image). Several images
+/// per batch (they run in parallel). Checks every output against ORT.
+#[test]
+fn conv_transpose_geometries_match_onnx_runtime() {
+    // (image, kernel, strides, pads, output_padding, group, bias)
+    type Geometry = (
+        &'static [i64],
+        &'static [i64],
+        &'static [i64],
+        &'static [i64],
+        &'static [i64],
+        i64,
+        bool,
+    );
+    let geometries: &[Geometry] = &[
+        (&[5, 7], &[2, 2], &[2, 2], &[0, 0, 0, 0], &[0, 0], 1, true),
+        (&[4, 4], &[2, 2], &[2, 2], &[0, 0, 0, 0], &[0, 0], 2, true),
+        (&[6, 3], &[2, 2], &[2, 2], &[0, 0, 0, 0], &[0, 0], 1, false),
+        (&[3, 5], &[3, 1], &[3, 1], &[0, 0, 0, 0], &[0, 0], 1, true),
+        (&[5, 6], &[3, 3], &[2, 2], &[1, 1, 1, 1], &[1, 1], 1, true),
+        (&[4, 4], &[2, 2], &[2, 2], &[0, 0, 0, 0], &[1, 1], 1, true),
+        (&[9], &[4], &[2], &[1, 1], &[0], 1, true),
+    ];
+    let (in_ch, out_per_group) = (4, 3);
+    let mut rows = Vec::new();
+    for &(image, kernel, strides, pads, output_padding, group, bias) in geometries {
+        let label = format!(
+            "{image:?} k{kernel:?} s{strides:?} pads {pads:?} out_pad {output_padding:?} \
+             group {group} bias {bias}"
+        );
+        let mut w_shape = vec![in_ch, out_per_group];
+        w_shape.extend_from_slice(kernel);
+        let mut m = ModelBuilder::new(8);
+        m.input("x", &[&[3, in_ch][..], image].concat())
+            .weight("w", &w_shape, 0.5)
+            .weight("b", &[out_per_group * group], 0.2);
+        let inputs: &[&str] = if bias { &["x", "w", "b"] } else { &["x", "w"] };
+        let attrs = vec![
+            ("kernel_shape", Attr::Ints(kernel.to_vec())),
+            ("strides", Attr::Ints(strides.to_vec())),
+            ("pads", Attr::Ints(pads.to_vec())),
+            ("output_padding", Attr::Ints(output_padding.to_vec())),
+            ("group", Attr::Int(group)),
+        ];
+        m.node("ConvTranspose", inputs, &["y"], &attrs).output("y");
+        rows.push(compare_built(label, &m.to_bytes(17), 3));
     }
     check_table(&rows);
 }

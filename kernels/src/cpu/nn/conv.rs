@@ -18,7 +18,7 @@ use super::depthwise::Depthwise;
 use super::epilogue::{Activation, Epilogue};
 use super::im2col::{Sweep, im2col};
 use super::matrix::{Layout, gemm};
-use super::packed_gemm::{BSource, Image2d, PackedA};
+use super::packed_gemm::{self, BSource, Image2d, PackedA};
 use super::packed_weights::WeightCache;
 use super::spatial::{Geometry, WindowAttrs};
 use crate::cpu::binary::arith::{ArithOp, arith_tensors};
@@ -346,7 +346,7 @@ fn generic_product<T: Real>(d: &Dims, ws: &[T], g: usize, cols: &[T], y: &mut [T
 
 /// `(group, operand, y, epilogue)`: see [`Product`].
 type GroupProduct<'a, T> =
-    dyn Fn(usize, &[T], &mut [T], Option<&Epilogue<'_, T>>) -> Result<()> + 'a;
+    dyn Fn(usize, &[T], &mut [T], Option<&Epilogue<'_, T>>) -> Result<()> + Sync + 'a;
 
 /// How one group's product is computed: `run(g, operand, y, epilogue)` writes `y = W_g · B`
 /// for group `g`, where `operand` is the group's channels of the image when `reads_images` (it
@@ -371,6 +371,10 @@ impl<'a, T> Product<'a, T> {
         }
     }
 }
+
+/// Batches of at least this many images per thread run image by image in parallel (fewer
+/// would leave threads idle at the end: 3 images on 2 threads take as long as 4).
+const IMAGES_PER_THREAD: usize = 4;
 
 fn conv_typed<T: Real>(
     d: &Dims,
@@ -410,23 +414,39 @@ fn conv_typed<T: Real>(
             dilations: &geo.dilations,
             pad_begin: &pad_begin,
         };
-        let mut col = if pointwise || product.reads_images {
+        let in_place = pointwise || product.reads_images;
+        let mut col = if in_place {
             Vec::new()
         } else {
             vec![T::ZERO; cg * klen * olen]
         };
-        for n in 0..d.batch {
+        // Image `n`'s groups into `yn`, its part of the output.
+        let image = |n: usize, yn: &mut [T], col: &mut Vec<T>| {
             for g in 0..d.group {
                 let img = &xs[(n * d.in_ch + g * cg) * ilen..(n * d.in_ch + (g + 1) * cg) * ilen];
-                let cols: &[T] = if pointwise || product.reads_images {
+                let cols: &[T] = if in_place {
                     img
                 } else {
-                    im2col(img, cg, &sweep, &mut col);
-                    &col
+                    im2col(img, cg, &sweep, col);
+                    &col[..]
                 };
-                let yo = (n * d.out_ch + g * mg) * olen;
-                let finish = epilogue.as_ref().map(|e| e.at(yo));
-                (product.run)(g, cols, &mut y[yo..yo + mg * olen], finish.as_ref())?;
+                let yo = g * mg * olen;
+                let finish = epilogue.as_ref().map(|e| e.at(n * d.out_ch * olen + yo));
+                (product.run)(g, cols, &mut yn[yo..yo + mg * olen], finish.as_ref())?;
+            }
+            Ok(())
+        };
+        let per_image = d.out_ch * olen;
+        if in_place && d.batch >= IMAGES_PER_THREAD * rayon::current_num_threads() {
+            // Many images (Mask R-CNN's mask head runs its convolutions on one per detection):
+            // whole images in parallel, each product on one thread, which keeps its operands
+            // in that core's cache instead of sharing every image's packed copies.
+            y.par_chunks_mut(per_image)
+                .enumerate()
+                .try_for_each(|(n, yn)| packed_gemm::serially(|| image(n, yn, &mut Vec::new())))?;
+        } else {
+            for (n, yn) in y.chunks_mut(per_image).enumerate() {
+                image(n, yn, &mut col)?;
             }
         }
     }

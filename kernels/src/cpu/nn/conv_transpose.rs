@@ -4,6 +4,7 @@
 //! the weights stay the same tensor (Mask R-CNN's mask head runs one per detection).
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
@@ -66,7 +67,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 }
 
 /// `col = W_gᵀ · X_g` for group `g`: `(g, X_g, col)`.
-type Product<'a, T> = dyn Fn(usize, &[T], &mut [T]) -> Result<()> + 'a;
+type Product<'a, T> = dyn Fn(usize, &[T], &mut [T]) -> Result<()> + Sync + 'a;
 
 /// [`Product`] through the generic matrix core, for weights `ws` of shape `wshape`.
 fn generic_product<T: Real>(
@@ -90,6 +91,55 @@ fn generic_product<T: Real>(
         col,
         Layout::row_major(rows, positions),
     )
+}
+
+/// True when every output position of `sweep` is one kernel tap of one input position: a 2-D
+/// transposed convolution whose strides equal its kernel, without dilation, padding or
+/// `output_padding` (Mask R-CNN's 2×2, stride-2 upsampling).
+fn tiles_exactly(sweep: &Sweep<'_>) -> bool {
+    sweep.kernel.len() == 2
+        && sweep.strides == sweep.kernel
+        && sweep.dilations.iter().all(|&d| d == 1)
+        && sweep.pad_begin.iter().all(|&p| p == 0)
+        && (0..2).all(|i| sweep.image[i] == sweep.grid[i] * sweep.kernel[i])
+}
+
+/// Writes `col` (`channels · kh · kw` rows of `ih · iw` columns) into the `channels` output
+/// planes of `y` for a sweep that [`tiles_exactly`]: output `(y·kh + u, x·kw + v)` of channel
+/// `c` is row `(c, u, v)`, column `(y, x)`, plus `bias[c]`.
+fn place_tiles<T: Real>(col: &[T], sweep: &Sweep<'_>, bias: Option<&[T]>, y: &mut [T]) {
+    let ([ih, iw], [kh, kw]) = (
+        [sweep.grid[0], sweep.grid[1]],
+        [sweep.kernel[0], sweep.kernel[1]],
+    );
+    let (glen, ow) = (ih * iw, iw * kw);
+    if glen == 0 {
+        return;
+    }
+    y.par_chunks_mut(glen * kh * kw)
+        .enumerate()
+        .with_min_len(8)
+        .for_each(|(c, plane)| {
+            let b = bias.map_or(T::ZERO, |bs| bs[c]);
+            for (row, out) in plane.chunks_exact_mut(ow).enumerate() {
+                let (gy, u) = (row / kh, row % kh);
+                let src = |v: usize| &col[((c * kh + u) * kw + v) * glen + gy * iw..][..iw];
+                if kw == 2 {
+                    // Two taps interleaved, in one pass that vectorizes.
+                    let pairs = out.chunks_exact_mut(2).zip(src(0).iter().zip(src(1)));
+                    for (pair, (&left, &right)) in pairs {
+                        pair[0] = left + b;
+                        pair[1] = right + b;
+                    }
+                    continue;
+                }
+                for v in 0..kw {
+                    for (x, &value) in src(v).iter().enumerate() {
+                        out[x * kw + v] = value + b;
+                    }
+                }
+            }
+        });
 }
 
 /// Output extent and begin padding per spatial dim.
@@ -250,7 +300,7 @@ impl ConvTranspose {
         let olen: usize = out.iter().product();
         let klen: usize = kernel.iter().product();
         let xs = contiguous::<T>(x)?;
-        let mut y = vec![T::ZERO; batch * out_ch * olen];
+        let bias = b.map(contiguous::<T>).transpose()?;
         let sweep = Sweep {
             image: &out,
             grid: image,
@@ -259,24 +309,42 @@ impl ConvTranspose {
             dilations: &dilations,
             pad_begin: &pad_begin,
         };
-        let mut col = vec![T::ZERO; mg * klen * ilen];
-        for bn in 0..batch {
-            for gi in 0..g {
-                let xg = &xs[(bn * in_ch + gi * cg) * ilen..(bn * in_ch + (gi + 1) * cg) * ilen];
-                product(gi, xg, &mut col)?;
-                let yo = (bn * out_ch + gi * mg) * olen;
-                col2im(&col, mg, &sweep, &mut y[yo..yo + mg * olen]);
-            }
-        }
-        if let Some(b) = b {
-            let bs = contiguous::<T>(b)?;
-            y.par_chunks_mut(olen.max(1))
-                .enumerate()
-                .for_each(|(r, plane)| {
-                    let bias = bs[r % out_ch];
-                    plane.iter_mut().for_each(|v| *v += bias);
-                });
-        }
+        let len = batch * out_ch * olen;
+        let tiled = tiles_exactly(&sweep);
+        let mut y = if tiled {
+            // Every output is written once, from one column value.
+            crate::output_buffer::overwritable(0, len)
+        } else {
+            // The output starts as the bias (or zeros), and col2im adds each product into it.
+            crate::output_buffer::build(0, len, |y| {
+                y.par_chunks_mut(olen.max(1))
+                    .enumerate()
+                    .for_each(|(r, plane)| {
+                        let start = bias.as_ref().map_or(T::ZERO, |bs| bs[r % out_ch]);
+                        plane.iter_mut().for_each(|v| *v = MaybeUninit::new(start));
+                    })
+            })
+        };
+        // Images in parallel (Mask R-CNN's mask head has one per detection), each through a
+        // column buffer of its task's own.
+        y.par_chunks_mut((out_ch * olen).max(1))
+            .zip(xs.par_chunks((in_ch * ilen).max(1)))
+            .try_for_each_init(
+                || vec![T::ZERO; mg * klen * ilen],
+                |col, (yn, xn)| {
+                    for gi in 0..g {
+                        product(gi, &xn[gi * cg * ilen..(gi + 1) * cg * ilen], col)?;
+                        let yg = &mut yn[gi * mg * olen..(gi + 1) * mg * olen];
+                        if tiled {
+                            let bias = bias.as_ref().map(|bs| &bs[gi * mg..(gi + 1) * mg]);
+                            place_tiles(col, &sweep, bias, yg);
+                        } else {
+                            col2im(col, mg, &sweep, yg);
+                        }
+                    }
+                    Ok::<(), KernelError>(())
+                },
+            )?;
         let mut shape = vec![batch, out_ch];
         shape.extend_from_slice(&out);
         output(&shape, y)
@@ -293,7 +361,7 @@ impl ConvTranspose {
     ) -> Option<Cow<'_, [PackedA]>> {
         let g = self.group;
         let wd = w.shape();
-        if wd.len() < 3 || wd[0] == 0 || wd[0] % g != 0 {
+        if wd.len() < 3 || wd[0] == 0 || !wd[0].is_multiple_of(g) {
             return None; // `typed` reports the bad shape
         }
         let (cg, rows) = (wd[0] / g, ws.len() / wd[0]);

@@ -2,11 +2,11 @@
 //! that is monomorphised per op and type so the loop has no per-element dispatch.
 
 use half::{bf16, f16};
-use ndarray::{ArrayD, ArrayViewD};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
 use super::real::Real;
 use crate::Tensor;
-use crate::cpu::binary::broadcast::unary_map;
+use crate::cpu::binary::broadcast::{build_vec, map_into, unary_map};
 use crate::error::{KernelError, Result};
 
 /// A floating-point unary function with its attribute values.
@@ -148,9 +148,12 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
 
 /// A copy of `a` (standard layout) with `f` applied to its elements in place.
 fn in_place<F: Real>(a: &ArrayViewD<'_, F>, f: impl FnOnce(&mut [F])) -> ArrayD<F> {
-    let mut out = a.as_standard_layout().into_owned();
-    f(out.as_slice_mut().expect("standard layout is contiguous"));
-    out
+    let a = a.as_standard_layout();
+    let src = a.as_slice().expect("standard layout is contiguous");
+    // The copy goes to the output's offered (or pooled) buffer, not to fresh pages.
+    let mut data = build_vec(src.len(), |out| map_into(src, out, &|&x: &F| x));
+    f(&mut data);
+    ArrayD::from_shape_vec(IxDyn(a.shape()), data).expect("length equals the shape's size")
 }
 
 /// `op` on a float tensor (half types computed in `f32`), or `UnsupportedDType`.

@@ -208,7 +208,7 @@ impl PackedA {
         let channels = self.k / (im.kernel[0] * im.kernel[1]);
         with_padded_image(im, channels, nr, |img| {
             let (row_panels, oh) = (self.m.div_ceil(mr), img.out[0]);
-            let threads = rayon::current_num_threads();
+            let threads = super::threads();
             let tasks = TASKS_PER_THREAD * threads;
             let c_ptr = SendPtr(c.as_mut_ptr());
             let tile_task = |rows: (usize, usize), out_rows: (usize, usize)| {

@@ -176,7 +176,7 @@ impl PackedA {
         let (m, k) = (self.m, self.k);
         let (mr, nr) = self.isa.tile();
         let (row_panels, col_panels) = (m.div_ceil(mr), n.div_ceil(nr));
-        let threads = rayon::current_num_threads();
+        let threads = threads();
         let c_ptr = SendPtr(c.as_mut_ptr());
         let run = |rows: (usize, usize), cols: (usize, usize)| {
             // SAFETY: tasks cover disjoint rectangles of C, inside the checked slice.
@@ -211,7 +211,7 @@ impl PackedA {
     ) {
         let (mr, nr) = self.isa.tile();
         let (k, row_panels, col_panels) = (self.k, self.m.div_ceil(mr), n.div_ceil(nr));
-        let tasks = TASKS_PER_THREAD * rayon::current_num_threads();
+        let tasks = TASKS_PER_THREAD * threads();
         let len = k * col_panels * nr;
         let mut run = |packed: &mut Vec<f32>| {
             if packed.len() < len {
@@ -443,6 +443,30 @@ impl<R: micro::BRows> TileColumn<'_, R> {
     }
 }
 
+/// Runs `f` with every product started on this thread computed by this thread alone: for
+/// callers that run several products in parallel themselves (a batch's images), where each
+/// product splitting its own work again would only add synchronisation and shared copies.
+pub fn serially<R>(f: impl FnOnce() -> R) -> R {
+    /// Clears the flag again, also when `f` unwinds.
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SERIAL.set(self.0);
+        }
+    }
+    let _reset = Reset(SERIAL.replace(true));
+    f()
+}
+
+/// The threads a product started on this thread may use.
+fn threads() -> usize {
+    if SERIAL.get() {
+        1
+    } else {
+        rayon::current_num_threads()
+    }
+}
+
 /// `0..count` cut into at most `tasks` ranges of equal length (the last one shorter), run as
 /// parallel tasks: `(start, end)` each.
 fn split(count: usize, tasks: usize) -> impl ParallelIterator<Item = (usize, usize)> {
@@ -453,6 +477,8 @@ fn split(count: usize, tasks: usize) -> impl ParallelIterator<Item = (usize, usi
 }
 
 thread_local! {
+    /// Whether products started on this thread stay on it ([`serially`]).
+    static SERIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The calling thread's buffer for a `B` packed whole (see `multiply_by_rows`).
     static SHARED_B: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Per-thread scratch for packed `B` blocks.

@@ -173,7 +173,7 @@ impl PackedA {
                 ldc,
             };
             let panels = m.div_ceil(PANEL);
-            let threads = rayon::current_num_threads();
+            let threads = super::threads();
             if m * self.k * count < super::PARALLEL_WORK || threads < 2 {
                 task.run((0, panels), (0, tiles));
             } else if balance(tiles, threads) >= balance(panels, threads) {
