@@ -100,37 +100,44 @@ fn topk<T: Element + Copy + PartialOrd>(
         ]);
     }
     let data = contiguous(x);
+    let order = Order { largest };
     // One row per (outer, inner) pair; row r reads data[outer * n * inner + j * inner + inner_i].
-    let row = |r: usize, buf: &mut Vec<(T, usize)>, dst: &mut [(T, usize)]| {
+    // Row r's elements j0..j1, which lie every `inner` elements from the first.
+    let row_values = |r: usize, j0: usize, j1: usize| {
         let (o, i) = (r / inner, r % inner);
-        let base = o * n * inner + i;
-        buf.clear();
-        buf.extend((0..n).map(|j| (data[base + j * inner], j)));
-        let before = |a: &(T, usize), b: &(T, usize)| {
-            let by_value = if largest {
-                nan_greatest_cmp(&b.0, &a.0)
-            } else {
-                nan_greatest_cmp(&a.0, &b.0)
-            };
-            by_value.then(a.1.cmp(&b.1))
-        };
-        if k < n {
-            buf.select_nth_unstable_by(k - 1, before);
-        }
-        let top = &mut buf[..k];
-        top.sort_unstable_by(before);
-        dst.copy_from_slice(top);
+        let first = o * n * inner + j0 * inner + i;
+        &data[first..first + (j1 - j0 - 1) * inner + 1]
     };
     let mut picked = vec![(T::default(), 0usize); rows * k];
-    if rows > 1 && rows * n >= PARALLEL_THRESHOLD {
-        picked
-            .par_chunks_mut(k)
-            .enumerate()
-            .for_each_init(|| Vec::with_capacity(n), |buf, (r, dst)| row(r, buf, dst));
+    // One long row (a detector's scores) is cut into a part per thread, each long enough
+    // that its best `k` are a small share of it.
+    let parts = rayon::current_num_threads().min(n / (16 * k).max(PARALLEL_THRESHOLD));
+    if rows == 1 && parts > 1 {
+        // Each task keeps its part's best k, then the best k of those are kept.
+        let mut best: Vec<(T, usize)> = (0..parts)
+            .into_par_iter()
+            .flat_map_iter(|p| {
+                let (j0, j1) = (p * n / parts, (p + 1) * n / parts);
+                order.best(k, row_values(0, j0, j1), 1, j0)
+            })
+            .collect();
+        order.keep_sorted(&mut best, k);
+        picked.copy_from_slice(&best);
     } else {
-        let mut buf = Vec::with_capacity(n);
-        for (r, dst) in picked.chunks_mut(k).enumerate() {
-            row(r, &mut buf, dst);
+        let row = |r: usize, dst: &mut [(T, usize)]| {
+            let mut best = order.best(k, row_values(r, 0, n), inner, 0);
+            order.keep_sorted(&mut best, k);
+            dst.copy_from_slice(&best);
+        };
+        if rows > 1 && rows * n >= PARALLEL_THRESHOLD {
+            picked
+                .par_chunks_mut(k)
+                .enumerate()
+                .for_each(|(r, dst)| row(r, dst));
+        } else {
+            for (r, dst) in picked.chunks_mut(k).enumerate() {
+                row(r, dst);
+            }
         }
     }
     // picked is laid out [outer, inner, k]; the outputs are [outer, k, inner].
@@ -151,4 +158,81 @@ fn topk<T: Element + Copy + PartialOrd>(
         tensor_from_vec(&out_shape, values)?,
         tensor_from_vec(&out_shape, indices)?,
     ])
+}
+
+/// Which of two `(value, index)` pairs TopK puts first: the larger (or smaller) value, NaN
+/// above every number, then the lower index.
+#[derive(Clone, Copy)]
+struct Order {
+    largest: bool,
+}
+
+impl Order {
+    fn cmp<T: PartialOrd>(self, a: &(T, usize), b: &(T, usize)) -> std::cmp::Ordering {
+        let by_value = if self.largest {
+            nan_greatest_cmp(&b.0, &a.0)
+        } else {
+            nan_greatest_cmp(&a.0, &b.0)
+        };
+        by_value.then(a.1.cmp(&b.1))
+    }
+
+    /// The first `k` (at least; in no particular order) of the row `values[j · step]`, whose
+    /// first element has index `j0`. Candidates are kept only while they beat the `k`-th best
+    /// found so far (a later index never beats an equal value); on a contiguous row, blocks
+    /// where no value can are skipped after one vectorised comparison.
+    // The negated comparisons are meant: they hold for incomparable values (NaN) too.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    fn best<T: Copy + PartialOrd>(
+        self,
+        k: usize,
+        values: &[T],
+        step: usize,
+        j0: usize,
+    ) -> Vec<(T, usize)> {
+        let mut kept: Vec<(T, usize)> = Vec::with_capacity(4 * k);
+        let mut bar: Option<(T, usize)> = None;
+        let mut offer = |pair: (T, usize), bar: &mut Option<(T, usize)>| {
+            if bar.is_some_and(|bar| self.cmp(&pair, &bar).is_ge()) {
+                return;
+            }
+            kept.push(pair);
+            if kept.len() == 4 * k {
+                kept.select_nth_unstable_by(k - 1, |a, b| self.cmp(a, b));
+                kept.truncate(k);
+                *bar = Some(kept[k - 1]);
+            }
+        };
+        if step == 1 {
+            const BLOCK: usize = 32;
+            for (b, block) in values.chunks(BLOCK).enumerate() {
+                // A superset of the values that beat the bar (NaN included): no short
+                // circuit, so that the loop vectorises.
+                let skip = bar.is_some_and(|(v, _)| {
+                    !block.iter().fold(false, |any, x| {
+                        any | if self.largest { !(*x <= v) } else { !(*x >= v) }
+                    })
+                });
+                if !skip {
+                    for (i, &x) in block.iter().enumerate() {
+                        offer((x, j0 + b * BLOCK + i), &mut bar);
+                    }
+                }
+            }
+        } else {
+            for (i, &x) in values.iter().step_by(step).enumerate() {
+                offer((x, j0 + i), &mut bar);
+            }
+        }
+        kept
+    }
+
+    /// Cuts `pairs` to its first `k` (`k ≤ pairs.len()`), sorted.
+    fn keep_sorted<T: PartialOrd>(self, pairs: &mut Vec<(T, usize)>, k: usize) {
+        if k < pairs.len() {
+            pairs.select_nth_unstable_by(k - 1, |a, b| self.cmp(a, b));
+            pairs.truncate(k);
+        }
+        pairs.sort_unstable_by(|a, b| self.cmp(a, b));
+    }
 }

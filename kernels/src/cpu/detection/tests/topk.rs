@@ -123,3 +123,68 @@ fn bad_inputs_are_errors() {
         Some(KernelError::BadAttribute { .. })
     ));
 }
+
+/// Long rows, where the scan keeps only candidates that beat the running `k`-th best and a
+/// single row is cut into parts: against a plain stable sort of the same values (largest or
+/// smallest first, NaN above every number, ties to the lower index), for a contiguous row
+/// and for rows along the first axis of a 2-D input (every third element), with `k` small
+/// and large against the row.
+#[test]
+fn long_rows_match_a_full_sort() {
+    let n = 200_000;
+    // Few distinct values, so ties abound; some NaNs.
+    let values: Vec<f32> = (0..n)
+        .map(|i| match (i * 7919) % 1009 {
+            0 => f32::NAN,
+            r => (r % 97) as f32 * 0.5,
+        })
+        .collect();
+    let rank = |largest: bool, row: &[f32]| -> Vec<usize> {
+        let key = |v: f32| if v.is_nan() { f32::INFINITY } else { v };
+        let mut order: Vec<usize> = (0..row.len()).collect();
+        // A stable sort keeps equal values in index order.
+        order.sort_by(|&a, &b| {
+            let (x, y) = (key(row[a]), key(row[b]));
+            let by_value = x.partial_cmp(&y).unwrap();
+            let nan = row[a].is_nan().cmp(&row[b].is_nan());
+            let ascending = nan.then(by_value);
+            if largest {
+                ascending.reverse()
+            } else {
+                ascending
+            }
+        });
+        order
+    };
+    for largest in [true, false] {
+        for kk in [5usize, 3000] {
+            let attrs = [("largest", int(largest as i64))];
+            let x = t(&[n], values.clone());
+            let out = run("TopK", 11, &attrs, &[x, k(kk as i64)]).unwrap();
+            let want: Vec<i64> = rank(largest, &values)[..kk]
+                .iter()
+                .map(|&i| i as i64)
+                .collect();
+            assert_eq!(
+                parts::<i64>(&out[1]).1,
+                want,
+                "row, largest {largest}, k {kk}"
+            );
+            // Three rows along axis 0: row c is values[c], values[c + 3], ...
+            let rows = n / 3;
+            let x = t(&[rows, 3], values[..rows * 3].to_vec());
+            let attrs = [("axis", int(0)), ("largest", int(largest as i64))];
+            let out = run("TopK", 11, &attrs, &[x, k(kk as i64)]).unwrap();
+            let got = parts::<i64>(&out[1]).1;
+            for c in 0..3 {
+                let row: Vec<f32> = (0..rows).map(|j| values[j * 3 + c]).collect();
+                let want: Vec<i64> = rank(largest, &row)[..kk]
+                    .iter()
+                    .map(|&i| i as i64)
+                    .collect();
+                let col: Vec<i64> = (0..kk).map(|j| got[j * 3 + c]).collect();
+                assert_eq!(col, want, "column {c}, largest {largest}, k {kk}");
+            }
+        }
+    }
+}
