@@ -101,15 +101,31 @@ impl Geometry {
 
 fn gather<T: Element>(data: &ArcArray<T, IxDyn>, idx: &[i64], geo: &Geometry) -> Result<Tensor> {
     let data = contiguous(data);
-    let mut out = Vec::with_capacity(geo.out_shape.iter().product());
-    for batch in 0..geo.batches {
-        let base = batch * geo.block;
-        for t in 0..geo.tuples {
-            let tuple = &idx[(batch * geo.tuples + t) * geo.depth..][..geo.depth];
-            let mut off = base;
-            for (d, &i) in tuple.iter().enumerate() {
-                off += resolve_index(i, geo.inner_shape[d])? * geo.inner_strides[d];
+    // Where each tuple's slice starts (checked).
+    let offsets = (0..geo.batches)
+        .map(|batch| {
+            if geo.depth == 0 {
+                // Empty tuples each address the whole batch.
+                return Ok(vec![batch * geo.block; geo.tuples]);
             }
+            let tuples = &idx[batch * geo.tuples * geo.depth..][..geo.tuples * geo.depth];
+            tuples
+                .chunks_exact(geo.depth)
+                .map(|tuple| {
+                    let mut dims = tuple.iter().zip(&geo.inner_shape).zip(&geo.inner_strides);
+                    dims.try_fold(batch * geo.block, |off, ((&i, &dim), &stride)| {
+                        Ok(off + resolve_index(i, dim)? * stride)
+                    })
+                })
+                .collect::<Result<Vec<usize>>>()
+        })
+        .collect::<Result<Vec<_>>>()?
+        .concat();
+    let mut out = Vec::with_capacity(geo.out_shape.iter().product());
+    if geo.slice == 1 {
+        out.extend(offsets.iter().map(|&off| data[off].clone()));
+    } else {
+        for off in offsets {
             out.extend_from_slice(&data[off..off + geo.slice]);
         }
     }

@@ -1,6 +1,7 @@
 //! NonZero (opset 9, 13).
 
 use ndarray::{ArcArray, IxDyn};
+use rayon::prelude::*;
 
 use super::util::{contiguous, require_opset, strides, tensor_from_vec};
 use crate::error::{KernelError, Result};
@@ -40,22 +41,33 @@ impl Kernel for NonZero {
         };
         let st = strides(&shape);
         let n = flat.len();
-        let mut out = vec![0i64; shape.len() * n];
-        for (d, row) in out.chunks_exact_mut(n.max(1)).enumerate().take(shape.len()) {
-            for (o, &p) in row.iter_mut().zip(&flat) {
-                *o = ((p / st[d]) % shape[d]) as i64;
-            }
-        }
+        let mut out = crate::output_buffer::overwritable::<i64>(0, shape.len() * n);
+        out.par_chunks_mut(n.max(1))
+            .zip(&st)
+            .zip(&shape)
+            .for_each(|((row, &stride), &len)| {
+                for (o, &p) in row.iter_mut().zip(&flat) {
+                    *o = ((p / stride) % len) as i64;
+                }
+            });
         Ok(vec![tensor_from_vec(&[shape.len(), n], out)?])
     }
 }
 
-fn nonzero_positions<T: Clone + PartialEq + Default>(a: &ArcArray<T, IxDyn>) -> Vec<usize> {
+fn nonzero_positions<T: PartialEq + Default + Sync + Clone>(a: &ArcArray<T, IxDyn>) -> Vec<usize> {
     let zero = T::default();
-    contiguous(a)
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| **v != zero)
-        .map(|(i, _)| i)
-        .collect()
+    let data = contiguous(a);
+    let scan = |(c, chunk): (usize, &[T])| -> Vec<usize> {
+        let base = c * SCAN_CHUNK;
+        let found = chunk.iter().enumerate().filter(|(_, v)| **v != zero);
+        found.map(|(i, _)| base + i).collect()
+    };
+    if data.len() < 2 * SCAN_CHUNK {
+        return scan((0, &data));
+    }
+    let parts: Vec<Vec<usize>> = data.par_chunks(SCAN_CHUNK).enumerate().map(scan).collect();
+    parts.concat()
 }
+
+/// Elements per parallel scan task (long inputs: a detector's 11M score flags).
+const SCAN_CHUNK: usize = 1 << 16;

@@ -1,8 +1,9 @@
 //! Transpose: permutes axes.
 
 use ndarray::{ArcArray, IxDyn};
+use rayon::prelude::*;
 
-use super::util::{min_opset, view_to_tensor};
+use super::util::{contiguous_vec, min_opset};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
 use crate::{Element, Tensor, dispatch_all};
@@ -62,57 +63,104 @@ impl Kernel for Transpose {
 /// Side of the square tiles the inner two axes are copied in (keeps reads and writes in cache).
 const TILE: usize = 32;
 
-/// Copies the permuted tensor. When the output's last axis is contiguous in the
-/// input, whole runs are copied; otherwise the inner two output axes are copied
-/// tile by tile.
+/// The same permutation on fewer axes: size-1 axes dropped and input axes that stay adjacent
+/// and in order in the output merged into one. Returns the merged input shape and the
+/// permutation of the merged axes (`[1, 9, 91, 100, 136]` by `[0, 3, 4, 1, 2]`, RetinaNet's
+/// head, is the 2-D transpose of `[819, 13600]`).
+fn merge_axes(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    // Input axes longer than 1, renumbered in input order.
+    let mut renumbered = vec![usize::MAX; shape.len()];
+    let mut kept = 0;
+    for (axis, &len) in shape.iter().enumerate() {
+        if len > 1 {
+            renumbered[axis] = kept;
+            kept += 1;
+        }
+    }
+    // Runs of consecutive input axes in output order, each one merged axis.
+    let mut runs: Vec<(usize, usize)> = Vec::new(); // (first input axis, last input axis)
+    for p in perm
+        .iter()
+        .map(|&p| renumbered[p])
+        .filter(|&p| p != usize::MAX)
+    {
+        match runs.last_mut() {
+            Some(run) if run.1 + 1 == p => run.1 = p,
+            _ => runs.push((p, p)),
+        }
+    }
+    let lens: Vec<usize> = shape.iter().copied().filter(|&len| len > 1).collect();
+    let mut by_input: Vec<usize> = (0..runs.len()).collect();
+    by_input.sort_by_key(|&r| runs[r].0);
+    let merged_shape = by_input
+        .iter()
+        .map(|&r| lens[runs[r].0..=runs[r].1].iter().product())
+        .collect();
+    // Output run r is merged input axis `position of r in by_input`.
+    let mut merged_perm = vec![0; runs.len()];
+    for (axis, &r) in by_input.iter().enumerate() {
+        merged_perm[r] = axis;
+    }
+    (merged_shape, merged_perm)
+}
+
+/// Copies the permuted tensor. Axes are merged first ([`merge_axes`]); when the output's last
+/// axis is then contiguous in the input, whole runs are copied; otherwise the inner two output
+/// axes are copied tile by tile, blocks of tile rows in parallel.
 fn transpose_typed<T: Element>(a: &ArcArray<T, IxDyn>, perm: &[usize]) -> Result<Tensor> {
-    let rank = perm.len();
+    let out_shape: Vec<usize> = perm.iter().map(|&p| a.shape()[p]).collect();
     let std = a.as_standard_layout();
     let src = std.as_slice().expect("standard layout");
+    let (shape, perm) = merge_axes(a.shape(), perm);
+    let rank = perm.len();
     let mut in_strides = vec![1usize; rank];
     for i in (0..rank.saturating_sub(1)).rev() {
-        in_strides[i] = in_strides[i + 1] * a.shape()[i + 1];
+        in_strides[i] = in_strides[i + 1] * shape[i + 1];
     }
-    let out_shape: Vec<usize> = perm.iter().map(|&p| a.shape()[p]).collect();
+    let merged_out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let st: Vec<usize> = perm.iter().map(|&p| in_strides[p]).collect();
     let total: usize = out_shape.iter().product();
     if rank < 2 || st[rank - 1] == 1 || total == 0 {
-        return view_to_tensor(std.view().permuted_axes(IxDyn(perm)));
+        let merged = ndarray::ArrayView::from_shape(IxDyn(&shape), src)
+            .map_err(|e| KernelError::Shape(e.to_string()))?;
+        let data = contiguous_vec(merged.permuted_axes(IxDyn(&perm)));
+        return super::util::tensor_from(&out_shape, data);
     }
     let (n0, n1, s0, s1) = (
-        out_shape[rank - 2],
-        out_shape[rank - 1],
+        merged_out[rank - 2],
+        merged_out[rank - 1],
         st[rank - 2],
         st[rank - 1],
     );
-    let mut out = vec![T::default(); total];
-    let mut counter = vec![0usize; rank - 2];
-    for block in out.chunks_mut(n0 * n1) {
-        let base: usize = counter.iter().zip(&st).map(|(c, s)| c * s).sum();
-        for i0 in (0..n0).step_by(TILE) {
+    let mut out = crate::output_buffer::overwritable::<T>(0, total);
+    // Each task: TILE output rows of one block (the inner two axes at one outer index).
+    out.par_chunks_mut(n0 * n1)
+        .enumerate()
+        .flat_map(|(b, block)| {
+            block
+                .par_chunks_mut(TILE * n1)
+                .enumerate()
+                .map(move |(t, rows)| (b, t, rows))
+        })
+        .for_each(|(b, t, rows)| {
+            // The block's first input element: its outer index in the output's outer axes.
+            let mut rest = b;
+            let mut base = 0;
+            for d in (0..rank - 2).rev() {
+                base += rest % merged_out[d] * st[d];
+                rest /= merged_out[d];
+            }
+            let i0 = t * TILE;
             for j0 in (0..n1).step_by(TILE) {
-                for i in i0..(i0 + TILE).min(n0) {
-                    let row = &mut block[i * n1..(i + 1) * n1];
-                    let bi = base + i * s0;
-                    for (j, d) in row
-                        .iter_mut()
-                        .enumerate()
-                        .take((j0 + TILE).min(n1))
-                        .skip(j0)
-                    {
-                        *d = src[bi + j * s1].clone();
+                let j1 = (j0 + TILE).min(n1);
+                for (r, row) in rows.chunks_mut(n1).enumerate() {
+                    let bi = base + (i0 + r) * s0;
+                    for (j, d) in row[j0..j1].iter_mut().enumerate() {
+                        *d = src[bi + (j0 + j) * s1].clone();
                     }
                 }
             }
-        }
-        for d in (0..rank - 2).rev() {
-            counter[d] += 1;
-            if counter[d] < out_shape[d] {
-                break;
-            }
-            counter[d] = 0;
-        }
-    }
+        });
     super::util::tensor_from(&out_shape, out)
 }
 
@@ -188,5 +236,41 @@ mod tests {
             out[0],
             Tensor::from_shape_vec(&[3, 2], vec![0i32, 3, 1, 4, 2, 5]).unwrap()
         );
+    }
+
+    #[test]
+    fn merged_axes_match_ndarray() {
+        // RetinaNet's head layout, size-1 axes between merged ones, an identity after
+        // merging, and a batch of 2-D transposes: every output against ndarray's permuted
+        // iteration of the same input.
+        let cases: &[(&[usize], &[i64])] = &[
+            (&[1, 3, 5, 7, 11], &[0, 3, 4, 1, 2]),
+            (&[2, 1, 3, 1, 40], &[0, 4, 1, 2, 3]),
+            (&[4, 1, 6], &[1, 0, 2]),
+            (&[3, 33, 35], &[0, 2, 1]),
+            (&[5, 1, 1, 37], &[3, 2, 0, 1]),
+        ];
+        for &(shape, perm) in cases {
+            let attrs = Attributes::new().with("perm", AttrValue::Ints(perm.to_vec()));
+            let spec = NodeSpec {
+                op_type: "Transpose",
+                domain: "",
+                opset: 13,
+                attrs: &attrs,
+                num_inputs: 1,
+                num_outputs: 1,
+            };
+            let len = shape.iter().product::<usize>() as i32;
+            let x = Tensor::from_shape_vec(shape, (0..len).collect::<Vec<i32>>()).unwrap();
+            let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
+            let axes: Vec<usize> = perm.iter().map(|&p| p as usize).collect();
+            let view = x.view::<i32>().unwrap().permuted_axes(IxDyn(&axes));
+            let exp: Vec<i32> = view.iter().copied().collect();
+            assert_eq!(
+                out,
+                Tensor::from_shape_vec(view.shape(), exp).unwrap(),
+                "shape {shape:?} perm {perm:?}"
+            );
+        }
     }
 }
