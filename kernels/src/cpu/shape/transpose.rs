@@ -68,11 +68,11 @@ const TILE: usize = 32;
 /// permutation of the merged axes (`[1, 9, 91, 100, 136]` by `[0, 3, 4, 1, 2]`, RetinaNet's
 /// head, is the 2-D transpose of `[819, 13600]`).
 fn merge_axes(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
-    // Input axes longer than 1, renumbered in input order.
+    // Input axes of other lengths than 1, renumbered in input order.
     let mut renumbered = vec![usize::MAX; shape.len()];
     let mut kept = 0;
     for (axis, &len) in shape.iter().enumerate() {
-        if len > 1 {
+        if len != 1 {
             renumbered[axis] = kept;
             kept += 1;
         }
@@ -89,7 +89,7 @@ fn merge_axes(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
             _ => runs.push((p, p)),
         }
     }
-    let lens: Vec<usize> = shape.iter().copied().filter(|&len| len > 1).collect();
+    let lens: Vec<usize> = shape.iter().copied().filter(|&len| len != 1).collect();
     let mut by_input: Vec<usize> = (0..runs.len()).collect();
     by_input.sort_by_key(|&r| runs[r].0);
     let merged_shape = by_input
@@ -249,6 +249,8 @@ mod tests {
             (&[4, 1, 6], &[1, 0, 2]),
             (&[3, 33, 35], &[0, 2, 1]),
             (&[5, 1, 1, 37], &[3, 2, 0, 1]),
+            (&[0, 1, 7, 3], &[0, 2, 3, 1]),
+            (&[2, 0, 3], &[2, 1, 0]),
         ];
         for &(shape, perm) in cases {
             let attrs = Attributes::new().with("perm", AttrValue::Ints(perm.to_vec()));
