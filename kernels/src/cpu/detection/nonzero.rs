@@ -42,14 +42,23 @@ impl Kernel for NonZero {
         let st = strides(&shape);
         let n = flat.len();
         let mut out = crate::output_buffer::overwritable::<i64>(0, shape.len() * n);
-        out.par_chunks_mut(n.max(1))
-            .zip(&st)
-            .zip(&shape)
-            .for_each(|((row, &stride), &len)| {
-                for (o, &p) in row.iter_mut().zip(&flat) {
-                    *o = ((p / stride) % len) as i64;
-                }
-            });
+        // Row d holds every position's coordinate along axis d.
+        let coordinates = |((row, &stride), &len): ((&mut [i64], &usize), &usize)| {
+            for (o, &p) in row.iter_mut().zip(&flat) {
+                *o = ((p / stride) % len) as i64;
+            }
+        };
+        if out.len() < 2 * SCAN_CHUNK {
+            out.chunks_mut(n.max(1))
+                .zip(&st)
+                .zip(&shape)
+                .for_each(coordinates);
+        } else {
+            out.par_chunks_mut(n.max(1))
+                .zip(&st)
+                .zip(&shape)
+                .for_each(coordinates);
+        }
         Ok(vec![tensor_from_vec(&[shape.len(), n], out)?])
     }
 }

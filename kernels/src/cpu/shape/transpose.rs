@@ -60,6 +60,9 @@ impl Kernel for Transpose {
     }
 }
 
+/// Below this many elements a transpose runs on the calling thread.
+const PARALLEL_MIN: usize = 1 << 16;
+
 /// Side of the square tiles the inner two axes are copied in (keeps reads and writes in cache).
 const TILE: usize = 32;
 
@@ -133,34 +136,44 @@ fn transpose_typed<T: Element>(a: &ArcArray<T, IxDyn>, perm: &[usize]) -> Result
         st[rank - 1],
     );
     let mut out = crate::output_buffer::overwritable::<T>(0, total);
-    // Each task: TILE output rows of one block (the inner two axes at one outer index).
-    out.par_chunks_mut(n0 * n1)
-        .enumerate()
-        .flat_map(|(b, block)| {
-            block
-                .par_chunks_mut(TILE * n1)
-                .enumerate()
-                .map(move |(t, rows)| (b, t, rows))
-        })
-        .for_each(|(b, t, rows)| {
-            // The block's first input element: its outer index in the output's outer axes.
-            let mut rest = b;
-            let mut base = 0;
-            for d in (0..rank - 2).rev() {
-                base += rest % merged_out[d] * st[d];
-                rest /= merged_out[d];
-            }
-            let i0 = t * TILE;
-            for j0 in (0..n1).step_by(TILE) {
-                let j1 = (j0 + TILE).min(n1);
-                for (r, row) in rows.chunks_mut(n1).enumerate() {
-                    let bi = base + (i0 + r) * s0;
-                    for (j, d) in row[j0..j1].iter_mut().enumerate() {
-                        *d = src[bi + (j0 + j) * s1].clone();
-                    }
+    // TILE output rows of one block (the inner two axes at one outer index).
+    let copy_rows = |(b, t, rows): (usize, usize, &mut [T])| {
+        // The block's first input element: its outer index in the output's outer axes.
+        let mut rest = b;
+        let mut base = 0;
+        for d in (0..rank - 2).rev() {
+            base += rest % merged_out[d] * st[d];
+            rest /= merged_out[d];
+        }
+        let i0 = t * TILE;
+        for j0 in (0..n1).step_by(TILE) {
+            let j1 = (j0 + TILE).min(n1);
+            for (r, row) in rows.chunks_mut(n1).enumerate() {
+                let bi = base + (i0 + r) * s0;
+                for (j, d) in row[j0..j1].iter_mut().enumerate() {
+                    *d = src[bi + (j0 + j) * s1].clone();
                 }
             }
-        });
+        }
+    };
+    if total < PARALLEL_MIN {
+        for (b, block) in out.chunks_mut(n0 * n1).enumerate() {
+            block
+                .chunks_mut(TILE * n1)
+                .enumerate()
+                .for_each(|(t, rows)| copy_rows((b, t, rows)));
+        }
+    } else {
+        out.par_chunks_mut(n0 * n1)
+            .enumerate()
+            .flat_map(|(b, block)| {
+                block
+                    .par_chunks_mut(TILE * n1)
+                    .enumerate()
+                    .map(move |(t, rows)| (b, t, rows))
+            })
+            .for_each(copy_rows);
+    }
     super::util::tensor_from(&out_shape, out)
 }
 
