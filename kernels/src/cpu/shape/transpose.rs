@@ -182,10 +182,12 @@ mod tests {
     use super::*;
     use crate::{AttrValue, Attributes};
 
-    #[test]
-    fn transpose_3d() {
-        // numpy: np.arange(6).reshape(1,2,3).transpose(2,0,1).ravel() == [0,3,1,4,2,5]
-        let attrs = Attributes::new().with("perm", AttrValue::Ints(vec![2, 0, 1]));
+    /// Runs `Transpose` (opset 13) with `perm` (or none) on `x`.
+    fn transpose(perm: Option<&[i64]>, x: &Tensor) -> Result<Tensor> {
+        let attrs = match perm {
+            Some(p) => Attributes::new().with("perm", AttrValue::Ints(p.to_vec())),
+            None => Attributes::new(),
+        };
         let spec = NodeSpec {
             op_type: "Transpose",
             domain: "",
@@ -194,69 +196,41 @@ mod tests {
             num_inputs: 1,
             num_outputs: 1,
         };
+        Ok(build(&spec)?.run(&[Some(x)])?.remove(0))
+    }
+
+    #[test]
+    fn transpose_3d() {
+        // numpy: np.arange(6).reshape(1,2,3).transpose(2,0,1).ravel() == [0,3,1,4,2,5]
         let x = Tensor::from_shape_vec(&[1, 2, 3], (0..6).collect::<Vec<i64>>()).unwrap();
-        let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap();
         assert_eq!(
-            out[0],
+            transpose(Some(&[2, 0, 1]), &x).unwrap(),
             Tensor::from_shape_vec(&[3, 1, 2], vec![0i64, 3, 1, 4, 2, 5]).unwrap()
         );
         let y = Tensor::zeros(crate::DType::F32, &[2, 2]);
         assert!(matches!(
-            build(&spec).unwrap().run(&[Some(&y)]),
+            transpose(Some(&[2, 0, 1]), &y),
             Err(KernelError::Shape(_))
         ));
     }
 
     #[test]
-    fn tiled_path_matches_ndarray() {
-        // Larger than one tile with the last axis moved: compare with ndarray's own permuted iteration.
-        let attrs = Attributes::new().with("perm", AttrValue::Ints(vec![1, 2, 0]));
-        let spec = NodeSpec {
-            op_type: "Transpose",
-            domain: "",
-            opset: 13,
-            attrs: &attrs,
-            num_inputs: 1,
-            num_outputs: 1,
-        };
-        let x =
-            Tensor::from_shape_vec(&[37, 3, 70], (0..37 * 3 * 70).collect::<Vec<i32>>()).unwrap();
-        let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
-        let exp: Vec<i32> = x
-            .view::<i32>()
-            .unwrap()
-            .permuted_axes(IxDyn(&[1, 2, 0]))
-            .iter()
-            .copied()
-            .collect();
-        assert_eq!(out, Tensor::from_shape_vec(&[3, 70, 37], exp).unwrap());
-    }
-
-    #[test]
     fn default_perm_reverses() {
-        let attrs = Attributes::new();
-        let spec = NodeSpec {
-            op_type: "Transpose",
-            domain: "",
-            opset: 13,
-            attrs: &attrs,
-            num_inputs: 1,
-            num_outputs: 1,
-        };
         let x = Tensor::from_shape_vec(&[2, 3], (0..6).collect::<Vec<i32>>()).unwrap();
-        let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap();
         assert_eq!(
-            out[0],
+            transpose(None, &x).unwrap(),
             Tensor::from_shape_vec(&[3, 2], vec![0i32, 3, 1, 4, 2, 5]).unwrap()
         );
     }
 
     #[test]
-    fn merged_axes_match_ndarray() {
-        // RetinaNet's head layout, size-1 axes between merged ones, an identity after
-        // merging, and a batch of 2-D transposes: every output against ndarray's permuted
-        // iteration of the same input.
+    fn permutations_match_ndarray() {
+        // Larger than one tile with the last axis moved, RetinaNet's head layout, size-1 axes
+        // between merged ones, an identity after merging, a batch of 2-D transposes, empty
+        // axes, and sizes over the parallel threshold: every output against ndarray's
+        // permuted iteration of the same input.
         let cases: &[(&[usize], &[i64])] = &[
+            (&[37, 3, 70], &[1, 2, 0]),
             (&[1, 3, 5, 7, 11], &[0, 3, 4, 1, 2]),
             (&[2, 1, 3, 1, 40], &[0, 4, 1, 2, 3]),
             (&[4, 1, 6], &[1, 0, 2]),
@@ -264,20 +238,13 @@ mod tests {
             (&[5, 1, 1, 37], &[3, 2, 0, 1]),
             (&[0, 1, 7, 3], &[0, 2, 3, 1]),
             (&[2, 0, 3], &[2, 1, 0]),
+            (&[1, 9, 13, 40, 41], &[0, 3, 4, 1, 2]),
+            (&[3, 70, 400], &[0, 2, 1]),
         ];
         for &(shape, perm) in cases {
-            let attrs = Attributes::new().with("perm", AttrValue::Ints(perm.to_vec()));
-            let spec = NodeSpec {
-                op_type: "Transpose",
-                domain: "",
-                opset: 13,
-                attrs: &attrs,
-                num_inputs: 1,
-                num_outputs: 1,
-            };
             let len = shape.iter().product::<usize>() as i32;
             let x = Tensor::from_shape_vec(shape, (0..len).collect::<Vec<i32>>()).unwrap();
-            let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
+            let out = transpose(Some(perm), &x).unwrap();
             let axes: Vec<usize> = perm.iter().map(|&p| p as usize).collect();
             let view = x.view::<i32>().unwrap().permuted_axes(IxDyn(&axes));
             let exp: Vec<i32> = view.iter().copied().collect();
