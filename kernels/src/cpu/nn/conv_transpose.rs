@@ -9,6 +9,7 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, same_dtype, widen};
+use super::gemm_op::transpose;
 use super::im2col::{Sweep, col2im};
 use super::matrix::{Layout, gemm};
 use super::packed_gemm::{BSource, PackedA};
@@ -369,13 +370,7 @@ impl ConvTranspose {
             (0..g)
                 .map(|gi| {
                     let wg = &ws[gi * cg * rows..(gi + 1) * cg * rows];
-                    let mut wt = vec![0.0f32; rows * cg];
-                    for (c, row) in wg.chunks_exact(rows).enumerate() {
-                        for (r, &v) in row.iter().enumerate() {
-                            wt[r * cg + c] = v;
-                        }
-                    }
-                    PackedA::new(&wt, rows, cg)
+                    PackedA::new(&transpose(wg, cg, rows), rows, cg)
                 })
                 .collect()
         })

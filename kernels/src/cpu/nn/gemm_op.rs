@@ -203,7 +203,7 @@ impl Gemm {
 }
 
 /// The transpose of the row-major `rows × cols` matrix `a`.
-fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+pub(super) fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0; rows * cols];
     transpose_into(a, rows, cols, &mut out);
     out
