@@ -260,6 +260,9 @@ fn image_source_is_the_im2col_matrix() {
         (20, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1]),
         (3, [14, 10], [3, 3], [2, 2], [1, 1], [1, 1]),
         (2, [1, 41], [1, 3], [1, 1], [1, 1], [0, 1]),
+        // 576 outputs: position tiles in a group of 64 and one of 8, and for 150 rows, their
+        // channels in blocks of 4 panels and 1.
+        (3, [24, 24], [3, 3], [1, 1], [1, 1], [1, 1]),
     ];
     for &(ch, size, kernel, strides, dilations, pads) in cases {
         let out = [0, 1]
