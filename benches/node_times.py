@@ -9,6 +9,12 @@ is matched to ours through the model: its output's producer, or that producer's 
 producer and so on back through the nodes fused into it, until a node Spillway timed; unmatched
 nodes appear only in the op-type totals.
 
+Both engines get the same seeded inputs (floats uniform in [0, 1)), passed to Spillway as .npy
+files: detection models' post-processing costs depend on how many boxes pass their thresholds,
+so different inputs would time different work. Shapes come from `check.json` beside the model
+(the zoo's verified shapes, e.g. 480x640 images) when it lists the model, else `--dim` (default
+1) for every symbolic dimension.
+
 Usage (from the repository root, after `cargo build --release -p spillway`):
     .venv/bin/python benches/node_times.py MODEL.onnx --spillway target/release/spillway \
         [--threads 1] [--rounds 3] [--repeat 10] [--top 25] [--json OUT.json]
@@ -28,27 +34,43 @@ import onnx
 import onnxruntime as ort
 
 
-def spillway_round(binary, model, repeat, threads, trace):
+def make_feeds(model, dim):
+    """Seeded inputs for `model`: shapes from the zoo's check.json when it lists the model."""
+    graph = onnx.load(model, load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+    check = os.path.join(os.path.dirname(model), "check.json")
+    name = os.path.splitext(os.path.basename(model))[0]
+    checked = {}
+    if os.path.exists(check):
+        with open(check) as f:
+            checked = json.load(f).get("models", {}).get(name, {}).get("input_shapes", {})
+    rng = np.random.default_rng(20261122)
+    feeds = {}
+    for i in graph.input:
+        if i.name in initializers:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else dim for d in i.type.tensor_type.shape.dim]
+        feeds[i.name] = rng.random(checked.get(i.name, dims), dtype=np.float32)
+    return feeds
+
+
+def spillway_round(binary, model, repeat, threads, trace, inputs):
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
-    subprocess.run([binary, "run", model, "--repeat", str(repeat), "--trace", trace],
+    given = [arg for name, path in inputs.items() for arg in ("--input", f"{name}={path}")]
+    subprocess.run([binary, "run", model, "--repeat", str(repeat), "--trace", trace] + given,
                    check=True, env=env, stdout=subprocess.DEVNULL)
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
     return [(e["name"], e["cat"], e["dur"]) for e in events if e.get("ph") == "X"]
 
 
-def ort_round(model, repeat, threads, prefix):
+def ort_round(model, repeat, threads, prefix, feeds):
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.enable_profiling = True
     options.profile_file_prefix = prefix
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(20261122)
-    feeds = {}
-    for i in session.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in i.shape]
-        feeds[i.name] = rng.random(shape, dtype=np.float32)
     session.run(None, feeds)  # warm-up, as `spillway run` does
     for _ in range(repeat):
         session.run(None, feeds)
@@ -102,14 +124,23 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--dim", type=int, default=1,
+                        help="size of symbolic dimensions the zoo's check.json does not fix")
     parser.add_argument("--json", help="also write the per-node medians and the pairs here")
     args = parser.parse_args()
     ours, theirs = [], []
+    feeds = make_feeds(args.model, args.dim)
+    print("inputs:", ", ".join(f"{n} {list(v.shape)}" for n, v in feeds.items()))
     with tempfile.TemporaryDirectory() as tmp:
+        inputs = {}
+        for i, (name, value) in enumerate(feeds.items()):
+            inputs[name] = os.path.join(tmp, f"input{i}.npy")
+            np.save(inputs[name], value)
         for r in range(args.rounds):
             ours += spillway_round(args.spillway, args.model, args.repeat, args.threads,
-                                   os.path.join(tmp, "trace.json"))
-            theirs += ort_round(args.model, args.repeat, args.threads, os.path.join(tmp, "ort"))
+                                   os.path.join(tmp, "trace.json"), inputs)
+            theirs += ort_round(args.model, args.repeat, args.threads, os.path.join(tmp, "ort"),
+                                feeds)
         for leftover in glob.glob(os.path.join(tmp, "ort*")):
             os.remove(leftover)
     n = args.rounds * args.repeat

@@ -60,6 +60,41 @@ pub(super) struct PaddedImage<'a> {
     tail: usize,
 }
 
+/// Row `row` of column phase `qx` (stride `sw`) of a padded image row: column `j` holds image
+/// column `j·sw + qx − left` of `src` where that is one, zero elsewhere.
+fn phase_row(row: &mut [f32], src: &[f32], qx: usize, sw: usize, left: usize) {
+    let end = (src.len() + left)
+        .saturating_sub(qx)
+        .div_ceil(sw)
+        .min(row.len());
+    let first = left.saturating_sub(qx).div_ceil(sw).min(end);
+    row[..first].fill(0.0);
+    let start = (first * sw + qx).saturating_sub(left).min(src.len());
+    let (dst, from) = (&mut row[first..end], &src[start..]);
+    match sw {
+        1 => dst.copy_from_slice(&from[..dst.len()]),
+        2 => every_nth::<2>(dst, from),
+        _ => dst
+            .iter_mut()
+            .zip(from.iter().step_by(sw))
+            .for_each(|(d, s)| *d = *s),
+    }
+    row[end..].fill(0.0);
+}
+
+/// `dst[j] = src[j · N]` for every `j` of `dst` (a constant stride, which the compiler turns
+/// into vector shuffles).
+fn every_nth<const N: usize>(dst: &mut [f32], src: &[f32]) {
+    let Some(last) = dst.len().checked_sub(1) else {
+        return;
+    };
+    let (body, tail) = dst.split_at_mut(last);
+    for (d, s) in body.iter_mut().zip(src.chunks_exact(N)) {
+        *d = s[0];
+    }
+    tail[0] = src[last * N];
+}
+
 impl<'a> PaddedImage<'a> {
     /// The image of a pointwise convolution, read where it is (the im2col matrix is the image).
     fn borrowed(im: &Image2d<'a>, channels: usize, nr: usize) -> Self {
@@ -73,9 +108,9 @@ impl<'a> PaddedImage<'a> {
         }
     }
 
-    /// Copies `im` into `buffer` (grown as needed): `sh · sw` phases of `channels` planes,
-    /// each `(oh + (kh−1)·dh / sh) × (ow + (kw−1)·dw / sw)`, which hold every window exactly,
-    /// then one tile's width of slack so that a narrow tile's full-width loads stay inside.
+    /// Copies `im` into `buffer` (grown as needed): for each of the `channels`, its `sh · sw`
+    /// phase planes, each `(oh + (kh−1)·dh / sh) × (ow + (kw−1)·dw / sw)`, which hold every
+    /// window exactly, then one tile's width of slack so that a narrow tile's full-width loads stay inside.
     /// Phases no tap reads (a 1×1 kernel with stride 2 reads one of four) are left as they are.
     fn new(im: &Image2d<'_>, channels: usize, buffer: &'a mut Vec<f32>, nr: usize) -> Self {
         let ([h, w], [kh, kw], [dh, dw]) = (im.size, im.kernel, im.dilations);
@@ -94,36 +129,25 @@ impl<'a> PaddedImage<'a> {
         }
         let data = &mut buffer[..len];
         let image = &im.img[..channels * h * w];
+        let phases = sh * sw;
+        // One task per channel: a source row is read once for all its column phases.
         data[..len - nr]
-            .par_chunks_mut(plane)
+            .par_chunks_mut(phases * plane)
             .enumerate()
-            .filter(|(index, _)| read[index / channels])
-            .for_each(|(index, dst)| {
-                let (phase, c) = (index / channels, index % channels);
-                let (qy, qx) = (phase / sw, phase % sw);
+            .for_each(|(c, planes)| {
                 let src = &image[c * h * w..(c + 1) * h * w];
-                for (i, row) in dst.chunks_mut(width).enumerate() {
-                    let y = (i * sh + qy) as isize - top as isize;
-                    if y < 0 || y >= h as isize {
-                        row.fill(0.0);
-                        continue;
-                    }
-                    let src = &src[y as usize * w..(y as usize + 1) * w];
-                    if sw == 1 {
-                        // Image columns `0..x1` land at `left..`; the rest is padding.
-                        let left = left.min(width);
-                        let x1 = w.min(width - left);
-                        row[..left].fill(0.0);
-                        row[left..left + x1].copy_from_slice(&src[..x1]);
-                        row[left + x1..].fill(0.0);
-                    } else {
-                        for (j, d) in row.iter_mut().enumerate() {
-                            let x = (j * sw + qx) as isize - left as isize;
-                            *d = if x >= 0 && x < w as isize {
-                                src[x as usize]
-                            } else {
-                                0.0
-                            };
+                for qy in 0..sh {
+                    for i in 0..height {
+                        let y = (i * sh + qy) as isize - top as isize;
+                        let src = (0..h as isize)
+                            .contains(&y)
+                            .then(|| &src[y as usize * w..(y as usize + 1) * w]);
+                        for qx in (0..sw).filter(|&qx| read[qy * sw + qx]) {
+                            let row = &mut planes[(qy * sw + qx) * plane + i * width..][..width];
+                            match src {
+                                Some(src) => phase_row(row, src, qx, sw, left),
+                                None => row.fill(0.0),
+                            }
                         }
                     }
                 }
@@ -135,7 +159,7 @@ impl<'a> PaddedImage<'a> {
                     (0..kw).map(move |v| {
                         let (y, x) = (u * dh, v * dw);
                         let phase = (y % sh) * sw + x % sw;
-                        (phase * channels + c) * plane + (y / sh) * width + x / sw
+                        (c * phases + phase) * plane + (y / sh) * width + x / sw
                     })
                 })
             })
