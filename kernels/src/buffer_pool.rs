@@ -85,9 +85,12 @@ impl Pool {
 
     /// Ends a run: frees the buffers that were free throughout it (no output of the run took
     /// them), so the pool never holds more than the last run used, and then the smallest ones
-    /// until at most `keep_bytes` remain (the run's peak of live intermediates, when known: the
-    /// large buffers, whose pages are the costly ones to fault in again, are kept). Returns how
-    /// many buffers outputs took during the run.
+    /// until at most twice `keep_bytes` remain (`keep_bytes`: the run's peak of live
+    /// intermediates, when known; a buffer may hold a value of half its size, so the buffers
+    /// live at that peak may be twice as large: with the peak itself as the bound, RetinaNet
+    /// lost ten of its buffers every run and faulted 40 MiB of fresh pages in again). The large
+    /// buffers, whose pages are the costly ones to fault in again, are the ones kept. Returns
+    /// how many buffers outputs took during the run.
     pub fn end_run(&self, keep_bytes: Option<usize>) -> usize {
         let Ok(mut state) = self.state.lock() else {
             return 0;
@@ -101,7 +104,7 @@ impl Pool {
             let mut held = 0usize;
             state.free.retain(|e| {
                 held += e.buffer.bytes();
-                held <= keep
+                held <= keep.saturating_mul(2)
             });
         }
         state.run += 1;
@@ -156,13 +159,17 @@ mod tests {
     }
 
     #[test]
-    fn a_run_keeps_its_largest_buffers_up_to_the_bytes_asked() {
+    fn a_run_keeps_its_largest_buffers_up_to_twice_the_bytes_asked() {
         let pool = Pool::new();
         for len in [BIG, 4 * BIG, 2 * BIG] {
             pool.give(buffer(len));
         }
-        pool.end_run(Some(6 * BIG * 4 + 100));
-        assert_eq!(pool.bytes(), 6 * BIG * 4, "the two largest");
+        pool.end_run(Some(3 * BIG * 4 + 50));
+        assert_eq!(
+            pool.bytes(),
+            6 * BIG * 4,
+            "the two largest: up to twice the bytes asked"
+        );
         let v = pool.take::<f32>(BIG).expect("fits");
         assert_eq!(v.capacity(), 2 * BIG, "the smallest was freed");
     }

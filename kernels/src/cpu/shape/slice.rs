@@ -117,7 +117,7 @@ pub(crate) fn slice_ranges(
 
 fn slice_typed<T: Element>(a: &ArcArray<T, IxDyn>, ranges: &[NdSlice]) -> Result<Tensor> {
     let view = a.slice_each_axis(|d| ranges[d.axis.index()]);
-    view_to_tensor(view)
+    view_to_tensor(view, 0)
 }
 
 #[cfg(test)]

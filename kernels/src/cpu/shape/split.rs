@@ -104,9 +104,9 @@ fn split_typed<T: Element>(
 ) -> Result<Vec<Tensor>> {
     let mut start = 0;
     let mut outs = Vec::with_capacity(sizes.len());
-    for &s in sizes {
+    for (index, &s) in sizes.iter().enumerate() {
         let view = a.slice_axis(Axis(axis), Slice::from(start..start + s));
-        outs.push(view_to_tensor(view)?);
+        outs.push(view_to_tensor(view, index)?);
         start += s;
     }
     Ok(outs)

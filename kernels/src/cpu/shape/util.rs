@@ -1,10 +1,14 @@
 //! Helpers shared by the shape kernels: axis normalisation, opset checks and
 //! copying strided views into contiguous buffers.
 
+use std::mem::MaybeUninit;
+
 use ndarray::{ArrayViewD, Axis, IxDyn};
+use rayon::prelude::*;
 
 use crate::error::{KernelError, Result};
 use crate::kernel::NodeSpec;
+use crate::output_buffer;
 use crate::{Element, Tensor};
 
 /// Maps a possibly negative `axis` into `0..rank`.
@@ -94,10 +98,35 @@ pub(crate) fn tensor_from<T: Element>(shape: &[usize], data: Vec<T>) -> Result<T
     Ok(T::into_tensor(array))
 }
 
-/// Copies a view into a new contiguous tensor of the same shape.
-pub(crate) fn view_to_tensor<T: Element>(view: ArrayViewD<'_, T>) -> Result<Tensor> {
+/// Copies a view into a tensor of the same shape for output `index`: a contiguous view into the
+/// output's offered or pooled buffer (in parallel when long), a strided one into new memory.
+pub(crate) fn view_to_tensor<T: Element>(view: ArrayViewD<'_, T>, index: usize) -> Result<Tensor> {
     let shape = view.shape().to_vec();
-    tensor_from(&shape, contiguous_vec(view))
+    let data = match view.as_slice() {
+        Some(src) => output_buffer::build(index, src.len(), |dst| copy_into(src, dst)),
+        None => contiguous_vec(view),
+    };
+    tensor_from(&shape, data)
+}
+
+/// Elements copied per parallel task by [`copy_into`] (large copies only: a task hand-off
+/// costs about as much as copying a few thousand values).
+const COPY_CHUNK: usize = 1 << 18;
+
+/// Writes `src` into `dst` (of the same length), in parallel chunks when it is long.
+fn copy_into<T: Clone + Send + Sync>(src: &[T], dst: &mut [MaybeUninit<T>]) {
+    let copy = |(d, s): (&mut [MaybeUninit<T>], &[T])| {
+        d.iter_mut().zip(s).for_each(|(d, s)| {
+            d.write(s.clone());
+        })
+    };
+    if src.len() < 2 * COPY_CHUNK {
+        copy((dst, src));
+    } else {
+        dst.par_chunks_mut(COPY_CHUNK)
+            .zip(src.par_chunks(COPY_CHUNK))
+            .for_each(copy);
+    }
 }
 
 /// Reads an optional 1-D integer input as `Vec<i64>`.
@@ -135,6 +164,20 @@ mod tests {
         assert_eq!(contiguous_vec(t), exp);
         let r = a.slice(s![.., ..;-1, 1]);
         assert_eq!(contiguous_vec(r.into_dyn()), vec![9, 5, 1, 21, 17, 13]);
+    }
+
+    #[test]
+    fn long_contiguous_views_are_copied_whole() {
+        // Rows 3.. of a 5 × 300000 array: 600000 values, copied in parallel chunks.
+        let a = ArrayD::from_shape_vec(IxDyn(&[5, 300_000]), (0..1_500_000).collect::<Vec<i32>>())
+            .unwrap();
+        let t = view_to_tensor(a.slice(s![3.., ..]).into_dyn(), 0).unwrap();
+        assert_eq!(t.shape(), &[2, 300_000]);
+        let want: Vec<i32> = (900_000..1_500_000).collect();
+        assert_eq!(
+            t.to_i64_vec().unwrap(),
+            want.iter().map(|&v| v as i64).collect::<Vec<_>>()
+        );
     }
 
     #[test]
