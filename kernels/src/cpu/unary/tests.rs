@@ -170,6 +170,28 @@ fn activations_match_reference() {
     }
 }
 
+/// Long tensors go through the chunked copy-and-finish path in parallel chunks, the last one
+/// ragged; every element must match the definition (computed here in `f64`).
+#[test]
+fn long_sigmoid_and_exp_match_the_definition() {
+    let len = 100_003;
+    let xs: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 20.0).collect();
+    let input = t(&[len], xs.clone());
+    let defs: [(&str, fn(f64) -> f64); 2] =
+        [("Sigmoid", |x| 1.0 / (1.0 + (-x).exp())), ("Exp", f64::exp)];
+    for (op, def) in defs {
+        let got = values::<f32>(&run1(op, 13, &[], &[&input]).unwrap());
+        assert_eq!(got.len(), len, "{op}");
+        for (i, (&g, &x)) in got.iter().zip(&xs).enumerate() {
+            let want = def(x as f64);
+            assert!(
+                (g as f64 - want).abs() <= 1e-6 * want.abs().max(1e-30),
+                "{op} element {i}: {g} vs {want}"
+            );
+        }
+    }
+}
+
 #[test]
 fn round_is_half_to_even_and_f64_works() {
     let out = run1(
