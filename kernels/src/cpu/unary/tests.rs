@@ -177,7 +177,8 @@ fn long_sigmoid_and_exp_match_the_definition() {
     let len = 100_003;
     let xs: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 20.0).collect();
     let input = t(&[len], xs.clone());
-    let defs: [(&str, fn(f64) -> f64); 2] =
+    type Definition = fn(f64) -> f64;
+    let defs: [(&str, Definition); 2] =
         [("Sigmoid", |x| 1.0 / (1.0 + (-x).exp())), ("Exp", f64::exp)];
     for (op, def) in defs {
         let got = values::<f32>(&run1(op, 13, &[], &[&input]).unwrap());
