@@ -179,12 +179,15 @@ def main():
                      + f" | {m['ort']:.3f} | "
                      + " | ".join(f"{r['ratio_to_ort'][n]:.2f}×" for n in names) + " |")
     with open(args.out + ".md", "w") as f:
-        f.write("# Single operators, Spillway vs ONNX Runtime, 1 thread\n\n")
+        threads = "1 thread" if THREADS == 1 else f"{THREADS} threads"
+        f.write(f"# Single operators, Spillway vs ONNX Runtime, {threads}\n\n")
         f.write(f"- Machine: {meta['machine']}; {meta['date']}; ONNX Runtime {ort.__version__}\n")
         f.write(f"- {args.rounds} interleaved rounds of {args.repeat} runs per engine; the "
                 "median over rounds of each round's median. Command: `.venv/bin/python "
                 "benches/single_ops.py --spillway target/release/spillway"
-                + (" --baseline OLD" if args.baseline else "") + f" --out {args.out}`\n")
+                + (" --baseline OLD" if args.baseline else "")
+                + (f" --threads {THREADS}" if THREADS != 1 else "")
+                + (f" --cases {args.cases}" if args.cases else "") + f" --out {args.out}`\n")
         f.write("- Both include a fixed per-run cost (see the relu row).\n\n")
         f.write("\n".join(lines) + "\n")
 
