@@ -1,11 +1,9 @@
 //! Helpers shared by the shape kernels: axis normalisation, opset checks and
 //! copying strided views into contiguous buffers.
 
-use std::mem::MaybeUninit;
-
 use ndarray::{ArrayViewD, Axis, IxDyn};
-use rayon::prelude::*;
 
+use crate::cpu::binary::broadcast::map_into;
 use crate::error::{KernelError, Result};
 use crate::kernel::NodeSpec;
 use crate::output_buffer;
@@ -103,30 +101,10 @@ pub(crate) fn tensor_from<T: Element>(shape: &[usize], data: Vec<T>) -> Result<T
 pub(crate) fn view_to_tensor<T: Element>(view: ArrayViewD<'_, T>, index: usize) -> Result<Tensor> {
     let shape = view.shape().to_vec();
     let data = match view.as_slice() {
-        Some(src) => output_buffer::build(index, src.len(), |dst| copy_into(src, dst)),
+        Some(src) => output_buffer::build(index, src.len(), |dst| map_into(src, dst, &T::clone)),
         None => contiguous_vec(view),
     };
     tensor_from(&shape, data)
-}
-
-/// Elements copied per parallel task by [`copy_into`] (large copies only: a task hand-off
-/// costs about as much as copying a few thousand values).
-const COPY_CHUNK: usize = 1 << 18;
-
-/// Writes `src` into `dst` (of the same length), in parallel chunks when it is long.
-fn copy_into<T: Clone + Send + Sync>(src: &[T], dst: &mut [MaybeUninit<T>]) {
-    let copy = |(d, s): (&mut [MaybeUninit<T>], &[T])| {
-        d.iter_mut().zip(s).for_each(|(d, s)| {
-            d.write(s.clone());
-        })
-    };
-    if src.len() < 2 * COPY_CHUNK {
-        copy((dst, src));
-    } else {
-        dst.par_chunks_mut(COPY_CHUNK)
-            .zip(src.par_chunks(COPY_CHUNK))
-            .for_each(copy);
-    }
 }
 
 /// Reads an optional 1-D integer input as `Vec<i64>`.

@@ -30,30 +30,7 @@ pub fn sigmoid_in_place(xs: &mut [f32]) {
 /// [`sigmoid_in_place`] on one thread, in one vectorized pass (with the CPU's widest vectors;
 /// a pass per step, two of them compiled for SSE2 only, took 2.8 cycles per element).
 fn sigmoid_chunk(xs: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { sigmoid_avx512(xs) };
-        }
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { sigmoid_avx2(xs) };
-        }
-    }
-    sigmoid_portable(xs);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn sigmoid_avx512(xs: &mut [f32]) {
-    sigmoid_portable(xs);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sigmoid_avx2(xs: &mut [f32]) {
-    sigmoid_portable(xs);
+    widest(xs, sigmoid_portable);
 }
 
 #[inline(always)]
@@ -73,30 +50,37 @@ pub fn sum(xs: &[f32]) -> f32 {
 }
 
 fn exp_chunk(xs: &mut [f32], shift: f32) {
+    widest(xs, |xs| exp_portable(xs, shift));
+}
+
+/// Runs `f` (an `#[inline(always)]` loop) compiled for the CPU's widest vectors: AVX-512, else
+/// AVX2 with FMA, else the baseline instruction set.
+#[inline(always)]
+fn widest(xs: &mut [f32], f: impl Fn(&mut [f32])) {
     #[cfg(target_arch = "x86_64")]
     {
         if is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F.
-            return unsafe { exp_avx512(xs, shift) };
+            return unsafe { on_avx512(xs, f) };
         }
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { exp_avx2(xs, shift) };
+            return unsafe { on_avx2(xs, f) };
         }
     }
-    exp_portable(xs, shift);
+    f(xs);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn exp_avx512(xs: &mut [f32], shift: f32) {
-    exp_portable(xs, shift);
+unsafe fn on_avx512(xs: &mut [f32], f: impl Fn(&mut [f32])) {
+    f(xs);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn exp_avx2(xs: &mut [f32], shift: f32) {
-    exp_portable(xs, shift);
+unsafe fn on_avx2(xs: &mut [f32], f: impl Fn(&mut [f32])) {
+    f(xs);
 }
 
 #[inline(always)]
