@@ -45,7 +45,8 @@ def model(path, x_shape, nodes, inits):
     onnx.save(m, path)
 
 
-def conv(path, cin, cout, hw, kernel, stride, pad, group=1, relu=True, dilation=1):
+def conv(path, cin, cout, hw, kernel, stride, pad, group=1, relu=True, dilation=1,
+         residual=False):
     rng = np.random.default_rng(7)
     kh, kw = kernel
     w = (rng.random((cout, cin // group, kh, kw), dtype=np.float32) - 0.5) * 0.1
@@ -54,6 +55,13 @@ def conv(path, cin, cout, hw, kernel, stride, pad, group=1, relu=True, dilation=
     attrs = dict(kernel_shape=[kh, kw], pads=[pad[0], pad[1], pad[0], pad[1]],
                  strides=[stride, stride], group=group, dilations=[dilation, dilation])
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if relu else "y"], **attrs)]
+    if residual:
+        # A residual input the size of the output (as ResNet's bottleneck adds its shortcut).
+        oh = (hw + 2 * pad[0] - dilation * (kh - 1) - 1) // stride + 1
+        r = rng.random((1, cout, oh, oh), dtype=np.float32)
+        inits.append(numpy_helper.from_array(r, "r"))
+        nodes[0].output[0] = "s"
+        nodes.append(helper.make_node("Add", ["s", "r"], ["c" if relu else "y"]))
     if relu:
         nodes.append(helper.make_node("Relu", ["c"], ["y"]))
     model(path, [1, cin, hw, hw], nodes, inits)
@@ -102,6 +110,13 @@ CASES = [
      lambda p: conv(p, 512, 1024, 19, (3, 3), 1, (6, 6), dilation=6)),
     ("conv 3x3 256<-256 + relu, 100x100 (retinanet head)",
      lambda p: conv(p, 256, 256, 100, (3, 3), 1, (1, 1))),
+    ("conv 1x1 256<-64 + relu, 56x56 (resnet50)", lambda p: conv(p, 64, 256, 56, (1, 1), 1, (0, 0))),
+    ("conv 1x1 256<-64 + add + relu, 56x56 (resnet50)",
+     lambda p: conv(p, 64, 256, 56, (1, 1), 1, (0, 0), residual=True)),
+    ("conv 1x1 64<-256 + relu, 56x56 (resnet50)", lambda p: conv(p, 256, 64, 56, (1, 1), 1, (0, 0))),
+    ("conv 3x3 64<-64 + relu, 56x56 (resnet50)", lambda p: conv(p, 64, 64, 56, (3, 3), 1, (1, 1))),
+    ("conv 3x3 256<-256 + relu, 14x14 (resnet50)",
+     lambda p: conv(p, 256, 256, 14, (3, 3), 1, (1, 1))),
 ]
 
 

@@ -3,7 +3,7 @@
 //! Every configuration of every model runs in the same process on the same seeded input, in
 //! interleaved rounds (A B C … A B C …) after warm-up rounds, so that load on a shared machine
 //! hits all of them alike. Outputs are checked against ONNX Runtime. Results go to
-//! `<out>/cpu-<date>.{md,json}`.
+//! `<out>/cpu-<date>.{md,json}`. Built with the `tract` feature, tract runs beside them.
 //!
 //! ```text
 //! spillway-bench [--rounds N] [--warmup N] [--models a,b] [--all] [--out DIR] [--zoo DIR]
@@ -18,6 +18,9 @@ mod machine;
 mod report;
 #[path = "spillway_bench/runner.rs"]
 mod runner;
+#[cfg(feature = "tract")]
+#[path = "spillway_bench/tract.rs"]
+mod tract;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,7 +33,7 @@ use spillway::{Devices, Session};
 
 use inputs::ZooModel;
 use report::{ConfigResult, ModelResult, OpShare};
-use runner::{CONFIGS, Engine, is_ort, relative_l2};
+use runner::{CONFIGS, Engine, is_ort, is_tract, relative_l2};
 
 /// The pause before every timed run.
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(100);
@@ -244,7 +247,7 @@ fn bench_model(model: &ZooModel, args: &Args, bar: &ProgressBar) -> ModelResult 
             }
         }
     }
-    result.finish(is_ort);
+    result.finish(is_ort, is_tract);
     result
 }
 

@@ -126,6 +126,8 @@ pub struct ModelResult {
     pub op_profile_error: Option<String>,
     /// ORT's fastest configuration and its median.
     pub ort_best: Option<(String, f64)>,
+    /// tract's fastest configuration and its median, when tract ran.
+    pub tract_best: Option<(String, f64)>,
 }
 
 impl ModelResult {
@@ -145,24 +147,44 @@ impl ModelResult {
             top_ops: Vec::new(),
             op_profile_error: None,
             ort_best: None,
+            tract_best: None,
         }
     }
 
-    /// Picks ORT's best configuration by median.
-    pub fn finish(&mut self, is_ort: fn(&str) -> bool) {
-        self.ort_best = self
-            .configs
+    /// Picks ORT's and tract's best configurations by median.
+    pub fn finish(&mut self, is_ort: fn(&str) -> bool, is_tract: fn(&str) -> bool) {
+        self.ort_best = self.best(is_ort);
+        self.tract_best = self.best(is_tract);
+    }
+
+    /// The fastest of the configurations `pick` chooses, by median.
+    fn best(&self, pick: fn(&str) -> bool) -> Option<(String, f64)> {
+        self.configs
             .iter()
-            .filter(|c| is_ort(&c.label))
+            .filter(|c| pick(&c.label))
             .filter_map(|c| c.median().map(|m| (c.label.clone(), m)))
-            .min_by(|a, b| a.1.total_cmp(&b.1));
+            .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 
     /// Median over ORT's best median, for a configuration.
     pub fn ratio(&self, c: &ConfigResult) -> Option<f64> {
         Some(c.median()? / self.ort_best.as_ref()?.1)
     }
+
+    /// Median over tract's best median, for a configuration.
+    pub fn tract_ratio(&self, c: &ConfigResult) -> Option<f64> {
+        Some(c.median()? / self.tract_best.as_ref()?.1)
+    }
 }
+
+/// What the report says about tract.
+#[cfg(feature = "tract")]
+const TRACT_NOTE: &str = "tract: `tract-onnx` 0.23.9 (the `tract` feature), every input's shape \
+     fixed, `into_optimized`; `tract-1t` on its default single-thread executor, `tract-2t` on a \
+     private pool of 2 (`multithread-mm`).";
+/// What the report says about tract.
+#[cfg(not(feature = "tract"))]
+const TRACT_NOTE: &str = "tract: not run (build with `--features spillway-benches/tract`).";
 
 fn ms(v: Option<f64>) -> String {
     v.map_or("—".to_string(), |v| format!("{v:.1}"))
@@ -210,8 +232,7 @@ pub fn markdown(meta: &Meta, results: &[ModelResult]) -> String {
          1 and 2 intra-op threads, parallel executor (1 intra-op thread). The ratio is \
          Spillway's median over the best ORT median.\n- Spillway: `spillway-1lane` is the \
          default session (CPU, one lane); `spillway-2lane-auto` is \
-         `Devices::cpu().with_cpu_lanes(2)` with `Placement::Auto`.\n- tract: not run (the \
-         optional `tract` feature is not implemented in this harness yet).\n",
+         `Devices::cpu().with_cpu_lanes(2)` with `Placement::Auto`.\n- {}\n",
         meta.cpu,
         meta.cpus,
         meta.time,
@@ -219,19 +240,31 @@ pub fn markdown(meta: &Meta, results: &[ModelResult]) -> String {
         la(meta.load_end),
         meta.warmup,
         meta.rounds,
-        meta.seed
+        meta.seed,
+        TRACT_NOTE
     );
     let labels: Vec<&str> = results
         .first()
         .map(|r| r.configs.iter().map(|c| c.label.as_str()).collect())
         .unwrap_or_default();
     let _ = writeln!(s, "## Time (ms, median / p90)\n");
+    let tract = results.iter().any(|r| r.tract_best.is_some());
     let _ = writeln!(
         s,
-        "| model | {} | ORT best | ratio 1-lane | ratio 2-lane |",
-        labels.join(" | ")
+        "| model | {} | ORT best | ratio 1-lane | ratio 2-lane |{}",
+        labels.join(" | "),
+        if tract {
+            " tract best | best Spillway / tract best |"
+        } else {
+            ""
+        }
     );
-    let _ = writeln!(s, "|---{}|---|---|---|", "|---".repeat(labels.len()));
+    let _ = writeln!(
+        s,
+        "|---{}|---|---|---|{}",
+        "|---".repeat(labels.len()),
+        if tract { "---|---|" } else { "" }
+    );
     for r in results {
         let cells: Vec<String> = r
             .configs
@@ -247,16 +280,28 @@ pub fn markdown(meta: &Meta, results: &[ModelResult]) -> String {
                 .and_then(|c| r.ratio(c))
                 .map_or("—".to_string(), |v| format!("{v:.2}×"))
         };
-        let best = r
-            .ort_best
-            .as_ref()
-            .map_or("—".to_string(), |(l, m)| format!("{m:.1} ({l})"));
+        let best = |b: &Option<(String, f64)>| {
+            b.as_ref()
+                .map_or("—".to_string(), |(l, m)| format!("{m:.1} ({l})"))
+        };
+        let against_tract = if tract {
+            let ours = r
+                .configs
+                .iter()
+                .filter(|c| c.label.starts_with("spillway"))
+                .filter_map(|c| r.tract_ratio(c))
+                .min_by(f64::total_cmp)
+                .map_or("—".to_string(), |v| format!("{v:.2}×"));
+            format!(" {} | {ours} |", best(&r.tract_best))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} |{against_tract}",
             r.name,
             cells.join(" | "),
-            best,
+            best(&r.ort_best),
             ratio(0),
             ratio(1)
         );
@@ -399,6 +444,7 @@ pub fn json(meta: &Meta, results: &[ModelResult]) -> Value {
                         "median_ms": c.median(),
                         "p90_ms": c.quantile(0.9),
                         "ratio_to_ort_best": r.ratio(c),
+                        "ratio_to_tract_best": r.tract_ratio(c),
                         "rel_l2_vs_ort_seq_1t": match &c.rel_l2 {
                             Some(Ok(e)) => json!(e),
                             Some(Err(e)) => json!({ "mismatch": e }),
@@ -423,6 +469,7 @@ pub fn json(meta: &Meta, results: &[ModelResult]) -> Value {
                 "inputs": r.inputs,
                 "error": r.error,
                 "ort_best": r.ort_best.as_ref().map(|(l, m)| json!({ "config": l, "median_ms": m })),
+                "tract_best": r.tract_best.as_ref().map(|(l, m)| json!({ "config": l, "median_ms": m })),
                 "configs": configs,
                 "op_time_by_type": ops,
                 "op_profile_error": r.op_profile_error,
@@ -440,7 +487,7 @@ pub fn json(meta: &Meta, results: &[ModelResult]) -> Value {
         "warmup": meta.warmup,
         "seed": meta.seed,
         "onnxruntime": "1.31.1",
-        "tract": "not run",
+        "tract": TRACT_NOTE,
         "models": models,
     })
 }

@@ -14,10 +14,14 @@ pub enum Engine {
     Spillway(Box<Session>),
     /// ONNX Runtime through `spillway_tests::oracle`.
     Ort(Oracle),
+    /// tract (the `tract` feature).
+    #[cfg(feature = "tract")]
+    Tract(Box<crate::tract::Tract>),
 }
 
 /// The configurations the bench runs, by label.
-pub const CONFIGS: [&str; 5] = [
+#[cfg(not(feature = "tract"))]
+pub const CONFIGS: &[&str] = &[
     "spillway-1lane",
     "spillway-2lane-auto",
     "ort-seq-1t",
@@ -25,9 +29,26 @@ pub const CONFIGS: [&str; 5] = [
     "ort-parallel",
 ];
 
+/// The configurations the bench runs, by label (tract's on one and on two threads included).
+#[cfg(feature = "tract")]
+pub const CONFIGS: &[&str] = &[
+    "spillway-1lane",
+    "spillway-2lane-auto",
+    "ort-seq-1t",
+    "ort-seq-2t",
+    "ort-parallel",
+    "tract-1t",
+    "tract-2t",
+];
+
 /// Whether the label is one of ONNX Runtime's configurations.
 pub fn is_ort(label: &str) -> bool {
     label.starts_with("ort")
+}
+
+/// Whether the label is one of tract's configurations.
+pub fn is_tract(label: &str) -> bool {
+    label.starts_with("tract")
 }
 
 impl Engine {
@@ -59,6 +80,14 @@ impl Engine {
             "ort-seq-1t" => ort(1, false),
             "ort-seq-2t" => ort(2, false),
             "ort-parallel" => ort(1, true),
+            #[cfg(feature = "tract")]
+            "tract-1t" => Ok(Engine::Tract(Box::new(crate::tract::Tract::load(
+                model, 1,
+            )?))),
+            #[cfg(feature = "tract")]
+            "tract-2t" => Ok(Engine::Tract(Box::new(crate::tract::Tract::load(
+                model, 2,
+            )?))),
             other => Err(anyhow!("unknown configuration {other}")),
         }
     }
@@ -69,6 +98,8 @@ impl Engine {
         let out = match self {
             Engine::Spillway(s) => s.run(inputs.iter().cloned())?.into_tensors(),
             Engine::Ort(o) => o.run(inputs)?,
+            #[cfg(feature = "tract")]
+            Engine::Tract(t) => t.run(inputs)?,
         };
         Ok((out, start.elapsed().as_secs_f64() * 1e3))
     }
