@@ -19,19 +19,8 @@ pub enum Engine {
     Tract(Box<crate::tract::Tract>),
 }
 
-/// The configurations the bench runs, by label.
-#[cfg(not(feature = "tract"))]
-pub const CONFIGS: &[&str] = &[
-    "spillway-1lane",
-    "spillway-2lane-auto",
-    "ort-seq-1t",
-    "ort-seq-2t",
-    "ort-parallel",
-];
-
-/// The configurations the bench runs, by label (tract's on one and on two threads included).
-#[cfg(feature = "tract")]
-pub const CONFIGS: &[&str] = &[
+/// Every configuration by label, tract's last.
+const ALL: [&str; 7] = [
     "spillway-1lane",
     "spillway-2lane-auto",
     "ort-seq-1t",
@@ -40,6 +29,13 @@ pub const CONFIGS: &[&str] = &[
     "tract-1t",
     "tract-2t",
 ];
+
+/// The configurations the bench runs: tract's only with the `tract` feature.
+pub const CONFIGS: &[&str] = if cfg!(feature = "tract") {
+    &ALL
+} else {
+    ALL.split_at(5).0
+};
 
 /// Whether the label is one of ONNX Runtime's configurations.
 pub fn is_ort(label: &str) -> bool {

@@ -91,23 +91,21 @@ fn to_tract(t: &Tensor) -> Result<tract_onnx::prelude::Tensor> {
 }
 
 fn from_tract(t: &tract_onnx::prelude::Tensor) -> Result<Tensor> {
-    let shape = t.shape().to_vec();
-    let err = |e: tract_onnx::prelude::TractError| anyhow!("{e:?}");
     match t.datum_type() {
-        DatumType::F32 => {
-            let data = t.to_plain_array_view::<f32>().map_err(err)?;
-            Ok(Tensor::from_shape_vec(
-                &shape,
-                data.iter().copied().collect(),
-            )?)
-        }
-        DatumType::I64 => {
-            let data = t.to_plain_array_view::<i64>().map_err(err)?;
-            Ok(Tensor::from_shape_vec(
-                &shape,
-                data.iter().copied().collect(),
-            )?)
-        }
+        DatumType::F32 => copy_out::<f32>(t),
+        DatumType::I64 => copy_out::<i64>(t),
         other => bail!("tract gave an output of type {other:?}, which the bench does not compare"),
     }
+}
+
+/// A tract tensor of `T` copied into a Spillway tensor.
+fn copy_out<T>(t: &tract_onnx::prelude::Tensor) -> Result<Tensor>
+where
+    T: tract_onnx::prelude::Datum + spillway_kernels::Element + Copy,
+{
+    let data = t.to_plain_array_view::<T>().map_err(|e| anyhow!("{e:?}"))?;
+    Ok(Tensor::from_shape_vec(
+        t.shape(),
+        data.iter().copied().collect(),
+    )?)
 }
