@@ -19,7 +19,7 @@ pub enum Engine {
     Tract(Box<crate::tract::Tract>),
 }
 
-/// Every configuration by label, tract's last.
+/// Every configuration by label, tract's two last.
 const ALL: [&str; 7] = [
     "spillway-1lane",
     "spillway-2lane-auto",
@@ -34,7 +34,7 @@ const ALL: [&str; 7] = [
 pub const CONFIGS: &[&str] = if cfg!(feature = "tract") {
     &ALL
 } else {
-    ALL.split_at(5).0
+    ALL.split_at(ALL.len() - 2).0
 };
 
 /// Whether the label is one of ONNX Runtime's configurations.
@@ -60,6 +60,12 @@ impl Engine {
                 },
             )?))
         };
+        #[cfg(feature = "tract")]
+        let tract = |threads| -> Result<Engine> {
+            Ok(Engine::Tract(Box::new(crate::tract::Tract::load(
+                model, threads,
+            )?)))
+        };
         match label {
             "spillway-1lane" => Ok(Engine::Spillway(Box::new(
                 Session::builder().commit_from_file(&model.path)?,
@@ -77,13 +83,9 @@ impl Engine {
             "ort-seq-2t" => ort(2, false),
             "ort-parallel" => ort(1, true),
             #[cfg(feature = "tract")]
-            "tract-1t" => Ok(Engine::Tract(Box::new(crate::tract::Tract::load(
-                model, 1,
-            )?))),
+            "tract-1t" => tract(1),
             #[cfg(feature = "tract")]
-            "tract-2t" => Ok(Engine::Tract(Box::new(crate::tract::Tract::load(
-                model, 2,
-            )?))),
+            "tract-2t" => tract(2),
             other => Err(anyhow!("unknown configuration {other}")),
         }
     }

@@ -78,16 +78,23 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 fn to_tract(t: &Tensor) -> Result<tract_onnx::prelude::Tensor> {
-    let shape = t.shape();
-    let tensor = match t.dtype() {
-        DType::F32 => {
-            let data: Vec<f32> = t.view::<f32>()?.iter().copied().collect();
-            tract_onnx::prelude::Tensor::from_shape(shape, &data)
-        }
-        DType::I64 => tract_onnx::prelude::Tensor::from_shape(shape, &t.to_i64_vec()?),
+    match t.dtype() {
+        DType::F32 => copy_in::<f32>(t),
+        DType::I64 => copy_in::<i64>(t),
         other => bail!("the bench gives tract no {other:?} inputs"),
-    };
-    tensor.map_err(|e| anyhow!("{e:?}"))
+    }
+}
+
+/// A Spillway tensor of `T` copied into a tract tensor (once: a standard-layout view is read
+/// in place).
+fn copy_in<T>(t: &Tensor) -> Result<tract_onnx::prelude::Tensor>
+where
+    T: tract_onnx::prelude::Datum + spillway_kernels::Element + Copy,
+{
+    let view = t.view::<T>()?;
+    let data = view.as_standard_layout();
+    let data = data.as_slice().expect("standard layout is contiguous");
+    tract_onnx::prelude::Tensor::from_shape(t.shape(), data).map_err(|e| anyhow!("{e:?}"))
 }
 
 fn from_tract(t: &tract_onnx::prelude::Tensor) -> Result<Tensor> {
