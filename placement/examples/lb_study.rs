@@ -9,7 +9,8 @@
 //! resource-weighted work / GPUs), recomputed here; "LB" = [`lower_bound`] (adds the windows).
 
 use spillway_placement::generate::{LayeredParams, TransferRule, hios_layered, hios_topology};
-use spillway_placement::{DeviceKind, Options, Policy, lower_bound, place, simulate};
+use spillway_placement::policy::{auto::auto, common::Ctx};
+use spillway_placement::{DeviceKind, Options, lower_bound, simulate};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,10 +27,10 @@ fn main() {
         ..Options::default()
     };
     let t = hios_topology(4, streams);
-    println!("| rule | auto / old LB | auto / LB | LB / old LB | auto ms |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!("| rule | auto / old LB | auto / LB | LB / old LB | auto ms | evals |");
+    println!("| --- | --- | --- | --- | --- | --- |");
     for rule in [TransferRule::Min, TransferRule::Max] {
-        let (mut r_old, mut r_new, mut lift, mut ms) = (0.0, 0.0, 0.0, 0.0);
+        let (mut r_old, mut r_new, mut lift, mut ms, mut evals) = (0.0, 0.0, 0.0, 0.0, 0);
         for seed in 0..seeds {
             let g = hios_layered(
                 &LayeredParams {
@@ -57,8 +58,10 @@ fn main() {
             let old = cp.max(work).max(area);
             let lb = lower_bound(&g, &dag, &t);
             let t0 = std::time::Instant::now();
-            let s = place(Policy::Auto, &g, &t, &opts).expect("auto");
+            let report = auto(&Ctx::new(&g, &t).expect("inputs"), &opts).expect("auto");
             ms += t0.elapsed().as_secs_f64() * 1e3;
+            evals += report.evals;
+            let s = report.schedule;
             let m = simulate(&g, &t, &s).expect("sim").makespan;
             r_old += m / old;
             r_new += m / lb;
@@ -66,11 +69,12 @@ fn main() {
         }
         let k = seeds as f64;
         println!(
-            "| {rule:?} | {:.3} | {:.3} | {:.3} | {:.0} |",
+            "| {rule:?} | {:.3} | {:.3} | {:.3} | {:.0} | {} |",
             r_old / k,
             r_new / k,
             lift / k,
-            ms / k
+            ms / k,
+            evals / seeds as usize
         );
     }
 }

@@ -27,5 +27,5 @@ pub use graph::{
 };
 pub use policy::{Options, Policy, place};
 pub use schedule::{OpPlacement, Schedule};
-pub use sim::{CopyTiming, DeviceStats, OpTiming, SimResult, simulate};
+pub use sim::{CopyTiming, DeviceStats, OpTiming, SimResult, dispatch, simulate};
 pub use topology::{Bus, Device, Link, Topology};

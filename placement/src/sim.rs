@@ -18,8 +18,13 @@
 //!
 //! Events are processed in time order, so no operator is started from a clock other than the
 //! arrival of its own inputs.
+//!
+//! [`dispatch`] runs the same model with the streams left open: a device starts, whenever one
+//! of its streams is free, the operator of earliest launch position among those whose inputs
+//! have arrived (a work-conserving dispatcher), and the streams and start order it used come
+//! back as a fixed schedule, which [`simulate`] replays to the same timings.
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
 
 use serde::{Deserialize, Serialize};
@@ -122,10 +127,58 @@ pub fn simulate_with(
     model: &dyn ConcurrencyModel,
 ) -> Result<SimResult> {
     s.validate(g, dag, t)?;
-    let mut sim = Sim::new(g, dag, t, view, s, model)?;
+    let mut sim = Sim::new(g, dag, t, view, s, model, false)?;
     sim.run()?;
     let lb = lower_bound(g, dag, t);
     Ok(sim.finish(lb))
+}
+
+/// The makespan of `s` alone (no statistics, no lower bound): what a search evaluates.
+pub(crate) fn makespan_with(
+    g: &CostGraph,
+    dag: &Dag,
+    t: &Topology,
+    view: &TopoView,
+    s: &Schedule,
+    model: &dyn ConcurrencyModel,
+) -> Result<f64> {
+    s.validate(g, dag, t)?;
+    let mut sim = Sim::new(g, dag, t, view, s, model, false)?;
+    sim.run()?;
+    Ok(sim.makespan())
+}
+
+/// Simulates `s`'s devices and launch order with a work-conserving dispatcher in place of its
+/// streams (see the module doc; stages and streams of `s` are ignored): the makespan and the
+/// schedule that fixes the streams and start order the dispatcher chose. Replaying that
+/// schedule with [`simulate`] gives the same timings, except that copies of one output to
+/// several devices over a shared bus may queue in another order.
+pub fn dispatch(
+    g: &CostGraph,
+    dag: &Dag,
+    t: &Topology,
+    view: &TopoView,
+    s: &Schedule,
+    model: &dyn ConcurrencyModel,
+) -> Result<(f64, Schedule)> {
+    let mut open = s.clone();
+    for p in &mut open.ops {
+        (p.stream, p.stage) = (0, None);
+    }
+    open.validate(g, dag, t)?;
+    let mut sim = Sim::new(g, dag, t, view, &open, model, true)?;
+    sim.run()?;
+    let mut seq: Vec<usize> = (0..g.ops.len()).collect();
+    seq.sort_by(|&a, &b| {
+        let (x, y) = (&sim.timing[a], &sim.timing[b]);
+        x.start
+            .total_cmp(&y.start)
+            .then(open.ops[a].order.cmp(&open.ops[b].order))
+    });
+    let device: Vec<usize> = open.ops.iter().map(|p| p.device).collect();
+    let stream: Vec<usize> = sim.timing.iter().map(|x| x.stream).collect();
+    let fixed = Schedule::from_sequence(&s.policy, &device, &stream, &seq);
+    Ok((sim.makespan(), fixed))
 }
 
 #[derive(Clone, Copy)]
@@ -172,6 +225,8 @@ struct Dev {
     busy_since: Option<f64>,
     busy: f64,
     copy_in: f64,
+    /// Dispatch mode: operators whose inputs have arrived, earliest launch position first.
+    ready: BinaryHeap<Reverse<(usize, usize)>>,
 }
 
 struct Sim<'a> {
@@ -191,6 +246,8 @@ struct Sim<'a> {
     copies: Vec<CopyTiming>,
     queues: Vec<(VecDeque<usize>, bool)>,
     now: f64,
+    /// Streams chosen at run time ([`dispatch`]) instead of the schedule's.
+    dispatching: bool,
 }
 
 impl<'a> Sim<'a> {
@@ -201,6 +258,7 @@ impl<'a> Sim<'a> {
         view: &'a TopoView,
         s: &'a Schedule,
         model: &'a dyn ConcurrencyModel,
+        dispatching: bool,
     ) -> Result<Self> {
         let n = g.ops.len();
         let mut alone = vec![0.0; n];
@@ -223,6 +281,7 @@ impl<'a> Sim<'a> {
             })?;
             match p.stage {
                 Some(st) => staged[p.device].push((st, v)),
+                None if dispatching => {}
                 None => devs[p.device].streams[p.stream].0.push(v),
             }
         }
@@ -264,6 +323,7 @@ impl<'a> Sim<'a> {
             copies: Vec::new(),
             queues: vec![(VecDeque::new(), false); view.queues],
             now: 0.0,
+            dispatching,
         })
     }
 
@@ -277,6 +337,14 @@ impl<'a> Sim<'a> {
     }
 
     fn run(&mut self) -> Result<()> {
+        if self.dispatching {
+            for v in 0..self.g.ops.len() {
+                if self.pending[v] == 0 {
+                    let d = self.s.ops[v].device;
+                    self.devs[d].ready.push(Reverse((self.s.ops[v].order, v)));
+                }
+            }
+        }
         for d in 0..self.devs.len() {
             self.try_device(d);
         }
@@ -292,7 +360,7 @@ impl<'a> Sim<'a> {
                     self.devs[d].running.retain(|x| x.0 != op);
                     self.reshare(d, None);
                     self.timing[op].finish = self.now;
-                    let st = self.s.ops[op].stream;
+                    let st = self.timing[op].stream;
                     self.devs[d].streams[st].2 = false;
                     self.produced(op)?;
                     self.try_device(d);
@@ -387,6 +455,8 @@ impl<'a> Sim<'a> {
     fn try_device(&mut self, d: usize) {
         if self.devs[d].staged {
             self.try_stage(d);
+        } else if self.dispatching {
+            self.try_dispatch(d);
         } else {
             for st in 0..self.devs[d].streams.len() {
                 self.try_stream(d, st);
@@ -401,6 +471,22 @@ impl<'a> Sim<'a> {
             return;
         }
         self.devs[d].streams[st].1 += 1;
+        self.start(d, st, v);
+    }
+
+    /// Dispatch mode: fills the free streams of `d`, lowest first, with its arrived operators.
+    fn try_dispatch(&mut self, d: usize) {
+        while let Some(st) = self.devs[d].streams.iter().position(|x| !x.2) {
+            let Some(Reverse((_, v))) = self.devs[d].ready.pop() else {
+                return;
+            };
+            self.timing[v].stream = st;
+            self.start(d, st, v);
+        }
+    }
+
+    /// Starts `v` on stream `st` of `d` now.
+    fn start(&mut self, d: usize, st: usize, v: usize) {
         self.devs[d].streams[st].2 = true;
         self.timing[v].start = self.now;
         self.advance(d);
@@ -441,6 +527,9 @@ impl<'a> Sim<'a> {
             let d = self.s.ops[v].device;
             if self.devs[d].staged {
                 self.try_stage(d);
+            } else if self.dispatching {
+                self.devs[d].ready.push(Reverse((self.s.ops[v].order, v)));
+                self.try_dispatch(d);
             } else {
                 self.try_stream(d, self.s.ops[v].stream);
             }
@@ -528,11 +617,16 @@ impl<'a> Sim<'a> {
         self.pump(q);
     }
 
+    /// Finish of the last operator.
+    fn makespan(&self) -> f64 {
+        self.timing.iter().map(|x| x.finish).fold(0.0, f64::max)
+    }
+
     fn finish(mut self, lb: f64) -> SimResult {
         for d in 0..self.devs.len() {
             self.mark_idle(d);
         }
-        let makespan = self.timing.iter().map(|x| x.finish).fold(0.0, f64::max);
+        let makespan = self.makespan();
         let mut devices: Vec<DeviceStats> = self
             .devs
             .iter()

@@ -4,7 +4,7 @@ use crate::concurrency::GraphConcurrency;
 use crate::error::{PlacementError, Result};
 use crate::graph::{CostGraph, Dag, DeviceKind};
 use crate::schedule::Schedule;
-use crate::sim::{SimResult, simulate_with};
+use crate::sim::{SimResult, dispatch, makespan_with, simulate_with};
 use crate::topology::{TopoView, Topology, op_time};
 
 /// Validated inputs with per-(op, device) times.
@@ -119,7 +119,22 @@ impl<'a> Ctx<'a> {
 
     /// Makespan of a schedule.
     pub fn makespan(&self, s: &Schedule) -> Result<f64> {
-        Ok(self.simulate(s)?.makespan)
+        let model = GraphConcurrency::new(self.g, &self.dag);
+        makespan_with(self.g, &self.dag, self.t, &self.view, s, &model)
+    }
+
+    /// Each operator on its `device`, launched by a work-conserving dispatcher that prefers
+    /// earlier positions of the topological sequence `seq` ([`dispatch`]): the makespan and the
+    /// schedule with the streams and start order the dispatcher chose.
+    pub fn dispatch_on_devices(
+        &self,
+        policy: &str,
+        device: &[usize],
+        seq: &[usize],
+    ) -> Result<(f64, Schedule)> {
+        let open = Schedule::from_sequence(policy, device, &vec![0; self.n()], seq);
+        let model = GraphConcurrency::new(self.g, &self.dag);
+        dispatch(self.g, &self.dag, self.t, &self.view, &open, &model)
     }
 
     /// HEFT's upward rank with mean costs: `rank(v) = w̄(v) + max_succ (c̄(v,s) + rank(s))`.
