@@ -117,6 +117,16 @@ CASES = [
     ("conv 3x3 64<-64 + relu, 56x56 (resnet50)", lambda p: conv(p, 64, 64, 56, (3, 3), 1, (1, 1))),
     ("conv 3x3 256<-256 + relu, 14x14 (resnet50)",
      lambda p: conv(p, 256, 256, 14, (3, 3), 1, (1, 1))),
+    ("conv 3x3 192<-64 + relu, 56x56 (googlenet)",
+     lambda p: conv(p, 64, 192, 56, (3, 3), 1, (1, 1))),
+    ("conv 3x3 192<-128 + relu, 28x28 (googlenet)",
+     lambda p: conv(p, 128, 192, 28, (3, 3), 1, (1, 1))),
+    ("conv 3x3 320<-160 + relu, 14x14 (googlenet)",
+     lambda p: conv(p, 160, 320, 14, (3, 3), 1, (1, 1))),
+    ("conv 1x1 160<-832 + relu, 7x7 (googlenet)",
+     lambda p: conv(p, 832, 160, 7, (1, 1), 1, (0, 0))),
+    ("conv 1x1 256<-528 + relu, 14x14 (googlenet)",
+     lambda p: conv(p, 528, 256, 14, (1, 1), 1, (0, 0))),
 ]
 
 

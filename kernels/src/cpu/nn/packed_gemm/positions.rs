@@ -184,9 +184,9 @@ impl PackedA {
                 m * self.k,
                 img.data.len(),
             ) {
-                split(panels, tasks(panels, threads)).for_each(|p| task.run(p, (0, tiles)));
+                split(panels, TASKS_PER_THREAD * threads).for_each(|p| task.run(p, (0, tiles)));
             } else {
-                split(tiles, tasks(tiles, threads)).for_each(|t| task.run((0, panels), t));
+                split(tiles, TASKS_PER_THREAD * threads).for_each(|t| task.run((0, panels), t));
             }
         })
     }
@@ -207,19 +207,6 @@ fn by_channels(channels: f64, positions: f64, weights: usize, image: usize) -> b
 /// How evenly `units` spread over `threads` in whole units (1: evenly).
 fn balance(units: usize, threads: usize) -> f64 {
     units as f64 / (units.div_ceil(threads) * threads) as f64
-}
-
-/// How many parallel tasks to cut `units` into: two per thread when that still spreads them
-/// evenly, else one per thread.
-fn tasks(units: usize, threads: usize) -> usize {
-    let even = |tasks: usize| {
-        let per = units.div_ceil(tasks);
-        units.div_ceil(per).is_multiple_of(threads)
-    };
-    match TASKS_PER_THREAD * threads {
-        many if even(many) || !even(threads) => many,
-        _ => threads,
-    }
 }
 
 /// One product in position tiles, ready to run over rectangles of channel panels × tiles.
