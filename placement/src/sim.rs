@@ -126,11 +126,8 @@ pub fn simulate_with(
     s: &Schedule,
     model: &dyn ConcurrencyModel,
 ) -> Result<SimResult> {
-    s.validate(g, dag, t)?;
-    let mut sim = Sim::new(g, dag, t, view, s, model, false)?;
-    sim.run()?;
-    let lb = lower_bound(g, dag, t);
-    Ok(sim.finish(lb))
+    let sim = checked_run(g, dag, t, view, s, model, false)?;
+    Ok(sim.finish(lower_bound(g, dag, t)))
 }
 
 /// The makespan of `s` alone (no statistics, no lower bound): what a search evaluates.
@@ -142,10 +139,24 @@ pub(crate) fn makespan_with(
     s: &Schedule,
     model: &dyn ConcurrencyModel,
 ) -> Result<f64> {
+    Ok(checked_run(g, dag, t, view, s, model, false)?.makespan())
+}
+
+/// Validates `s` and simulates it to the end (with streams chosen at run time when
+/// `dispatching`).
+fn checked_run<'a>(
+    g: &'a CostGraph,
+    dag: &'a Dag,
+    t: &'a Topology,
+    view: &'a TopoView,
+    s: &'a Schedule,
+    model: &'a dyn ConcurrencyModel,
+    dispatching: bool,
+) -> Result<Sim<'a>> {
     s.validate(g, dag, t)?;
-    let mut sim = Sim::new(g, dag, t, view, s, model, false)?;
+    let mut sim = Sim::new(g, dag, t, view, s, model, dispatching)?;
     sim.run()?;
-    Ok(sim.makespan())
+    Ok(sim)
 }
 
 /// Simulates `s`'s devices and launch order with a work-conserving dispatcher in place of its
@@ -165,9 +176,7 @@ pub fn dispatch(
     for p in &mut open.ops {
         (p.stream, p.stage) = (0, None);
     }
-    open.validate(g, dag, t)?;
-    let mut sim = Sim::new(g, dag, t, view, &open, model, true)?;
-    sim.run()?;
+    let sim = checked_run(g, dag, t, view, &open, model, true)?;
     let mut seq: Vec<usize> = (0..g.ops.len()).collect();
     seq.sort_by(|&a, &b| {
         let (x, y) = (&sim.timing[a], &sim.timing[b]);
