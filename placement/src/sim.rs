@@ -126,7 +126,7 @@ pub fn simulate_with(
     s: &Schedule,
     model: &dyn ConcurrencyModel,
 ) -> Result<SimResult> {
-    let sim = checked_run(g, dag, t, view, s, model, false)?;
+    let sim = Sim::simulate(g, dag, t, view, s, model, false)?;
     Ok(sim.finish(lower_bound(g, dag, t)))
 }
 
@@ -139,24 +139,7 @@ pub(crate) fn makespan_with(
     s: &Schedule,
     model: &dyn ConcurrencyModel,
 ) -> Result<f64> {
-    Ok(checked_run(g, dag, t, view, s, model, false)?.makespan())
-}
-
-/// Validates `s` and simulates it to the end (with streams chosen at run time when
-/// `dispatching`).
-fn checked_run<'a>(
-    g: &'a CostGraph,
-    dag: &'a Dag,
-    t: &'a Topology,
-    view: &'a TopoView,
-    s: &'a Schedule,
-    model: &'a dyn ConcurrencyModel,
-    dispatching: bool,
-) -> Result<Sim<'a>> {
-    s.validate(g, dag, t)?;
-    let mut sim = Sim::new(g, dag, t, view, s, model, dispatching)?;
-    sim.run()?;
-    Ok(sim)
+    Ok(Sim::simulate(g, dag, t, view, s, model, false)?.makespan())
 }
 
 /// Simulates `s`'s devices and launch order with a work-conserving dispatcher in place of its
@@ -176,7 +159,7 @@ pub fn dispatch(
     for p in &mut open.ops {
         (p.stream, p.stage) = (0, None);
     }
-    let sim = checked_run(g, dag, t, view, &open, model, true)?;
+    let sim = Sim::simulate(g, dag, t, view, &open, model, true)?;
     let mut seq: Vec<usize> = (0..g.ops.len()).collect();
     seq.sort_by(|&a, &b| {
         let (x, y) = (&sim.timing[a], &sim.timing[b]);
@@ -260,7 +243,9 @@ struct Sim<'a> {
 }
 
 impl<'a> Sim<'a> {
-    fn new(
+    /// Validates `s` and simulates it to the end (with streams chosen at run time when
+    /// `dispatching`).
+    fn simulate(
         g: &'a CostGraph,
         dag: &'a Dag,
         t: &'a Topology,
@@ -269,6 +254,7 @@ impl<'a> Sim<'a> {
         model: &'a dyn ConcurrencyModel,
         dispatching: bool,
     ) -> Result<Self> {
+        s.validate(g, dag, t)?;
         let n = g.ops.len();
         let mut alone = vec![0.0; n];
         let mut devs: Vec<Dev> = t
@@ -315,7 +301,7 @@ impl<'a> Sim<'a> {
                 ..OpTiming::default()
             })
             .collect();
-        Ok(Sim {
+        let mut sim = Sim {
             g,
             dag,
             t,
@@ -333,7 +319,9 @@ impl<'a> Sim<'a> {
             queues: vec![(VecDeque::new(), false); view.queues],
             now: 0.0,
             dispatching,
-        })
+        };
+        sim.run()?;
+        Ok(sim)
     }
 
     fn push(&mut self, t: f64, kind: Kind) {
