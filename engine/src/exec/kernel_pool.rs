@@ -6,11 +6,18 @@
 //! with 2 threads took 36 ms per run with a 100 ms pause between runs unpinned and 21–24 ms
 //! pinned (20 ms back to back either way). ONNX Runtime keeps its intra-op threads busy
 //! between nodes instead.
-//! `SPILLWAY_PIN_THREADS=0` leaves the threads unpinned. The pool's size is rayon's default
+//! `SPILLWAY_PIN_THREADS=0` leaves the threads unpinned.
+//!
+//! While a run is on the pool ([`on_kernel_pool`]), its other workers wait for work spinning
+//! instead of sleeping ([`with_workers_awake`]): a rayon worker with nothing to do sleeps after
+//! a few microseconds, and waking it again took 40–80 µs on these virtual machines, paid by
+//! every kernel that starts after a serial stretch (a `Concat`, a padded-image copy). ONNX
+//! Runtime's intra-op threads spin the same way. `SPILLWAY_SPIN=0` lets them sleep. The pool's size is rayon's default
 //! (`RAYON_NUM_THREADS`, else one thread per CPU). The parallel executor's per-lane pools are
 //! pinned the same way ([`pinned_pool`]), each lane on its own CPUs.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The process-wide kernel pool, built on first use; `None` when it cannot be built (the
 /// caller then runs on rayon's global pool).
@@ -44,11 +51,60 @@ pub fn pinned_pool(
 }
 
 /// Runs `op` on a worker of the kernel pool (the caller waits), so that every kernel's
-/// parallel loops start inside the pool instead of handing work over from outside it.
+/// parallel loops start inside the pool instead of handing work over from outside it; the
+/// pool's other workers stay awake meanwhile ([`with_workers_awake`]).
 pub fn on_kernel_pool<R: Send>(op: impl FnOnce() -> R + Send) -> R {
     match kernel_pool() {
-        Some(pool) => pool.install(op),
+        Some(pool) => pool.install(|| with_workers_awake(op)),
         None => rayon::scope(|_| op()),
+    }
+}
+
+/// Runs `op` on this rayon worker while the other workers of its pool look for work without
+/// pause (taking any the run offers, as rayon's idle loop does) instead of going to sleep,
+/// until `op` returns or unwinds. Outside a pool, with one thread, or with `SPILLWAY_SPIN=0`,
+/// just runs `op`.
+pub fn with_workers_awake<R>(op: impl FnOnce() -> R) -> R {
+    static SPIN: OnceLock<bool> = OnceLock::new();
+    let spin = *SPIN.get_or_init(|| std::env::var("SPILLWAY_SPIN").map_or(true, |v| v != "0"));
+    let owner = rayon::current_thread_index();
+    let Some(owner) = owner.filter(|_| spin && rayon::current_num_threads() > 1) else {
+        return op();
+    };
+    /// Ends the spinning when `op` returns and when it unwinds.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let done = AtomicBool::new(false);
+    rayon::in_place_scope(|scope| {
+        scope.spawn_broadcast(|_, worker| {
+            // The owner's copy runs whenever it next looks for work: it has none to wait for.
+            if worker.index() != owner {
+                take_work_until(&done);
+            }
+        });
+        let _stop = Stop(&done);
+        op()
+    })
+}
+
+/// Executes the pool's pending jobs as they appear until `done` is set, yielding the CPU to
+/// other processes now and then.
+fn take_work_until(done: &AtomicBool) {
+    let mut idle = 0u32;
+    while !done.load(Ordering::Acquire) {
+        if let Some(rayon::Yield::Executed) = rayon::yield_now() {
+            idle = 0;
+        } else {
+            idle = idle.wrapping_add(1);
+            if idle.is_multiple_of(4096) {
+                std::thread::yield_now();
+            }
+            std::hint::spin_loop();
+        }
     }
 }
 

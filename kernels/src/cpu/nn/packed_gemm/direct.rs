@@ -42,6 +42,9 @@ pub(super) fn padded_width(im: &Image2d<'_>) -> usize {
     im.out[1] + (im.kernel[1] - 1) * im.dilations[1] / im.strides[1]
 }
 
+/// Floats of padded image one parallel task copies at least.
+const COPY_TASK: usize = 1 << 15;
+
 /// An image copied into a zero-padded buffer, with the offset of each im2col row.
 ///
 /// With stride `s` along an axis the buffer holds the padded image's `s` phases along it
@@ -60,26 +63,77 @@ pub(super) struct PaddedImage<'a> {
     tail: usize,
 }
 
-/// Row `row` of column phase `qx` (stride `sw`) of a padded image row: column `j` holds image
-/// column `j·sw + qx − left` of `src` where that is one, zero elsewhere.
-fn phase_row(row: &mut [f32], src: &[f32], qx: usize, sw: usize, left: usize) {
-    let end = (src.len() + left)
-        .saturating_sub(qx)
-        .div_ceil(sw)
-        .min(row.len());
-    let first = left.saturating_sub(qx).div_ceil(sw).min(end);
-    row[..first].fill(0.0);
-    let start = (first * sw + qx).saturating_sub(left).min(src.len());
-    let (dst, from) = (&mut row[first..end], &src[start..]);
-    match sw {
-        1 => dst.copy_from_slice(&from[..dst.len()]),
-        2 => every_nth::<2>(dst, from),
-        _ => dst
-            .iter_mut()
-            .zip(from.iter().step_by(sw))
-            .for_each(|(d, s)| *d = *s),
+/// Where an image row's columns land in a row of column phase `qx` (stride `sw`): columns
+/// `first..end` of the phase row hold image columns `start`, `start + sw`, …; the others are
+/// padding. The same for every row, so computed once per phase (the divisions cost more than
+/// copying a 14-wide row).
+#[derive(Clone, Copy)]
+struct PhaseColumns {
+    first: usize,
+    end: usize,
+    start: usize,
+}
+
+impl PhaseColumns {
+    /// The columns of phase `qx` for image rows `w` long, phase rows `width` long.
+    fn new(w: usize, width: usize, qx: usize, sw: usize, left: usize) -> Self {
+        let end = (w + left).saturating_sub(qx).div_ceil(sw).min(width);
+        let first = left.saturating_sub(qx).div_ceil(sw).min(end);
+        let start = (first * sw + qx).saturating_sub(left).min(w);
+        PhaseColumns { first, end, start }
     }
-    row[end..].fill(0.0);
+
+    /// Fills `row` (a phase row) from the image row `src`: column `j` holds image column
+    /// `j·sw + qx − left` where that is one, zero elsewhere.
+    #[inline]
+    fn fill(&self, row: &mut [f32], src: &[f32], sw: usize) {
+        let PhaseColumns { first, end, start } = *self;
+        assert!(first <= end && end <= row.len() && start + (end - first) <= src.len());
+        #[cfg(target_arch = "x86_64")]
+        if sw == 1 && std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F; the assert above bounds the copied columns.
+            return unsafe { shifted_row_avx512(row, src, *self) };
+        }
+        row[..first].fill(0.0);
+        let (dst, from) = (&mut row[first..end], &src[start..]);
+        match sw {
+            1 => dst.copy_from_slice(&from[..dst.len()]),
+            2 => every_nth::<2>(dst, from),
+            _ => dst
+                .iter_mut()
+                .zip(from.iter().step_by(sw))
+                .for_each(|(d, s)| *d = *s),
+        }
+        row[end..].fill(0.0);
+    }
+}
+
+/// [`PhaseColumns::fill`] for unit stride in masked 16-wide vectors: a row as short as a 14×14
+/// image's costs a few instructions instead of three `memset`/`memcpy` calls, whose call
+/// overhead was most of the copy's time on such rows.
+///
+/// # Safety
+/// The CPU has AVX-512F; `first ≤ end ≤ row.len()` and `start + end − first ≤ src.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn shifted_row_avx512(row: &mut [f32], src: &[f32], cols: PhaseColumns) {
+    use std::arch::x86_64::*;
+    let PhaseColumns { first, end, start } = cols;
+    // Row column j (first <= j < end) holds from[j].
+    let from = src.as_ptr().wrapping_add(start).wrapping_sub(first);
+    let lanes = |lo: usize, hi: usize, j0: usize| -> __mmask16 {
+        let (lo, hi) = (lo.clamp(j0, j0 + 16) - j0, hi.clamp(j0, j0 + 16) - j0);
+        (((1u32 << hi) - 1) & !((1u32 << lo) - 1)) as __mmask16
+    };
+    for j0 in (0..row.len()).step_by(16) {
+        // SAFETY: only the lanes of columns first..end are read (inside src by the
+        // contract) and only columns below row.len() are written; masked-off lanes never
+        // touch memory.
+        unsafe {
+            let v = _mm512_maskz_loadu_ps(lanes(first, end, j0), from.wrapping_add(j0));
+            _mm512_mask_storeu_ps(row.as_mut_ptr().add(j0), lanes(0, row.len(), j0), v);
+        }
+    }
 }
 
 /// `dst[j] = src[j · N]` for every `j` of `dst` (a constant stride, which the compiler turns
@@ -130,9 +184,15 @@ impl<'a> PaddedImage<'a> {
         let data = &mut buffer[..len];
         let image = &im.img[..channels * h * w];
         let phases = sh * sw;
-        // One task per channel: a source row is read once for all its column phases.
+        let columns: Vec<PhaseColumns> = (0..sw)
+            .map(|qx| PhaseColumns::new(w, width, qx, sw, left))
+            .collect();
+        // One task per channel (at least COPY_TASK floats per task: a small image's copy is
+        // over before a second thread would join): a source row is read once for all its
+        // column phases.
         data[..len - nr]
             .par_chunks_mut(phases * plane)
+            .with_min_len(COPY_TASK.div_ceil(phases * plane))
             .enumerate()
             .for_each(|(c, planes)| {
                 let src = &image[c * h * w..(c + 1) * h * w];
@@ -145,7 +205,7 @@ impl<'a> PaddedImage<'a> {
                         for qx in (0..sw).filter(|&qx| read[qy * sw + qx]) {
                             let row = &mut planes[(qy * sw + qx) * plane + i * width..][..width];
                             match src {
-                                Some(src) => phase_row(row, src, qx, sw, left),
+                                Some(src) => columns[qx].fill(row, src, sw),
                                 None => row.fill(0.0),
                             }
                         }
@@ -153,16 +213,18 @@ impl<'a> PaddedImage<'a> {
                 }
             });
         data[len - nr..].fill(0.0);
-        let offsets = (0..channels)
-            .flat_map(|c| {
-                (0..kh).flat_map(move |u| {
-                    (0..kw).map(move |v| {
-                        let (y, x) = (u * dh, v * dw);
-                        let phase = (y % sh) * sw + x % sw;
-                        (c * phases + phase) * plane + (y / sh) * width + x / sw
-                    })
+        // The window cells' offsets within one channel's phase planes, then every channel's.
+        let cells: Vec<usize> = (0..kh)
+            .flat_map(|u| {
+                (0..kw).map(move |v| {
+                    let (y, x) = (u * dh, v * dw);
+                    let phase = (y % sh) * sw + x % sw;
+                    phase * plane + (y / sh) * width + x / sw
                 })
             })
+            .collect();
+        let offsets = (0..channels)
+            .flat_map(|c| cells.iter().map(move |&cell| c * phases * plane + cell))
             .collect();
         PaddedImage {
             data,
