@@ -151,3 +151,97 @@ fn allowed_cpus() -> Vec<usize> {
 
 #[cfg(not(target_os = "linux"))]
 fn pin_current_thread(_cpu: usize) {}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use rayon::prelude::*;
+
+    use super::with_workers_awake;
+
+    fn pool(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a pool")
+    }
+
+    #[test]
+    fn the_run_gets_the_other_workers_and_its_result_back() {
+        let workers = std::sync::Mutex::new(std::collections::HashSet::new());
+        let sum: usize = pool(3).install(|| {
+            with_workers_awake(|| {
+                (0..10_000usize)
+                    .into_par_iter()
+                    .with_max_len(1)
+                    .map(|i| {
+                        workers
+                            .lock()
+                            .unwrap()
+                            .insert(rayon::current_thread_index());
+                        std::thread::sleep(std::time::Duration::from_micros(i as u64 % 3));
+                        i
+                    })
+                    .sum()
+            })
+        });
+        assert_eq!(sum, 10_000 * 9_999 / 2);
+        // The spinning workers took part of the loop.
+        assert!(workers.lock().unwrap().len() > 1, "{workers:?}");
+    }
+
+    #[test]
+    fn a_panicking_run_stops_the_spinning_workers() {
+        let pool = pool(2);
+        let caught = pool.install(|| {
+            std::panic::catch_unwind(|| with_workers_awake(|| panic!("kernel failed")))
+        });
+        assert!(caught.is_err());
+        // The pool is free again: the spinner returned when the run unwound.
+        let ran = AtomicUsize::new(0);
+        pool.install(|| {
+            rayon::join(
+                || ran.fetch_add(1, Ordering::Relaxed),
+                || ran.fetch_add(1, Ordering::Relaxed),
+            )
+        });
+        assert_eq!(ran.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn runs_nest_and_run_concurrently() {
+        let pool = pool(2);
+        let total: usize = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|t| {
+                    let pool = &pool;
+                    scope.spawn(move || {
+                        pool.install(|| {
+                            with_workers_awake(|| {
+                                with_workers_awake(|| {
+                                    (0..1000usize).into_par_iter().map(|i| i * t).sum::<usize>()
+                                })
+                            })
+                        })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .sum::<usize>()
+        });
+        assert_eq!(total, (0..4).sum::<usize>() * 999 * 1000 / 2);
+    }
+
+    #[test]
+    fn outside_a_pool_the_run_is_just_run() {
+        assert_eq!(
+            std::thread::spawn(|| with_workers_awake(|| 7))
+                .join()
+                .unwrap(),
+            7
+        );
+    }
+}
