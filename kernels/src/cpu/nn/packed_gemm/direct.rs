@@ -43,7 +43,7 @@ pub(super) fn padded_width(im: &Image2d<'_>) -> usize {
 }
 
 /// Floats of padded image one parallel task copies at least.
-const COPY_TASK: usize = 1 << 15;
+const COPY_TASK: usize = 1 << 13;
 
 /// An image copied into a zero-padded buffer, with the offset of each im2col row.
 ///
