@@ -6,15 +6,16 @@
 //! with 2 threads took 36 ms per run with a 100 ms pause between runs unpinned and 21–24 ms
 //! pinned (20 ms back to back either way). ONNX Runtime keeps its intra-op threads busy
 //! between nodes instead.
-//! `SPILLWAY_PIN_THREADS=0` leaves the threads unpinned.
-//!
-//! While a run is on the pool ([`on_kernel_pool`]), its other workers wait for work spinning
-//! instead of sleeping ([`with_workers_awake`]): a rayon worker with nothing to do sleeps after
-//! a few microseconds, and waking it again took 40–80 µs on these virtual machines, paid by
-//! every kernel that starts after a serial stretch (a `Concat`, a padded-image copy). ONNX
-//! Runtime's intra-op threads spin the same way. `SPILLWAY_SPIN=0` lets them sleep. The pool's size is rayon's default
+//! `SPILLWAY_PIN_THREADS=0` leaves the threads unpinned. The pool's size is rayon's default
 //! (`RAYON_NUM_THREADS`, else one thread per CPU). The parallel executor's per-lane pools are
 //! pinned the same way ([`pinned_pool`]), each lane on its own CPUs.
+//!
+//! While a run is on the pool ([`on_kernel_pool`]), its other workers wait for work spinning
+//! instead of sleeping ([`with_workers_awake`]). A rayon worker with nothing to do sleeps after
+//! a few microseconds, and waking it again took 20–80 µs on these virtual machines
+//! (`examples/wake_latency.rs`), paid by every kernel that starts after a serial stretch (a
+//! `Concat`, a padded-image copy). ONNX Runtime's intra-op threads spin the same way.
+//! `SPILLWAY_SPIN=0` lets them sleep.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};

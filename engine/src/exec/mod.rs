@@ -16,6 +16,7 @@ mod arena_tests;
 #[cfg(test)]
 mod pool_tests;
 
+pub use kernel_pool::with_workers_awake;
 pub use parallel::{ParallelExecutor, RunOptions};
 pub use queue::QueueKind;
 pub use sequential::{RunStats, SequentialPlan, SequentialRun, build_kernel};
