@@ -65,13 +65,15 @@ pub(super) struct PaddedImage<'a> {
 
 /// Where an image row's columns land in a row of column phase `qx` (stride `sw`): columns
 /// `first..end` of the phase row hold image columns `start`, `start + sw`, …; the others are
-/// padding. The same for every row, so computed once per phase (the divisions cost more than
-/// copying a 14-wide row).
+/// padding. The same for every row, so computed once per phase, as is the choice of copy.
 #[derive(Clone, Copy)]
 struct PhaseColumns {
     first: usize,
     end: usize,
     start: usize,
+    stride: usize,
+    /// Unit stride on a CPU with AVX-512F: rows are copied as masked vectors.
+    masked: bool,
 }
 
 impl PhaseColumns {
@@ -80,26 +82,39 @@ impl PhaseColumns {
         let end = (w + left).saturating_sub(qx).div_ceil(sw).min(width);
         let first = left.saturating_sub(qx).div_ceil(sw).min(end);
         let start = (first * sw + qx).saturating_sub(left).min(w);
-        PhaseColumns { first, end, start }
+        #[cfg(target_arch = "x86_64")]
+        let masked = sw == 1 && std::arch::is_x86_feature_detected!("avx512f");
+        #[cfg(not(target_arch = "x86_64"))]
+        let masked = false;
+        PhaseColumns {
+            first,
+            end,
+            start,
+            stride: sw,
+            masked,
+        }
     }
 
     /// Fills `row` (a phase row) from the image row `src`: column `j` holds image column
     /// `j·sw + qx − left` where that is one, zero elsewhere.
     #[inline]
-    fn fill(&self, row: &mut [f32], src: &[f32], sw: usize) {
-        let PhaseColumns { first, end, start } = *self;
+    fn fill(&self, row: &mut [f32], src: &[f32]) {
+        let PhaseColumns {
+            first, end, start, ..
+        } = *self;
         assert!(first <= end && end <= row.len() && start + (end - first) <= src.len());
         #[cfg(target_arch = "x86_64")]
-        if sw == 1 && std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F; the assert above bounds the copied columns.
+        if self.masked {
+            // SAFETY: `masked` was set only where the CPU has AVX-512F; the assert above
+            // bounds the copied columns.
             return unsafe { shifted_row_avx512(row, src, *self) };
         }
         row[..first].fill(0.0);
         let (dst, from) = (&mut row[first..end], &src[start..]);
-        match sw {
+        match self.stride {
             1 => dst.copy_from_slice(&from[..dst.len()]),
             2 => every_nth::<2>(dst, from),
-            _ => dst
+            sw => dst
                 .iter_mut()
                 .zip(from.iter().step_by(sw))
                 .for_each(|(d, s)| *d = *s),
@@ -118,7 +133,9 @@ impl PhaseColumns {
 #[target_feature(enable = "avx512f")]
 unsafe fn shifted_row_avx512(row: &mut [f32], src: &[f32], cols: PhaseColumns) {
     use std::arch::x86_64::*;
-    let PhaseColumns { first, end, start } = cols;
+    let PhaseColumns {
+        first, end, start, ..
+    } = cols;
     // Row column j (first <= j < end) holds from[j].
     let from = src.as_ptr().wrapping_add(start).wrapping_sub(first);
     let lanes = |lo: usize, hi: usize, j0: usize| -> __mmask16 {
@@ -205,7 +222,7 @@ impl<'a> PaddedImage<'a> {
                         for qx in (0..sw).filter(|&qx| read[qy * sw + qx]) {
                             let row = &mut planes[(qy * sw + qx) * plane + i * width..][..width];
                             match src {
-                                Some(src) => columns[qx].fill(row, src, sw),
+                                Some(src) => columns[qx].fill(row, src),
                                 None => row.fill(0.0),
                             }
                         }
