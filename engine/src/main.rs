@@ -45,6 +45,10 @@ enum Command {
         /// start and duration.
         #[arg(long, value_name = "FILE.json")]
         trace: Option<PathBuf>,
+        /// Sleep this many milliseconds before every timed run, as a server does between
+        /// requests; the latency then includes waking an idle machine.
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        pause_ms: u64,
     },
     /// Measure every node on every device and write the cost model (JSON).
     Profile {
@@ -120,6 +124,7 @@ fn main() -> Result<()> {
             dim_default,
             optimization,
             trace,
+            pause_ms,
         } => cli::run::run(
             model,
             &inputs,
@@ -127,6 +132,7 @@ fn main() -> Result<()> {
             dim_default,
             &optimization,
             trace.as_deref(),
+            std::time::Duration::from_millis(pause_ms),
         ),
         Command::Profile {
             model,

@@ -1,7 +1,7 @@
 //! `spillway run`: run a model, print its outputs and median latency.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use spillway::exec::{TraceEvent, chrome_trace_json};
@@ -14,8 +14,8 @@ use super::inputs::model_inputs;
 const DEFAULT_MODEL: &[u8] = include_bytes!("../../../models/small/inception_block.onnx");
 
 /// Runs `model` (or the bundled one) `repeat` times after one warm-up run, optimized at
-/// `optimization` (`disabled`, `basic` or `all`); with `trace`, writes the timed runs' Chrome
-/// trace there.
+/// `optimization` (`disabled`, `basic` or `all`), sleeping `pause` before each timed run; with
+/// `trace`, writes the timed runs' Chrome trace there.
 pub fn run(
     model: Option<PathBuf>,
     given: &[String],
@@ -23,6 +23,7 @@ pub fn run(
     dim_default: usize,
     optimization: &str,
     trace: Option<&Path>,
+    pause: Duration,
 ) -> Result<()> {
     let level = match optimization {
         "disabled" => OptimizationLevel::Disabled,
@@ -57,6 +58,9 @@ pub fn run(
     };
     let mut events: Vec<TraceEvent> = Vec::new();
     for _ in 0..repeat {
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
         let start = Instant::now();
         let (_, report) = session.run_with_options(inputs.clone(), &options)?;
         let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
@@ -104,8 +108,13 @@ pub fn run(
     if !times.is_empty() {
         times.sort_by(f64::total_cmp);
         println!(
-            "median latency: {:.3} ms over {repeat} runs",
-            times[times.len() / 2]
+            "median latency: {:.3} ms over {repeat} runs{}",
+            times[times.len() / 2],
+            if pause.is_zero() {
+                String::new()
+            } else {
+                format!(", each after a {} ms pause", pause.as_millis())
+            }
         );
     }
     Ok(())

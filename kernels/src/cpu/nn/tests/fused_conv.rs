@@ -177,6 +177,14 @@ fn geometries() -> Vec<Case> {
                 .with("strides", ints(&[2, 1]))
                 .with("pads", ints(&[1, 0, 1, 1])),
         ),
+        // A stem: 27-deep products on a stride-2 image, computed at the phase plane's width
+        // and cropped before the epilogue.
+        (
+            "2-d, strided stem",
+            vec![1, 3, 21, 21],
+            vec![16, 3, 3, 3],
+            Attributes::new().with("strides", ints(&[2, 2])),
+        ),
         (
             "depthwise, multiplier 2",
             vec![1, 4, 7, 7],
