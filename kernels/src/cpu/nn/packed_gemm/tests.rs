@@ -90,15 +90,15 @@ fn matches_the_definition_on_edge_shapes() {
 #[test]
 fn matches_the_definition_across_blocks_and_threads() {
     // Past MC rows, KC depth and NC columns; then parallel by columns and by rows.
-    check(70, 530, 2100, 1);
-    check(70, 530, 2100, 4);
-    check(300, 260, 20, 4);
+    check(70, 2 * KC + 18, 2100, 1);
+    check(70, 2 * KC + 18, 2100, 4);
+    check(300, KC + 4, 20, 4);
 }
 
 #[test]
 fn packing_keeps_every_value_once() {
     for isa in isas() {
-        let (m, k) = (11, 300);
+        let (m, k) = (11, KC + 44);
         let a = values(m * k, 5);
         let p = PackedA::with_isa(&a, m, k, isa);
         let mut seen: Vec<f32> = p.data.iter().copied().filter(|&v| v != 0.0).collect();
@@ -117,7 +117,12 @@ fn epilogue_finishes_every_element_once() {
     // columns between rows stay untouched. The second shape has rows past MC and columns past
     // NC, so the epilogue runs over several row and column blocks; the third is cut into row
     // blocks that share one packed B of three depth blocks and three column panels.
-    for (m, k, n, ldc) in [(13, 300, 41, 45), (70, 300, 2100, 2103), (150, 600, 70, 73)] {
+    let cases = [
+        (13, KC + 44, 41, 45),
+        (70, KC + 44, 2100, 2103),
+        (150, 2 * KC + 88, 70, 73),
+    ];
+    for (m, k, n, ldc) in cases {
         check_epilogue(m, k, n, ldc);
     }
 }
@@ -171,7 +176,7 @@ fn check_epilogue(m: usize, k: usize, n: usize, ldc: usize) {
 #[test]
 fn bias_starts_every_row_once() {
     // Depth past KC (two blocks): the bias must be added once, not per block.
-    let (m, k, n) = (11, 300, 37);
+    let (m, k, n) = (11, KC + 44, 37);
     let a = values(m * k, 7);
     let b = values(k * n, 8);
     let bias: Vec<f32> = (0..m).map(|i| i as f32 - 4.0).collect();
@@ -243,15 +248,15 @@ fn image_source_is_the_im2col_matrix() {
         (2, [14, 14], [7, 7], [2, 2], [1, 1], [3, 3]),
         (4, [10, 7], [3, 2], [2, 1], [2, 1], [2, 0]),
         (1, [5, 5], [1, 1], [1, 1], [1, 1], [0, 0]),
-        (30, [8, 8], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (KC / 9 + 4, [8, 8], [3, 3], [1, 1], [1, 1], [1, 1]),
         (2, [6, 40], [1, 5], [1, 3], [1, 2], [0, 4]),
         // Unit strides, rows of 37 and 33 (full tiles plus narrow ones), several depth blocks.
-        (30, [5, 37], [3, 3], [1, 1], [1, 1], [1, 1]),
+        (KC / 9 + 4, [5, 37], [3, 3], [1, 1], [1, 1], [1, 1]),
         (3, [12, 33], [3, 3], [1, 1], [2, 2], [2, 2]),
         (3, [4, 17], [1, 7], [1, 1], [1, 1], [0, 3]),
         // Pointwise, read without a copy: two depth blocks and a last tile that would run
         // past the image (packed instead); several tiles ending in a narrow one.
-        (300, [7, 9], [1, 1], [1, 1], [1, 1], [0, 0]),
+        (KC + 44, [7, 9], [1, 1], [1, 1], [1, 1], [0, 0]),
         (5, [12, 12], [1, 1], [1, 1], [1, 1], [0, 0]),
         // 1x1 with stride 2: one of the four phases is read, and only it is copied.
         (6, [9, 9], [1, 1], [2, 2], [1, 1], [0, 0]),

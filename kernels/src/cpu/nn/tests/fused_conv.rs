@@ -161,11 +161,11 @@ type Case = (&'static str, Vec<usize>, Vec<usize>, Attributes);
 fn geometries() -> Vec<Case> {
     let ints = |v: &[i64]| AttrValue::Ints(v.to_vec());
     vec![
-        // 32 channels · 3 · 3 = 288 rows of the operand: two packed depth blocks.
+        // 120 channels · 3 · 3 = 1080 rows of the operand: two packed depth blocks.
         (
             "2-d, deep",
-            vec![2, 32, 9, 11],
-            vec![20, 32, 3, 3],
+            vec![2, 120, 9, 11],
+            vec![20, 120, 3, 3],
             Attributes::new().with("pads", ints(&[1, 1, 1, 1])),
         ),
         (

@@ -3,6 +3,7 @@
 //! the generic path, `B` changing between runs, against the definition in f64.
 
 use super::values;
+use crate::cpu::nn::packed_gemm::KC;
 use crate::kernel::NodeSpec;
 use crate::{AttrValue, Attributes, Tensor};
 
@@ -73,7 +74,12 @@ fn check(got: &Tensor, want: &[f64], label: &str) {
 fn packed_gemm_matches_the_definition() {
     // (m, k, n): rows enough for the packed path, depths over one and several KC blocks,
     // widths off the micro-kernel's tiles; one product below the row threshold.
-    let shapes = [(40, 300, 70), (16, 17, 5), (150, 600, 33), (7, 50, 20)];
+    let shapes = [
+        (40, KC + 44, 70),
+        (16, 17, 5),
+        (150, 2 * KC + 88, 33),
+        (7, 50, 20),
+    ];
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(2)
         .build()
