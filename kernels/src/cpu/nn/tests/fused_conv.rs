@@ -4,6 +4,7 @@
 //! that broadcast, and typed errors. (The comparison with ONNX Runtime itself is in `tests/tests/fused_conv.rs`.)
 
 use super::run_op;
+use crate::cpu::nn::packed_gemm::KC;
 use crate::error::{KernelError, Result};
 use crate::kernel::NodeSpec;
 use crate::{AttrValue, Attributes, Tensor};
@@ -161,11 +162,11 @@ type Case = (&'static str, Vec<usize>, Vec<usize>, Attributes);
 fn geometries() -> Vec<Case> {
     let ints = |v: &[i64]| AttrValue::Ints(v.to_vec());
     vec![
-        // 120 channels · 3 · 3 = 1080 rows of the operand: two packed depth blocks.
+        // KC / 9 + 4 channels · 3 · 3 rows of the operand: two packed depth blocks.
         (
             "2-d, deep",
-            vec![2, 120, 9, 11],
-            vec![20, 120, 3, 3],
+            vec![2, KC / 9 + 4, 9, 11],
+            vec![20, KC / 9 + 4, 3, 3],
             Attributes::new().with("pads", ints(&[1, 1, 1, 1])),
         ),
         (
