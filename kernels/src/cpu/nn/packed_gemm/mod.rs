@@ -24,8 +24,8 @@ use super::matrix::SendPtr;
 /// Depth of one packed block (`A` panels are `MR × KC`, `B` panels `KC × NR`). Every block
 /// after the first reloads and adds to the tile it wrote, so deeper blocks write less; a tile's
 /// panels still stream from L2 (32 columns × 1024 deep is 128 KiB). Against 256, 1024 made
-/// the zoo 1.6–3.7% faster with 2 threads and googlenet 2.6% with one (same binary, depth
-/// from the environment, alternating runs); 4096 measured the same as 1024.
+/// the zoo 1.6–3.7% faster with 2 threads and googlenet 2.6% with one, and 4096 measured the
+/// same as 1024 (`benches/results/cpu-2026-11-25-depth-blocks.md`).
 pub(crate) const KC: usize = 1024;
 /// Rows of `A` per cache block (the `A` block stays in L2 while `B` panels stream by).
 const MC: usize = 64;
