@@ -6,6 +6,12 @@
 #   gpu_check.{md,json}  every GPU kernel vs the CPU kernel of the same node (exit 1 on a mismatch)
 #   node_tests.{md,json} the ONNX backend node tests of the GPU ops, GPU vs CPU
 #   torch_baseline.{md,json}  PyTorch eager and CUDA-Graph latency of the zoo (the issue's peers)
+#   export.log           the zoo models exported here (models/export_zoo.py with this python3)
+#   gpu_zoo.{md,json}    whole models on the GPU: outputs vs the CPU, one stream and Lios /
+#                        Opara / Greedy on several, eager and CUDA Graph, ratios to PyTorch
+# ZOO (default googlenet,inception_v3,resnet50,squeezenet1_1) picks the models for gpu_zoo,
+# ZOO_RUNS its timed launches per configuration (default 100); STEP_TIMEOUT (seconds, default
+# 600) bounds each step, NODE_TESTS=0 skips the node tests.
 # Build the bundle first on a machine with Rust: `scripts/gpu_bundle.sh` (writes gpu-bundle/).
 # With the device tool: run(command="scripts/gpu_run.sh $OUT", carry=["gpu-bundle"]).
 set -uo pipefail
@@ -41,15 +47,32 @@ export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 } > "$out/gpu.txt" 2>&1
 
 status=0
+limit=(timeout "${STEP_TIMEOUT:-600}")
+zoo="${ZOO:-googlenet,inception_v3,resnet50,squeezenet1_1}"
+
+# The zoo is exported here (it has torch, torchvision, timm and onnx; nothing is fetched).
+"${limit[@]}" "$python" models/export_zoo.py --only "$zoo" > "$out/export.log" 2>&1 || status=5
+tail -3 "$out/export.log"
+
+"${limit[@]}" "$python" scripts/torch_gpu_bench.py "$out" > "$out/torch_baseline.log" 2>&1 || status=4
+tail -6 "$out/torch_baseline.log"
+
+if [ -x gpu-bundle/gpu_zoo ]; then
+  models=()
+  for m in ${zoo//,/ }; do [ -f "models/zoo/$m.onnx" ] && models+=("models/zoo/$m.onnx"); done
+  "${limit[@]}" gpu-bundle/gpu_zoo "$out" "${models[@]}" --runs "${ZOO_RUNS:-100}" \
+    --torch "$out/torch_baseline.json" > "$out/gpu_zoo.log" 2>&1 || status=6
+  tail -40 "$out/gpu_zoo.log"
+fi
+
 if [ -x gpu-bundle/gpu_check ]; then
   node_tests="$("$python" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/node"))' 2>/dev/null)"
-  gpu-bundle/gpu_check "$out" $node_tests > "$out/gpu_check.log" 2>&1 || status=$?
+  [ "${NODE_TESTS:-1}" = 0 ] && node_tests=
+  "${limit[@]}" gpu-bundle/gpu_check "$out" $node_tests > "$out/gpu_check.log" 2>&1 || status=$?
   tail -5 "$out/gpu_check.log"
 else
   echo "gpu-bundle/gpu_check is missing: run scripts/gpu_bundle.sh on the build machine" | tee "$out/gpu_check.log"
   status=3
 fi
 
-"$python" scripts/torch_gpu_bench.py "$out" > "$out/torch_baseline.log" 2>&1 || status=$((status == 0 ? 4 : status))
-tail -12 "$out/torch_baseline.log"
 exit "$status"

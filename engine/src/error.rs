@@ -107,6 +107,14 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The GPU failed: a kernel could not be built or launched, a copy or a capture failed.
+    #[error("GPU, {context}: {cause}")]
+    Gpu {
+        /// Where: the node (`node 'name' (op)`) or the step (`uploading input 'x'`).
+        context: String,
+        /// Why.
+        cause: String,
+    },
     /// A session setting that cannot work (thread budget, cost model for another model, …).
     #[error("configuration: {0}")]
     Config(String),

@@ -15,6 +15,8 @@ pub mod detect;
 pub mod device;
 pub mod error;
 pub mod exec;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod graph;
 mod io;
 pub mod memory;

@@ -98,7 +98,8 @@ pub fn device_kind(d: Device) -> DeviceKind {
     }
 }
 
-fn boundness(op_type: &str) -> Boundness {
+/// Whether an op type is compute- or memory-bound (Opara's launch order uses it).
+pub fn boundness(op_type: &str) -> Boundness {
     match op_type {
         "Conv" | "FusedConv" | "ConvTranspose" | "Gemm" | "MatMul" | "Einsum" => Boundness::Compute,
         _ => Boundness::Memory,

@@ -1,0 +1,70 @@
+//! [`CapturedPlan`]: a [`GpuPlan`]'s whole multi-stream launch sequence captured once as a
+//! CUDA Graph and replayed with one launch (Opara §4), for fixed input shapes.
+
+use std::sync::Mutex;
+
+use spillway_kernels::Tensor;
+use spillway_kernels::cuda::cudarc::driver::CudaGraph;
+use spillway_kernels::cuda::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+
+use super::plan::GpuPlan;
+use super::step_error;
+use crate::error::Result;
+
+/// A plan and its captured graph. The graph replays exactly the launches of
+/// [`GpuPlan::enqueue`], events between streams included, on the plan's memory.
+pub struct CapturedPlan<'p> {
+    plan: &'p GpuPlan,
+    /// CUDA graphs are not internally synchronized.
+    graph: Mutex<CudaGraph>,
+}
+
+impl std::fmt::Debug for CapturedPlan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapturedPlan").finish_non_exhaustive()
+    }
+}
+
+impl<'p> CapturedPlan<'p> {
+    /// Captures `plan`'s launch sequence. Every kernel is already built (and compiled), so
+    /// capturing only records launches.
+    pub fn capture(plan: &'p GpuPlan) -> Result<CapturedPlan<'p>> {
+        let _guard = plan.running.lock().unwrap_or_else(|p| p.into_inner());
+        let main = plan.gpu.stream(0);
+        main.synchronize()
+            .map_err(|e| step_error("waiting before the capture", e))?;
+        main.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+            .map_err(|e| step_error("beginning the capture", e))?;
+        let launched = plan.enqueue();
+        // End the capture whatever happened, so the stream is usable again.
+        let ended = main.end_capture(CUgraphInstantiate_flags(0));
+        launched?;
+        let graph = ended
+            .map_err(|e| step_error("ending the capture", e))?
+            .ok_or_else(|| step_error("ending the capture", "no graph was captured"))?;
+        graph
+            .upload()
+            .map_err(|e| step_error("uploading the graph", e))?;
+        Ok(CapturedPlan {
+            plan,
+            graph: Mutex::new(graph),
+        })
+    }
+
+    /// Launches the captured graph on stream 0 without waiting for it.
+    pub fn replay(&self) -> Result<()> {
+        self.graph
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .launch()
+            .map_err(|e| step_error("replaying the graph", e))
+    }
+
+    /// Uploads `inputs`, replays the graph and returns the outputs.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let _guard = self.plan.running.lock().unwrap_or_else(|p| p.into_inner());
+        self.plan.upload(inputs)?;
+        self.replay()?;
+        self.plan.download()
+    }
+}

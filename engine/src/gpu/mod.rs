@@ -1,0 +1,31 @@
+//! A whole graph on one GPU (feature `cuda`): every node's GPU kernel built once for fixed
+//! shapes, one device arena, the nodes launched on the compute streams a schedule gives, with
+//! an event from a pre-created pool for every edge that crosses streams, and, for replay, the
+//! whole multi-stream launch sequence captured once as a CUDA Graph (Opara §4).
+//!
+//! [`GpuPlan`] is what the executor's GPU lane runs; `gpu_zoo` (tests crate) drives it on the
+//! model zoo on a real GPU.
+
+mod capture;
+mod plan;
+
+pub use capture::CapturedPlan;
+pub use plan::{GpuPlan, StreamAssignment};
+
+use crate::error::Error;
+
+/// A GPU failure at a node.
+pub(crate) fn node_error(node: &crate::graph::Node, cause: impl std::fmt::Display) -> Error {
+    Error::Gpu {
+        context: format!("node '{}' ({})", node.name, node.op_type),
+        cause: cause.to_string(),
+    }
+}
+
+/// A GPU failure in a step that belongs to no node.
+pub(crate) fn step_error(context: impl Into<String>, cause: impl std::fmt::Display) -> Error {
+    Error::Gpu {
+        context: context.into(),
+        cause: cause.to_string(),
+    }
+}

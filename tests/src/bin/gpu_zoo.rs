@@ -1,0 +1,478 @@
+//! `gpu_zoo OUT_DIR MODEL.onnx… [--streams N] [--runs N] [--torch FILE]`: whole models on
+//! GPU 0, against the CPU and against PyTorch.
+//!
+//! For each model (optimized at the `Basic` level, which keeps every node GPU-runnable), on a
+//! seeded input: the CPU kernels run every node and give every value's shape and reference;
+//! then the GPU runs it one stream, and on `N` streams as `Lios`, `Opara` and `Greedy` place
+//! it from the nodes' GPU times measured alone. Each configuration is checked against the CPU
+//! (largest difference relative to the output's largest magnitude, ≤ 1e-3 with TF32 off) and
+//! timed with CUDA events after warm-up, both launched eagerly and replayed as a CUDA Graph.
+//! With `--torch` (`torch_baseline.json` from `scripts/torch_gpu_bench.py`), the table gives
+//! the ratios to PyTorch eager and CUDA Graph. Writes `gpu_zoo.{md,json}`; exits 1 when a
+//! configuration's outputs are wrong, 2 when CUDA is unavailable.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use spillway::gpu::{CapturedPlan, GpuPlan, StreamAssignment};
+use spillway::graph::Graph;
+use spillway::graph::passes::{Level, optimize};
+use spillway::profile::boundness;
+use spillway_kernels::Tensor;
+use spillway_kernels::cuda::cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+use spillway_kernels::cuda::ops::TensorDesc;
+use spillway_kernels::cuda::{Gpu, GpuOptions, probe};
+use spillway_placement::{CostGraph, Edge, Op, Options, Policy, Topology, place, simulate};
+use spillway_tests::seeded_f32;
+
+/// Relative tolerance of a GPU output against the CPU's (TF32 off).
+const TOLERANCE: f64 = 1e-3;
+
+struct Args {
+    out: PathBuf,
+    models: Vec<PathBuf>,
+    streams: usize,
+    runs: usize,
+    torch: Option<PathBuf>,
+}
+
+fn args() -> Result<Args> {
+    let mut it = std::env::args().skip(1);
+    let out = PathBuf::from(it.next().context("usage: gpu_zoo OUT_DIR MODEL.onnx…")?);
+    let mut a = Args {
+        out,
+        models: Vec::new(),
+        streams: 4,
+        runs: 100,
+        torch: None,
+    };
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--streams" => a.streams = it.next().context("--streams N")?.parse()?,
+            "--runs" => a.runs = it.next().context("--runs N")?.parse()?,
+            "--torch" => a.torch = Some(it.next().context("--torch FILE")?.into()),
+            _ => a.models.push(x.into()),
+        }
+    }
+    Ok(a)
+}
+
+/// Every value of one CPU run of `graph`: the reference and the shapes.
+fn cpu_walk(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+    let mut values: Vec<Option<Tensor>> = vec![None; graph.values.len()];
+    for (v, t) in &graph.constants {
+        values[v.index()] = Some(t.clone());
+    }
+    for (v, t) in graph.inputs.iter().zip(inputs) {
+        values[v.index()] = Some(t.clone());
+    }
+    for node in &graph.nodes {
+        let kernel = spillway::exec::build_kernel(node)?;
+        let ins: Vec<Option<&Tensor>> = node.inputs[..node.declared_inputs]
+            .iter()
+            .map(|v| v.and_then(|v| values[v.index()].as_ref()))
+            .collect();
+        let outs = kernel
+            .run(&ins)
+            .with_context(|| format!("CPU node '{}' ({})", node.name, node.op_type))?;
+        for (v, t) in node.outputs.iter().zip(outs) {
+            if let Some(v) = v {
+                values[v.index()] = Some(t);
+            }
+        }
+    }
+    Ok(values)
+}
+
+/// Largest |a − b| over the largest |a| (0 when both are all zero).
+fn relative_difference(want: &Tensor, got: &Tensor) -> Result<f64> {
+    if want.shape() != got.shape() {
+        bail!("shape {:?} against {:?}", got.shape(), want.shape());
+    }
+    let (w, g) = (want.to_f64_vec()?, got.to_f64_vec()?);
+    let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
+    let worst = w
+        .iter()
+        .zip(&g)
+        .map(|(a, b)| {
+            if a.is_nan() && b.is_nan() {
+                0.0
+            } else {
+                (a - b).abs()
+            }
+        })
+        .fold(
+            0f64,
+            |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) },
+        );
+    Ok(if scale == 0.0 { worst } else { worst / scale })
+}
+
+/// The worst output difference of `got` against the CPU reference.
+fn check(graph: &Graph, reference: &[Option<Tensor>], got: &[Tensor]) -> Result<f64> {
+    let mut worst = 0f64;
+    for (v, t) in graph.outputs.iter().zip(got) {
+        let want = reference[v.index()].as_ref().context("no CPU output")?;
+        worst = worst.max(relative_difference(want, t)?);
+    }
+    Ok(worst)
+}
+
+/// The first node (in graph order) whose output departs from the CPU's, for the report.
+fn first_departure(graph: &Graph, plan: &GpuPlan, reference: &[Option<Tensor>]) -> String {
+    for node in &graph.nodes {
+        for v in node.present_outputs() {
+            let (Some(want), Ok(Some(got))) = (&reference[v.index()], plan.read_value(v)) else {
+                continue;
+            };
+            match relative_difference(want, &got) {
+                Ok(d) if d <= TOLERANCE => {}
+                Ok(d) => {
+                    return format!("first at node '{}' ({}): {d:.2e}", node.name, node.op_type);
+                }
+                Err(e) => return format!("node '{}': {e:#}", node.name),
+            }
+        }
+    }
+    "no single node departs".to_string()
+}
+
+/// Median ms of `launch` between CUDA events on stream 0, after `warmup` launches.
+fn time_ms(gpu: &Gpu, runs: usize, launch: &dyn Fn() -> spillway::Result<()>) -> Result<f64> {
+    for _ in 0..10 {
+        launch()?;
+    }
+    gpu.stream(0).synchronize()?;
+    let start = gpu.context().new_event(Some(CU_EVENT_DEFAULT))?;
+    let end = gpu.context().new_event(Some(CU_EVENT_DEFAULT))?;
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        start.record(gpu.stream(0))?;
+        launch()?;
+        end.record(gpu.stream(0))?;
+        end.synchronize()?;
+        samples.push(f64::from(start.elapsed_ms(&end)?));
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+/// The cost graph of `graph` with measured GPU times per node.
+fn cost_graph(graph: &Graph, node_us: &[f64], descs: &[Option<TensorDesc>]) -> CostGraph {
+    let ops = graph
+        .nodes
+        .iter()
+        .zip(node_us)
+        .map(|(n, &us)| {
+            let mut op = Op::gpu(n.name.clone(), us.max(0.1));
+            op.kind = n.op_type.clone();
+            op.bound = boundness(&n.op_type);
+            op
+        })
+        .collect();
+    let producers = graph.producers();
+    let mut bytes: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+    for (dst, node) in graph.nodes.iter().enumerate() {
+        for v in node.present_inputs() {
+            if let Some(&src) = producers.get(&v) {
+                let b = descs[v.index()].as_ref().map_or(0, TensorDesc::bytes);
+                *bytes.entry((src, dst)).or_default() += b as f64;
+            }
+        }
+    }
+    CostGraph {
+        ops,
+        edges: bytes
+            .into_iter()
+            .map(|((src, dst), bytes)| Edge { src, dst, bytes })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// One configuration's results.
+#[derive(Debug, serde::Serialize)]
+struct Config {
+    name: String,
+    streams_used: usize,
+    predicted_ms: Option<f64>,
+    max_rel_diff: f64,
+    pass: bool,
+    departure: Option<String>,
+    eager_ms: Option<f64>,
+    graph_ms: Option<f64>,
+    error: Option<String>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct ModelResult {
+    model: String,
+    nodes: usize,
+    input: Vec<usize>,
+    arena_mib: f64,
+    configs: Vec<Config>,
+    error: Option<String>,
+}
+
+fn run_config(
+    name: &str,
+    graph: &Graph,
+    descs: &[Option<TensorDesc>],
+    reference: &[Option<Tensor>],
+    input: &[Tensor],
+    gpu: &Arc<Gpu>,
+    assignment: &StreamAssignment,
+    runs: usize,
+) -> Result<(Config, GpuPlan)> {
+    let plan = GpuPlan::compile(graph, descs, gpu.clone(), assignment)?;
+    let eager_out = plan.run(input)?;
+    let mut diff = check(graph, reference, &eager_out)?;
+    let captured = CapturedPlan::capture(&plan)?;
+    diff = diff.max(check(graph, reference, &captured.run(input)?)?);
+    let pass = diff <= TOLERANCE;
+    let departure = (!pass).then(|| {
+        plan.run(input).ok();
+        first_departure(graph, &plan, reference)
+    });
+    let eager_ms = time_ms(gpu, runs, &|| plan.enqueue())?;
+    let graph_ms = time_ms(gpu, runs, &|| captured.replay())?;
+    drop(captured);
+    Ok((
+        Config {
+            name: name.to_string(),
+            streams_used: plan.streams_used(),
+            predicted_ms: None,
+            max_rel_diff: diff,
+            pass,
+            departure,
+            eager_ms: Some(eager_ms),
+            graph_ms: Some(graph_ms),
+            error: None,
+        },
+        plan,
+    ))
+}
+
+fn failed(name: &str, e: anyhow::Error) -> Config {
+    Config {
+        name: name.to_string(),
+        streams_used: 0,
+        predicted_ms: None,
+        max_rel_diff: f64::NAN,
+        pass: false,
+        departure: None,
+        eager_ms: None,
+        graph_ms: None,
+        error: Some(format!("{e:#}")),
+    }
+}
+
+fn run_model(path: &Path, gpu: &Arc<Gpu>, streams: usize, runs: usize) -> Result<ModelResult> {
+    let mut graph = spillway::onnx::load_file(path)?;
+    optimize(&mut graph, Level::Basic)?;
+    let input: Vec<Tensor> = graph
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let shape = graph
+                .value(v)
+                .fixed_shape()
+                .with_context(|| format!("input '{}' has no fixed shape", graph.name(v)))?;
+            Ok(seeded_f32(&shape, 7 + i as u64))
+        })
+        .collect::<Result<_>>()?;
+    let reference = cpu_walk(&graph, &input)?;
+    let descs: Vec<Option<TensorDesc>> = reference
+        .iter()
+        .map(|t| t.as_ref().map(|t| TensorDesc::new(t.dtype(), t.shape())))
+        .collect();
+    let mut result = ModelResult {
+        model: path
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into(),
+        nodes: graph.nodes.len(),
+        input: input
+            .first()
+            .map(|t| t.shape().to_vec())
+            .unwrap_or_default(),
+        arena_mib: 0.0,
+        configs: Vec::new(),
+        error: None,
+    };
+    let single = StreamAssignment::single_stream(graph.nodes.len());
+    let (config, plan) = run_config(
+        "1 stream", &graph, &descs, &reference, &input, gpu, &single, runs,
+    )?;
+    result.arena_mib = plan.arena_bytes() as f64 / (1 << 20) as f64;
+    println!("  {:<10} {}", config.name, summary(&config));
+    result.configs.push(config);
+    let node_us = plan.profile_nodes(5)?;
+    drop(plan);
+    let costs = cost_graph(&graph, &node_us, &descs);
+    let topology = Topology::gpus(1, streams);
+    for policy in [Policy::Lios, Policy::Opara, Policy::Greedy] {
+        let name = format!("{policy:?} ×{streams}");
+        let outcome = place(policy, &costs, &topology, &Options::default())
+            .map_err(anyhow::Error::from)
+            .and_then(|schedule| {
+                let predicted = simulate(&costs, &topology, &schedule)?.makespan / 1000.0;
+                let assignment = StreamAssignment::from_schedule(&schedule);
+                let (mut c, _) = run_config(
+                    &name,
+                    &graph,
+                    &descs,
+                    &reference,
+                    &input,
+                    gpu,
+                    &assignment,
+                    runs,
+                )?;
+                c.predicted_ms = Some(predicted);
+                Ok(c)
+            });
+        let config = outcome.unwrap_or_else(|e| failed(&name, e));
+        println!("  {:<10} {}", config.name, summary(&config));
+        result.configs.push(config);
+    }
+    Ok(result)
+}
+
+fn summary(c: &Config) -> String {
+    match (&c.error, c.eager_ms, c.graph_ms) {
+        (Some(e), _, _) => format!("ERROR {e}"),
+        (None, Some(e), Some(g)) => format!(
+            "{} rel {:.1e}  eager {e:.3} ms  graph {g:.3} ms  ({} streams used)",
+            if c.pass { "ok  " } else { "FAIL" },
+            c.max_rel_diff,
+            c.streams_used
+        ),
+        _ => String::new(),
+    }
+}
+
+/// PyTorch medians by model name: (eager ms, CUDA Graph ms).
+fn torch_medians(path: Option<&Path>) -> HashMap<String, (f64, f64)> {
+    let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else {
+        return HashMap::new();
+    };
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return HashMap::new();
+    };
+    let mut map = HashMap::new();
+    for row in json["rows"].as_array().into_iter().flatten() {
+        if let (Some(m), Some(e), Some(g)) = (
+            row["model"].as_str(),
+            row["eager_ms_median"].as_f64(),
+            row["cuda_graph_ms_median"].as_f64(),
+        ) {
+            map.insert(m.to_string(), (e, g));
+        }
+    }
+    map
+}
+
+fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
+    let torch = torch_medians(args.torch.as_deref());
+    let mut md = format!(
+        "# Spillway on the GPU: the zoo against the CPU and PyTorch\n\n\
+         GPU {gpu}. float32, TF32 off, batch 1, seeded input. Each configuration's outputs are \
+         checked against Spillway's CPU kernels (largest difference over the output's largest \
+         magnitude, pass ≤ {TOLERANCE:.0e}); times are medians of {} launches of the whole \
+         model between CUDA events on stream 0, after 10 warm-ups: `eager` enqueues every node \
+         from the host, `graph` replays the captured CUDA Graph. Multi-stream schedules are \
+         placed from each node's GPU time measured alone; `predicted` is the placement \
+         simulator's makespan. PyTorch columns from `torch_baseline.json` of the same run.\n\n\
+         | model | config | streams | pass | max rel diff | eager ms | graph ms | predicted ms | \
+         PyTorch eager / ours (graph) | PyTorch graph / ours (graph) |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+        args.runs
+    );
+    let f = |x: Option<f64>| x.map_or("".to_string(), |x| format!("{x:.3}"));
+    for r in results {
+        if let Some(e) = &r.error {
+            md += &format!("| {} | | | | | | | | | error: {e} |\n", r.model);
+        }
+        for c in &r.configs {
+            let (te, tg) = match (torch.get(&r.model), c.graph_ms) {
+                (Some(&(e, g)), Some(ours)) => {
+                    (format!("{:.2}", e / ours), format!("{:.2}", g / ours))
+                }
+                _ => (String::new(), String::new()),
+            };
+            let status = match &c.error {
+                Some(e) => format!("error: {}", e.replace('|', "/")),
+                None if c.pass => "yes".into(),
+                None => format!("NO ({})", c.departure.clone().unwrap_or_default()),
+            };
+            md += &format!(
+                "| {} | {} | {} | {} | {:.1e} | {} | {} | {} | {te} | {tg} |\n",
+                r.model,
+                c.name,
+                c.streams_used,
+                status,
+                c.max_rel_diff,
+                f(c.eager_ms),
+                f(c.graph_ms),
+                f(c.predicted_ms)
+            );
+        }
+    }
+    md
+}
+
+fn main() -> Result<()> {
+    let args = args()?;
+    std::fs::create_dir_all(&args.out)?;
+    let system = match probe() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("CUDA is unavailable: {e}");
+            std::fs::write(
+                args.out.join("gpu_zoo.md"),
+                format!("CUDA unavailable: {e}\n"),
+            )?;
+            std::process::exit(2);
+        }
+    };
+    let name = system.gpu(0)?.name.clone();
+    let gpu = Arc::new(Gpu::open(0, args.streams, GpuOptions::default())?);
+    let mut results = Vec::new();
+    for path in &args.models {
+        println!("{}", path.display());
+        let r = run_model(path, &gpu, args.streams, args.runs).unwrap_or_else(|e| {
+            println!("  ERROR {e:#}");
+            ModelResult {
+                model: path
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into(),
+                nodes: 0,
+                input: Vec::new(),
+                arena_mib: 0.0,
+                configs: Vec::new(),
+                error: Some(format!("{e:#}")),
+            }
+        });
+        results.push(r);
+        // Keep what is done if a later model takes the process down.
+        let json = serde_json::json!({ "gpu": name, "runs": args.runs, "models": results });
+        std::fs::write(
+            args.out.join("gpu_zoo.json"),
+            serde_json::to_string_pretty(&json)?,
+        )?;
+        std::fs::write(
+            args.out.join("gpu_zoo.md"),
+            markdown(&name, &args, &results),
+        )?;
+    }
+    let wrong = results
+        .iter()
+        .any(|r| r.error.is_some() || r.configs.iter().any(|c| c.error.is_none() && !c.pass));
+    std::process::exit(i32::from(wrong));
+}
