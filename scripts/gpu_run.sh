@@ -3,13 +3,14 @@
 # CUDA wheels (cuDNN 9, cuBLAS, NVRTC) — but no Rust — runs everything that needs the GPU and
 # writes the results into OUT_DIR:
 #   gpu.txt              nvidia-smi and library versions
+#   libraries.txt        the library setting kept (see conv_works) and every cuDNN file found
 #   gpu_check.{md,json}  every GPU kernel vs the CPU kernel of the same node (exit 1 on a mismatch)
 #   node_tests.{md,json} the ONNX backend node tests of the GPU ops, GPU vs CPU
 #   torch_baseline.{md,json}  PyTorch eager and CUDA-Graph latency of the zoo (the issue's peers)
 #   export.log           the zoo models exported here (models/export_zoo.py with this python3)
 #   gpu_zoo.{md,json}    whole models on the GPU: outputs vs the CPU, one stream and Lios /
 #                        Opara / Greedy on several, eager and CUDA Graph, ratios to PyTorch
-# ZOO (default googlenet,inception_v3,resnet50,squeezenet1_1) picks the models for gpu_zoo,
+# ZOO (default googlenet,inception_v3,resnet50,squeezenet1_1,nasnetalarge) picks the models for gpu_zoo,
 # ZOO_RUNS its timed launches per configuration (default 100); STEP_TIMEOUT (seconds, default
 # 600) bounds each step, NODE_TESTS=0 skips the node tests.
 # Build the bundle first on a machine with Rust: `scripts/gpu_bundle.sh` (writes gpu-bundle/).
@@ -33,11 +34,43 @@ dirs = sorted({d for r in roots for d in glob.glob(os.path.join(r, "*", "lib")) 
 print(":".join(dirs))
 PY
 )"
+wheels="$libdirs"
 for d in /usr/local/cuda/lib64 /usr/local/nvidia/lib64; do
   [ -d "$d" ] && libdirs="${libdirs:+$libdirs:}$d"
 done
-export SPILLWAY_CUDA_LIB_PATH="$libdirs"
-export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+system_ld="${LD_LIBRARY_PATH:-}"
+use_libs() {
+  export SPILLWAY_CUDA_LIB_PATH="$1"
+  export LD_LIBRARY_PATH="${2}${system_ld:+:$system_ld}"
+}
+use_libs "$libdirs" "$libdirs"
+
+# cuDNN 9 refuses to mix sub-libraries of two installs (CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH).
+# Check a convolution with the wheels plus the system folders, then with the wheels alone
+# (and the driver's folder), then without preloading; keep the first that works.
+conv_works() {
+  GPU_CHECK_ONLY=Conv timeout 120 gpu-bundle/gpu_check "$out/conv-probe" > "$out/conv-probe.log" 2>&1
+}
+if [ -x gpu-bundle/gpu_check ] && ! conv_works; then
+  {
+    echo "convolution fails with SPILLWAY_CUDA_LIB_PATH=$libdirs; the cuDNN files it loaded:"
+    LD_DEBUG=libs GPU_CHECK_ONLY=Conv timeout 120 gpu-bundle/gpu_check "$out/conv-probe" 2>&1 \
+      | grep -i 'calling init:.*cudnn' | sort -u
+    echo "trying the wheels alone"
+  } >> "$out/libraries.txt"
+  drivers="$wheels:/usr/local/nvidia/lib64"
+  use_libs "$drivers" "$drivers"
+  if ! conv_works; then
+    echo "convolution fails with the wheels alone; trying without preloading" >> "$out/libraries.txt"
+    use_libs "" "$drivers"
+    conv_works || { echo "convolution fails in every library setting" >> "$out/libraries.txt"; use_libs "$libdirs" "$libdirs"; }
+  fi
+fi
+{
+  echo "kept: SPILLWAY_CUDA_LIB_PATH=$SPILLWAY_CUDA_LIB_PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  find / -xdev -name 'libcudnn*.so*' 2>/dev/null | sort
+} >> "$out/libraries.txt"
+rm -rf "$out/conv-probe"
 
 {
   nvidia-smi || true
@@ -48,7 +81,7 @@ export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 status=0
 limit=(timeout "${STEP_TIMEOUT:-600}")
-zoo="${ZOO:-googlenet,inception_v3,resnet50,squeezenet1_1}"
+zoo="${ZOO:-googlenet,inception_v3,resnet50,squeezenet1_1,nasnetalarge}"
 
 # The zoo is exported here (it has torch, torchvision, timm and onnx; nothing is fetched).
 "${limit[@]}" "$python" models/export_zoo.py --only "$zoo" > "$out/export.log" 2>&1 || status=5

@@ -4,8 +4,9 @@
 //! `libcudnn.so.9`, ...), so the dynamic loader finds them on `LD_LIBRARY_PATH` and in the system
 //! directories. On machines where cuDNN, cuBLAS and NVRTC come as Python wheels
 //! (`site-packages/nvidia/*/lib`), list those directories in `SPILLWAY_CUDA_LIB_PATH`
-//! (colon-separated): every CUDA library found there is opened once with `RTLD_GLOBAL`, and the
-//! loader then resolves the later open by soname to the library already loaded.
+//! (colon-separated): every CUDA library found there is opened once with `RTLD_GLOBAL` (from the
+//! first directory that has it), and the loader then resolves the later open by soname to the
+//! library already loaded.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -36,9 +37,15 @@ pub fn preload() -> &'static [PathBuf] {
         let Some(dirs) = std::env::var_os(LIB_PATH_VAR) else {
             return Vec::new();
         };
-        let mut loaded = Vec::new();
+        let mut loaded: Vec<PathBuf> = Vec::new();
         for dir in std::env::split_paths(&dirs) {
             for path in candidates(&dir) {
+                // The first directory that has a library wins: a second copy (another cuDNN
+                // install on the path, say) mixes versions, which cuDNN 9 refuses with
+                // CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH.
+                if loaded.iter().any(|p| p.file_name() == path.file_name()) {
+                    continue;
+                }
                 // SAFETY: opening a library runs its initializers; these are NVIDIA's CUDA
                 // libraries, which the backend is about to open anyway.
                 if let Ok(lib) = unsafe { Library::open(Some(&path), RTLD_NOW | RTLD_GLOBAL) } {

@@ -745,7 +745,10 @@ fn main() -> Result<()> {
     let info = system.gpu(0)?.clone();
     let gpu = Gpu::open(0, 2, GpuOptions::default())?;
     let mut outcomes = Vec::new();
-    for c in cases() {
+    // GPU_CHECK_ONLY=Conv,Gemm keeps those ops' cases (a quick check of one library).
+    let only = std::env::var("GPU_CHECK_ONLY").ok();
+    let wanted = |op: &str| only.as_ref().is_none_or(|o| o.split(',').any(|x| x == op));
+    for c in cases().into_iter().filter(|c| wanted(c.op)) {
         let outcome = run_case(&gpu, &c).unwrap_or_else(|e| Outcome {
             op: c.op.to_string(),
             shapes: String::new(),
