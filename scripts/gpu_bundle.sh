@@ -10,4 +10,13 @@ for tool in gpu_check gpu_zoo; do
   cp target/release/$tool gpu-bundle/
   strip gpu-bundle/$tool
 done
-ls -l gpu-bundle
+# The ONNX backend node tests of the GPU ops (the GPU machine's onnx wheel has no test data),
+# from this checkout's venv (scripts/venv.sh).
+node_dir="$(.venv/bin/python -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/node"))' 2>/dev/null || true)"
+rm -rf gpu-bundle/node
+if [ -d "$node_dir" ]; then
+  gpu-bundle/gpu_check --copy-node-tests "$node_dir" gpu-bundle/node
+else
+  echo "no .venv with onnx: the bundle has no node tests (run scripts/venv.sh first)"
+fi
+du -sh gpu-bundle/*

@@ -99,7 +99,8 @@ if [ -x gpu-bundle/gpu_zoo ]; then
 fi
 
 if [ -x gpu-bundle/gpu_check ]; then
-  node_tests="$("$python" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/node"))' 2>/dev/null)"
+  node_tests=gpu-bundle/node
+  [ -d "$node_tests" ] || node_tests="$("$python" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/node"))' 2>/dev/null)"
   [ "${NODE_TESTS:-1}" = 0 ] && node_tests=
   "${limit[@]}" gpu-bundle/gpu_check "$out" $node_tests > "$out/gpu_check.log" 2>&1 || status=$?
   tail -5 "$out/gpu_check.log"

@@ -16,7 +16,7 @@ pub enum Device {
         /// Distinguishes virtual devices.
         id: u32,
     },
-    /// A CUDA GPU (the CUDA backend; not built into this binary yet).
+    /// A CUDA GPU (the CUDA backend, feature `cuda`).
     Cuda {
         /// Device ordinal.
         ordinal: u32,
@@ -108,8 +108,8 @@ impl Devices {
         }
     }
 
-    /// The CPU and every CUDA GPU found. This build has no CUDA backend, so this is the CPU;
-    /// `with_cuda` states a GPU explicitly and fails at session creation when it is missing.
+    /// The CPU. A GPU is stated explicitly with `with_cuda`, which fails at session creation
+    /// when the GPU is missing (or this build has no CUDA backend) unless fallback is allowed.
     pub fn auto() -> Self {
         Devices::cpu()
     }
@@ -136,7 +136,9 @@ impl Devices {
         self
     }
 
-    /// Adds a CUDA GPU with `streams` streams.
+    /// Adds a CUDA GPU with `streams` compute streams. A session with a GPU runs every node on
+    /// it (its placement policy assigns the streams); nodes on the CPU and the GPU in one
+    /// inference are the next step of the CUDA backend.
     pub fn with_cuda(mut self, ordinal: u32, streams: usize) -> Self {
         self.specs.push(DeviceSpec {
             device: Device::Cuda { ordinal },
@@ -186,10 +188,13 @@ impl Devices {
         let mut kept = self.clone();
         let mut dropped = Vec::new();
         kept.specs.retain(|s| match s.device {
-            Device::Cuda { ordinal } => {
-                dropped.push((s.device, cuda_unavailable(ordinal)));
-                false
-            }
+            Device::Cuda { ordinal } => match cuda_unavailable(ordinal) {
+                Some(reason) => {
+                    dropped.push((s.device, reason));
+                    false
+                }
+                None => true,
+            },
             _ => true,
         });
         (kept, dropped)
@@ -198,22 +203,16 @@ impl Devices {
 
 /// Why CUDA GPU `ordinal` cannot run this session's nodes.
 #[cfg(not(feature = "cuda"))]
-fn cuda_unavailable(_ordinal: u32) -> String {
-    "this build of Spillway has no CUDA backend (feature `cuda`)".to_string()
+fn cuda_unavailable(_ordinal: u32) -> Option<String> {
+    Some("this build of Spillway has no CUDA backend (feature `cuda`)".to_string())
 }
 
-/// Why CUDA GPU `ordinal` cannot run this session's nodes: what the probe found missing, or,
-/// on a machine where the GPU works, that the executor has no GPU lanes yet (the kernels,
-/// memory and streams exist in `spillway_kernels::cuda`; running a graph's nodes there is
-/// the step still to come).
+/// Why CUDA GPU `ordinal` cannot run this session's nodes (what the probe found missing), or
+/// `None` when it can.
 #[cfg(feature = "cuda")]
-fn cuda_unavailable(ordinal: u32) -> String {
-    match spillway_kernels::cuda::probe().and_then(|system| system.gpu(ordinal).cloned()) {
-        Err(reason) => reason.to_string(),
-        Ok(gpu) => format!(
-            "CUDA GPU {ordinal} ({}) is present, but this version of Spillway does not run \
-             graph nodes on GPUs yet",
-            gpu.name
-        ),
-    }
+fn cuda_unavailable(ordinal: u32) -> Option<String> {
+    spillway_kernels::cuda::probe()
+        .and_then(|system| system.gpu(ordinal).cloned())
+        .err()
+        .map(|reason| reason.to_string())
 }

@@ -1,7 +1,7 @@
 //! [`CapturedPlan`]: a [`GpuPlan`]'s whole multi-stream launch sequence captured once as a
 //! CUDA Graph and replayed with one launch (Opara §4), for fixed input shapes.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use spillway_kernels::Tensor;
 use spillway_kernels::cuda::cudarc::driver::CudaGraph;
@@ -13,22 +13,22 @@ use crate::error::Result;
 
 /// A plan and its captured graph. The graph replays exactly the launches of
 /// [`GpuPlan::enqueue`], events between streams included, on the plan's memory.
-pub struct CapturedPlan<'p> {
-    plan: &'p GpuPlan,
+pub struct CapturedPlan {
+    plan: Arc<GpuPlan>,
     /// CUDA graphs are not internally synchronized.
     graph: Mutex<CudaGraph>,
 }
 
-impl std::fmt::Debug for CapturedPlan<'_> {
+impl std::fmt::Debug for CapturedPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CapturedPlan").finish_non_exhaustive()
     }
 }
 
-impl<'p> CapturedPlan<'p> {
+impl CapturedPlan {
     /// Captures `plan`'s launch sequence. Every kernel is already built (and compiled), so
     /// capturing only records launches.
-    pub fn capture(plan: &'p GpuPlan) -> Result<CapturedPlan<'p>> {
+    pub fn capture(plan: Arc<GpuPlan>) -> Result<CapturedPlan> {
         let _guard = plan.running.lock().unwrap_or_else(|p| p.into_inner());
         let main = plan.gpu.stream(0);
         main.synchronize()
@@ -45,10 +45,16 @@ impl<'p> CapturedPlan<'p> {
         graph
             .upload()
             .map_err(|e| step_error("uploading the graph", e))?;
+        drop(_guard);
         Ok(CapturedPlan {
             plan,
             graph: Mutex::new(graph),
         })
+    }
+
+    /// The plan it replays.
+    pub fn plan(&self) -> &Arc<GpuPlan> {
+        &self.plan
     }
 
     /// Launches the captured graph on stream 0 without waiting for it.

@@ -3,14 +3,22 @@
 //! an event from a pre-created pool for every edge that crosses streams, and, for replay, the
 //! whole multi-stream launch sequence captured once as a CUDA Graph (Opara §4).
 //!
-//! [`GpuPlan`] is what the executor's GPU lane runs; `gpu_zoo` (tests crate) drives it on the
-//! model zoo on a real GPU.
+//! A session whose devices include a CUDA GPU runs a [`GpuEngine`]; `gpu_zoo` (tests crate)
+//! drives the same parts on the model zoo on a real GPU.
 
 mod capture;
+mod costs;
+mod engine;
 mod plan;
+mod timing;
+mod values;
 
 pub use capture::CapturedPlan;
+pub use costs::cost_graph;
+pub use engine::{GpuChoice, GpuEngine};
 pub use plan::{GpuPlan, StreamAssignment};
+pub use timing::median_ms;
+pub use values::{cpu_values, descs};
 
 use crate::error::Error;
 

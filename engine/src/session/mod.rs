@@ -39,6 +39,21 @@ pub struct RunReport {
     pub trace: Option<Vec<TraceEvent>>,
 }
 impl Session {
+    fn new(graph: Graph, engine: Engine, devices: Devices) -> Session {
+        let input_index = graph
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (graph.name(*v).to_string(), i))
+            .collect();
+        Session {
+            engine,
+            input_index,
+            graph,
+            devices,
+        }
+    }
+
     /// A builder with default settings.
     pub fn builder() -> SessionBuilder {
         SessionBuilder::default()
@@ -158,6 +173,23 @@ impl Session {
                     },
                 ))
             }
+            #[cfg(feature = "cuda")]
+            Engine::Gpu { engine, .. } => {
+                let inputs = bound
+                    .into_iter()
+                    .map(|(_, v)| {
+                        v.as_tensor().cloned().ok_or_else(|| {
+                            Error::Config("a GPU session takes tensor inputs only".to_string())
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let values = engine
+                    .run(&inputs)?
+                    .into_iter()
+                    .map(Value::Tensor)
+                    .collect();
+                Ok((SessionOutputs::new(names, values), RunReport::default()))
+            }
             Engine::Parallel { executor, .. } => {
                 let inputs = bound.into_iter().map(|(_, v)| v).collect();
                 let (values, trace) = executor.run(inputs, options.clone())?;
@@ -177,6 +209,8 @@ impl Session {
         match &self.engine {
             Engine::Parallel { report, .. } => Some(report),
             Engine::Sequential { report, .. } => report.as_ref(),
+            #[cfg(feature = "cuda")]
+            Engine::Gpu { report, .. } => Some(report),
         }
     }
 
@@ -185,6 +219,8 @@ impl Session {
         match &self.engine {
             Engine::Parallel { executor, .. } => Some(executor.plan()),
             Engine::Sequential { .. } => None,
+            #[cfg(feature = "cuda")]
+            Engine::Gpu { .. } => None,
         }
     }
 

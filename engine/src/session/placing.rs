@@ -29,6 +29,12 @@ pub(crate) enum Engine {
         executor: ParallelExecutor,
         report: PlacementReport,
     },
+    /// Every node on one GPU, on the streams its policy chose.
+    #[cfg(feature = "cuda")]
+    Gpu {
+        engine: crate::gpu::GpuEngine,
+        report: PlacementReport,
+    },
 }
 
 /// Where each node runs and what the simulator predicts.
@@ -343,4 +349,98 @@ fn one_lane_if_faster(
         plan: SequentialPlan::compile(graph)?,
         report: Some(report),
     }))
+}
+
+/// A session with a GPU: every node on it, for the input shapes of the profile inputs
+/// (declared shapes, symbolic dims from the builder's profile shapes or 1).
+#[cfg(feature = "cuda")]
+pub(crate) fn build_gpu(
+    builder: &SessionBuilder,
+    graph: &Graph,
+    devices: &Devices,
+) -> Result<Engine> {
+    use spillway_kernels::cuda::GpuOptions;
+    let gpus: Vec<(u32, usize)> = devices
+        .specs()
+        .iter()
+        .filter_map(|s| match s.device {
+            Device::Cuda { ordinal } => Some((ordinal, s.lanes)),
+            _ => None,
+        })
+        .collect();
+    let &[(ordinal, streams)] = gpus.as_slice() else {
+        return Err(Error::Config(format!(
+            "{} GPUs: a session runs on one GPU in this version",
+            gpus.len()
+        )));
+    };
+    let inputs = profile_inputs(graph, &builder.profile_shapes)?
+        .into_iter()
+        .map(|v| {
+            v.as_tensor()
+                .cloned()
+                .ok_or_else(|| Error::Config("a GPU session takes tensor inputs only".to_string()))
+        })
+        .collect::<Result<Vec<Tensor>>>()?;
+    let policy = builder.placement.unwrap_or(Policy::Auto);
+    let options = GpuOptions { tf32: builder.tf32 };
+    let engine = crate::gpu::GpuEngine::build(graph, &inputs, ordinal, streams, policy, options)?;
+    let report = gpu_report(graph, devices, &engine, ordinal, streams)?;
+    Ok(Engine::Gpu { engine, report })
+}
+
+/// The placement report of a GPU engine: its streams, and the simulation of them from the
+/// nodes' measured GPU times.
+#[cfg(feature = "cuda")]
+fn gpu_report(
+    graph: &Graph,
+    devices: &Devices,
+    engine: &crate::gpu::GpuEngine,
+    ordinal: u32,
+    streams: usize,
+) -> Result<PlacementReport> {
+    use spillway_placement::Topology;
+    let choice = engine.choice();
+    let n = graph.nodes.len();
+    let node_us = if choice.node_us.len() == n {
+        choice.node_us.clone()
+    } else {
+        vec![0.0; n]
+    };
+    let cost_graph = crate::gpu::cost_graph(graph, &node_us, &[]);
+    let topology = Topology::gpus(1, streams);
+    let schedule = Schedule::from_sequence(
+        &format!("{:?}", choice.policy),
+        &vec![0; n],
+        &choice.streams,
+        &(0..n).collect::<Vec<_>>(),
+    );
+    let simulation =
+        simulate(&cost_graph, &topology, &schedule).map_err(|e| Error::Placement(e.to_string()))?;
+    let label = format!(
+        "{:?} on cuda{ordinal}: {} of {streams} streams, {}",
+        choice.policy,
+        choice.streams_used,
+        if choice.captured {
+            "replayed as a CUDA Graph"
+        } else {
+            "launched eagerly"
+        }
+    );
+    let mut report = PlacementReport::new(
+        label,
+        graph,
+        devices,
+        CostModel {
+            graph: cost_graph,
+            topology,
+        },
+        schedule,
+        simulation,
+    );
+    for (node, &stream) in report.nodes.iter_mut().zip(&choice.streams) {
+        node.2 = format!("cuda{ordinal}");
+        node.3 = stream;
+    }
+    Ok(report)
 }

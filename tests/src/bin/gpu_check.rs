@@ -1,4 +1,5 @@
-//! `gpu_check OUT_DIR [NODE_TEST_DIR]`: every GPU kernel against the CPU kernel of the same node, on seeded
+//! `gpu_check OUT_DIR [NODE_TEST_DIR]` (or `gpu_check --copy-node-tests SRC DST`, which copies
+//! the node tests it would run, for a GPU machine whose `onnx` has no test data): every GPU kernel against the CPU kernel of the same node, on seeded
 //! inputs in the shapes the model zoo uses, on GPU 0. Writes `gpu_check.json` and
 //! `gpu_check.md` (per case: largest absolute and relative difference, pass/fail, the GPU's
 //! median time per launch from CUDA events after warm-up) and exits 0 when every case
@@ -438,6 +439,16 @@ fn cases() -> Vec<Case> {
         ),
         &[1, 2],
     ));
+    // NASNet's crop-then-pad: negative pads at the start, positive at the end.
+    all.push(with_constants(
+        case(
+            "Pad",
+            13,
+            &[],
+            vec![f(&x4, 90), i64v(&[0, 0, -1, -2, 0, 0, 1, 1])],
+        ),
+        &[1],
+    ));
     all
 }
 
@@ -605,6 +616,49 @@ fn check(
     })
 }
 
+/// The graph of node test `test` when it is one node of an op with a GPU kernel.
+fn gpu_node_test(test: &std::path::Path) -> Option<spillway::graph::Graph> {
+    let graph = spillway::onnx::load_file(&test.join("model.onnx")).ok()?;
+    let [node] = graph.nodes.as_slice() else {
+        return None;
+    };
+    (ops::gpu_ops().contains(&node.op_type.as_str()) && node.subgraphs.is_empty()).then_some(graph)
+}
+
+/// Copies the node tests of `src` that [`node_tests`] runs into `dst` (for a GPU machine whose
+/// `onnx` package has no test data).
+fn copy_node_tests(src: &std::path::Path, dst: &std::path::Path) -> Result<usize> {
+    let mut copied = 0;
+    for entry in std::fs::read_dir(src)? {
+        let test = entry?.path();
+        if gpu_node_test(&test).is_none() {
+            continue;
+        }
+        let target = dst.join(test.file_name().context("a test folder")?);
+        for file in walk(&test)? {
+            let to = target.join(file.strip_prefix(&test)?);
+            std::fs::create_dir_all(to.parent().context("a parent")?)?;
+            std::fs::copy(&file, &to)?;
+        }
+        copied += 1;
+    }
+    Ok(copied)
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            files.extend(walk(&path)?);
+        } else {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
 /// What the node-test pass found.
 #[derive(Debug, Default, serde::Serialize)]
 struct NodeTestSummary {
@@ -631,18 +685,11 @@ fn node_tests(gpu: &Gpu, dir: &std::path::Path) -> Result<NodeTestSummary> {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let Ok(graph) = spillway::onnx::load_file(&test.join("model.onnx")) else {
+        let Some(graph) = gpu_node_test(&test) else {
             summary.skipped += 1;
             continue;
         };
-        let [node] = graph.nodes.as_slice() else {
-            summary.skipped += 1;
-            continue;
-        };
-        if !ops::gpu_ops().contains(&node.op_type.as_str()) || !node.subgraphs.is_empty() {
-            summary.skipped += 1;
-            continue;
-        }
+        let node = &graph.nodes[0];
         let data = test.join("test_data_set_0");
         let mut fed = Vec::new();
         for i in 0..graph.inputs.len() {
@@ -728,6 +775,16 @@ fn time_gpu(gpu: &Gpu, kernel: &dyn ops::GpuKernel, io: &GpuIo<'_>) -> Result<f6
 }
 
 fn main() -> Result<()> {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--copy-node-tests") {
+        let (src, dst) = (argv.get(2), argv.get(3));
+        let (Some(src), Some(dst)) = (src, dst) else {
+            bail!("usage: gpu_check --copy-node-tests SRC_DIR DST_DIR");
+        };
+        let n = copy_node_tests(src.as_ref(), dst.as_ref())?;
+        println!("copied {n} node tests of GPU ops into {dst}");
+        return Ok(());
+    }
     let out = PathBuf::from(
         std::env::args()
             .nth(1)

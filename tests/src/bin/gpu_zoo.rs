@@ -11,20 +11,21 @@
 //! the ratios to PyTorch eager and CUDA Graph. Writes `gpu_zoo.{md,json}`; exits 1 when a
 //! configuration's outputs are wrong, 2 when CUDA is unavailable.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use spillway::gpu::{CapturedPlan, GpuPlan, StreamAssignment};
+use spillway::gpu::{
+    CapturedPlan, GpuPlan, StreamAssignment, cost_graph, cpu_values, descs, median_ms,
+};
 use spillway::graph::passes::{Level, optimize};
 use spillway::graph::{Dim, Graph};
-use spillway::profile::boundness;
+use spillway::{Devices, Session};
 use spillway_kernels::Tensor;
-use spillway_kernels::cuda::cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 use spillway_kernels::cuda::ops::TensorDesc;
 use spillway_kernels::cuda::{Gpu, GpuOptions, probe};
-use spillway_placement::{CostGraph, Edge, Op, Options, Policy, Topology, place, simulate};
+use spillway_placement::{Options, Policy, Topology, place, simulate};
 use spillway_tests::seeded_f32;
 
 /// Relative tolerance of a GPU output against the CPU's (TF32 off).
@@ -57,33 +58,6 @@ fn args() -> Result<Args> {
         }
     }
     Ok(a)
-}
-
-/// Every value of one CPU run of `graph`: the reference and the shapes.
-fn cpu_walk(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
-    let mut values: Vec<Option<Tensor>> = vec![None; graph.values.len()];
-    for (v, t) in &graph.constants {
-        values[v.index()] = Some(t.clone());
-    }
-    for (v, t) in graph.inputs.iter().zip(inputs) {
-        values[v.index()] = Some(t.clone());
-    }
-    for node in &graph.nodes {
-        let kernel = spillway::exec::build_kernel(node)?;
-        let ins: Vec<Option<&Tensor>> = node.inputs[..node.declared_inputs]
-            .iter()
-            .map(|v| v.and_then(|v| values[v.index()].as_ref()))
-            .collect();
-        let outs = kernel
-            .run(&ins)
-            .with_context(|| format!("CPU node '{}' ({})", node.name, node.op_type))?;
-        for (v, t) in node.outputs.iter().zip(outs) {
-            if let Some(v) = v {
-                values[v.index()] = Some(t);
-            }
-        }
-    }
-    Ok(values)
 }
 
 /// Largest |a − b| over the largest |a| (0 when both are all zero).
@@ -139,59 +113,6 @@ fn first_departure(graph: &Graph, plan: &GpuPlan, reference: &[Option<Tensor>]) 
     "no single node departs".to_string()
 }
 
-/// Median ms of `launch` between CUDA events on stream 0, after `warmup` launches.
-fn time_ms(gpu: &Gpu, runs: usize, launch: &dyn Fn() -> spillway::Result<()>) -> Result<f64> {
-    for _ in 0..10 {
-        launch()?;
-    }
-    gpu.stream(0).synchronize()?;
-    let start = gpu.context().new_event(Some(CU_EVENT_DEFAULT))?;
-    let end = gpu.context().new_event(Some(CU_EVENT_DEFAULT))?;
-    let mut samples = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        start.record(gpu.stream(0))?;
-        launch()?;
-        end.record(gpu.stream(0))?;
-        end.synchronize()?;
-        samples.push(f64::from(start.elapsed_ms(&end)?));
-    }
-    samples.sort_by(f64::total_cmp);
-    Ok(samples[samples.len() / 2])
-}
-
-/// The cost graph of `graph` with measured GPU times per node.
-fn cost_graph(graph: &Graph, node_us: &[f64], descs: &[Option<TensorDesc>]) -> CostGraph {
-    let ops = graph
-        .nodes
-        .iter()
-        .zip(node_us)
-        .map(|(n, &us)| {
-            let mut op = Op::gpu(n.name.clone(), us.max(0.1));
-            op.kind = n.op_type.clone();
-            op.bound = boundness(&n.op_type);
-            op
-        })
-        .collect();
-    let producers = graph.producers();
-    let mut bytes: BTreeMap<(usize, usize), f64> = BTreeMap::new();
-    for (dst, node) in graph.nodes.iter().enumerate() {
-        for v in node.present_inputs() {
-            if let Some(&src) = producers.get(&v) {
-                let b = descs[v.index()].as_ref().map_or(0, TensorDesc::bytes);
-                *bytes.entry((src, dst)).or_default() += b as f64;
-            }
-        }
-    }
-    CostGraph {
-        ops,
-        edges: bytes
-            .into_iter()
-            .map(|((src, dst), bytes)| Edge { src, dst, bytes })
-            .collect(),
-        ..Default::default()
-    }
-}
-
 /// One configuration's results.
 #[derive(Debug, serde::Serialize)]
 struct Config {
@@ -225,19 +146,19 @@ fn run_config(
     gpu: &Arc<Gpu>,
     assignment: &StreamAssignment,
     runs: usize,
-) -> Result<(Config, GpuPlan)> {
-    let plan = GpuPlan::compile(graph, descs, gpu.clone(), assignment)?;
+) -> Result<(Config, Arc<GpuPlan>)> {
+    let plan = Arc::new(GpuPlan::compile(graph, descs, gpu.clone(), assignment)?);
     let eager_out = plan.run(input)?;
     let mut diff = check(graph, reference, &eager_out)?;
-    let captured = CapturedPlan::capture(&plan)?;
+    let captured = CapturedPlan::capture(plan.clone())?;
     diff = diff.max(check(graph, reference, &captured.run(input)?)?);
     let pass = diff <= TOLERANCE;
     let departure = (!pass).then(|| {
         plan.run(input).ok();
         first_departure(graph, &plan, reference)
     });
-    let eager_ms = time_ms(gpu, runs, &|| plan.enqueue())?;
-    let graph_ms = time_ms(gpu, runs, &|| captured.replay())?;
+    let eager_ms = median_ms(gpu, runs, &|| plan.enqueue())?;
+    let graph_ms = median_ms(gpu, runs, &|| captured.replay())?;
     drop(captured);
     Ok((
         Config {
@@ -253,6 +174,55 @@ fn run_config(
         },
         plan,
     ))
+}
+
+/// The public API on the same model: a session with GPU 0 (`Auto` picks its streams), its
+/// outputs against the CPU's, and the median wall time of `Session::run` (uploads and
+/// downloads included) in `graph_ms`.
+fn session_config(
+    path: &Path,
+    graph: &Graph,
+    reference: &[Option<Tensor>],
+    input: &[Tensor],
+    streams: usize,
+    runs: usize,
+) -> Result<Config> {
+    let session = Session::builder()
+        .with_devices(Devices::cpu().with_cuda(0, streams))
+        .commit_from_file(path)?;
+    let report = session
+        .placement_report()
+        .context("a GPU session has a report")?;
+    let named = || {
+        graph
+            .inputs
+            .iter()
+            .zip(input)
+            .map(|(v, t)| (graph.name(*v).to_string(), t.clone()))
+            .collect::<Vec<_>>()
+    };
+    let outputs = session.run(named())?.try_into_tensors()?;
+    let diff = check(graph, reference, &outputs)?;
+    let mut wall = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let inputs = named();
+        let start = std::time::Instant::now();
+        session.run(inputs)?;
+        wall.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    wall.sort_by(f64::total_cmp);
+    let streams_used = report.nodes.iter().map(|n| n.3).max().map_or(1, |s| s + 1);
+    Ok(Config {
+        name: format!("Session: {}", report.policy),
+        streams_used,
+        predicted_ms: Some(report.predicted_makespan_us / 1000.0),
+        max_rel_diff: diff,
+        pass: diff <= TOLERANCE,
+        departure: None,
+        eager_ms: None,
+        graph_ms: Some(wall[wall.len() / 2]),
+        error: None,
+    })
 }
 
 fn failed(name: &str, e: anyhow::Error) -> Config {
@@ -293,11 +263,8 @@ fn run_model(path: &Path, gpu: &Arc<Gpu>, streams: usize, runs: usize) -> Result
             Ok(seeded_f32(&shape, 7 + i as u64))
         })
         .collect::<Result<_>>()?;
-    let reference = cpu_walk(&graph, &input)?;
-    let descs: Vec<Option<TensorDesc>> = reference
-        .iter()
-        .map(|t| t.as_ref().map(|t| TensorDesc::new(t.dtype(), t.shape())))
-        .collect();
+    let reference = cpu_values(&graph, &input)?;
+    let descs = descs(&reference);
     let mut result = ModelResult {
         model: path
             .file_stem()
@@ -348,6 +315,10 @@ fn run_model(path: &Path, gpu: &Arc<Gpu>, streams: usize, runs: usize) -> Result
         println!("  {:<10} {}", config.name, summary(&config));
         result.configs.push(config);
     }
+    let config = session_config(path, &graph, &reference, &input, streams, runs)
+        .unwrap_or_else(|e| failed("Session", e));
+    println!("  {:<10} {}", config.name, summary(&config));
+    result.configs.push(config);
     Ok(result)
 }
 

@@ -1,5 +1,5 @@
 //! Pad in `constant` mode on the GPU: a fill of the output, then a strided copy of the input
-//! into its interior.
+//! into its interior (negative pads crop: only the input's surviving part is copied).
 
 use super::layout::{Piece, StridedCopies, constant_ints, copies};
 use super::{GpuIo, GpuKernel, GpuNode};
@@ -46,12 +46,15 @@ pub(super) fn build_pad(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         Some(a) => crate::cpu::reduce::axes::normalize_axes(&a, rank)?,
         None => (0..rank).collect(),
     };
-    if pads.len() != 2 * axes.len() || pads.iter().any(|&p| p < 0) {
-        return Err(node.unsupported(format!("pads {pads:?} (negative pads crop)")));
+    if pads.len() != 2 * axes.len() {
+        return Err(node.unsupported(format!("pads {pads:?} for {} axes", axes.len())));
     }
-    let mut begin = vec![0usize; rank];
+    // Per axis: padding before and after; a negative one crops the input instead.
+    let mut begin = vec![0i64; rank];
+    let mut end = vec![0i64; rank];
     for (i, &ax) in axes.iter().enumerate() {
-        begin[ax] = pads[i] as usize;
+        begin[ax] = pads[i];
+        end[ax] = pads[axes.len() + i];
     }
     let value = match value {
         Some(v) => crate::cpu::shape::cast::cast_tensor(&v, x.dtype)?,
@@ -67,16 +70,27 @@ pub(super) fn build_pad(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         }
         _ => return Err(node.unsupported("the value's element size")),
     };
+    // The part of the input that survives the crops, and where it lands in the output.
+    let kept: Vec<usize> = (0..rank)
+        .map(|d| (x.shape[d] as i64 + begin[d].min(0) + end[d].min(0)).max(0) as usize)
+        .collect();
+    let src = contiguous_strides(&x.shape);
     let dst = contiguous_strides(&y.shape);
-    let offset: usize = begin.iter().zip(&dst).map(|(&b, &s)| b * s as usize).sum();
-    let strides = Strides::new(&x.shape, &[&contiguous_strides(&x.shape), &dst])
+    let offset = |pads: &dyn Fn(usize) -> i64, strides: &[i64]| -> usize {
+        (0..rank)
+            .map(|d| pads(d) as usize * strides[d] as usize)
+            .sum()
+    };
+    let src_offset = offset(&|d| (-begin[d]).max(0), &src);
+    let dst_offset = offset(&|d| begin[d].max(0), &dst);
+    let strides = Strides::new(&kept, &[&src, &dst])
         .ok_or_else(|| node.unsupported(format!("rank {rank}")))?;
     let interior = Piece {
         input: 0,
         output: 0,
-        src_offset: 0,
-        dst_offset: offset,
-        n: x.len(),
+        src_offset,
+        dst_offset,
+        n: kept.iter().product(),
         strides,
     };
     let copies = copies(node, rank, vec![interior])?;
