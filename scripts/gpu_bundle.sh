@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds what the GPU machine runs (it has no Rust toolchain) into gpu-bundle/ (ignored by git;
-# the device tool carries it): the `gpu_check` and `gpu_zoo` tools, built with `--features cuda`
-# for x86-64, stripped. Then, on the GPU machine: `scripts/gpu_run.sh OUT_DIR` (see there).
+# the device tool carries it): the `gpu_check` and `gpu_zoo` tools and the `spillway` CLI, built
+# with `--features cuda` for x86-64, stripped, and the ONNX node tests of the GPU ops, packed
+# into gpu-bundle/gpu-bundle.tar.gz. Then, on the GPU machine: `scripts/gpu_run.sh OUT_DIR` (see there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p spillway-tests --features cuda --bin gpu_check --bin gpu_zoo
+cargo build --release -p spillway --features cuda --bin spillway
+rm -rf gpu-bundle
 mkdir -p gpu-bundle
-for tool in gpu_check gpu_zoo; do
+for tool in gpu_check gpu_zoo spillway; do
   cp target/release/$tool gpu-bundle/
   strip gpu-bundle/$tool
 done
@@ -19,4 +22,8 @@ if [ -d "$node_dir" ]; then
 else
   echo "no .venv with onnx: the bundle has no node tests (run scripts/venv.sh first)"
 fi
-du -sh gpu-bundle/*
+# Packed, so that the bundle and the working tree stay under the device tool's 64 MiB;
+# scripts/gpu_run.sh unpacks it.
+tar czf gpu-bundle.tar.gz -C gpu-bundle . && rm -rf gpu-bundle && mkdir gpu-bundle
+mv gpu-bundle.tar.gz gpu-bundle/
+ls -l gpu-bundle

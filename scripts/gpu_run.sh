@@ -8,6 +8,7 @@
 #   node_tests.{md,json} the ONNX backend node tests of the GPU ops, GPU vs CPU
 #   torch_baseline.{md,json}  PyTorch eager and CUDA-Graph latency of the zoo (the issue's peers)
 #   export.log           the zoo models exported here (models/export_zoo.py with this python3)
+#   cli.log              `spillway run --cuda 4` on the bundled model and on googlenet
 #   gpu_zoo.{md,json}    whole models on the GPU: outputs vs the CPU, one stream and Lios /
 #                        Opara / Greedy on several, eager and CUDA Graph, ratios to PyTorch
 # ZOO (default googlenet,inception_v3,resnet50,squeezenet1_1,nasnetalarge) picks the models for gpu_zoo,
@@ -19,6 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu_run.sh OUT_DIR}"
 mkdir -p "$out"
+[ -f gpu-bundle/gpu-bundle.tar.gz ] && tar xzf gpu-bundle/gpu-bundle.tar.gz -C gpu-bundle
 python="${PYTHON:-python3}"
 
 # NVIDIA's Python wheels keep their libraries in site-packages/nvidia/*/lib: hand them to
@@ -96,6 +98,15 @@ if [ -x gpu-bundle/gpu_zoo ]; then
   "${limit[@]}" gpu-bundle/gpu_zoo "$out" "${models[@]}" --runs "${ZOO_RUNS:-100}" \
     --torch "$out/torch_baseline.json" > "$out/gpu_zoo.log" 2>&1 || status=6
   tail -40 "$out/gpu_zoo.log"
+fi
+
+# The CLI on the GPU: the bundled model and googlenet, every node on GPU 0 with 4 streams.
+if [ -x gpu-bundle/spillway ]; then
+  {
+    "${limit[@]}" gpu-bundle/spillway run --cuda 4 --repeat 20
+    [ -f models/zoo/googlenet.onnx ] && "${limit[@]}" gpu-bundle/spillway run models/zoo/googlenet.onnx --cuda 4 --repeat 50
+  } > "$out/cli.log" 2>&1 || status=7
+  tail -12 "$out/cli.log"
 fi
 
 if [ -x gpu-bundle/gpu_check ]; then

@@ -49,6 +49,10 @@ enum Command {
         /// requests; the latency then includes waking an idle machine.
         #[arg(long, value_name = "MS", default_value_t = 0)]
         pause_ms: u64,
+        /// Run every node on CUDA GPU 0 with this many streams (a build with feature `cuda`);
+        /// the placement measures one stream, Lios, Opara and Greedy and keeps the fastest.
+        #[arg(long, value_name = "STREAMS")]
+        cuda: Option<usize>,
     },
     /// Measure every node on every device and write the cost model (JSON).
     Profile {
@@ -125,14 +129,18 @@ fn main() -> Result<()> {
             optimization,
             trace,
             pause_ms,
+            cuda,
         } => cli::run::run(
             model,
             &inputs,
-            repeat,
-            dim_default,
-            &optimization,
-            trace.as_deref(),
-            std::time::Duration::from_millis(pause_ms),
+            &cli::run::RunSettings {
+                repeat,
+                dim_default,
+                optimization,
+                trace,
+                pause: std::time::Duration::from_millis(pause_ms),
+                cuda_streams: cuda,
+            },
         ),
         Command::Profile {
             model,

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use spillway::exec::{TraceEvent, chrome_trace_json};
-use spillway::{OptimizationLevel, RunOptions, Session, Tensor};
+use spillway::{Devices, OptimizationLevel, RunOptions, Session, Tensor};
 
 use super::inputs::model_inputs;
 
@@ -13,25 +13,52 @@ use super::inputs::model_inputs;
 /// (built by `models/make_small.py`).
 const DEFAULT_MODEL: &[u8] = include_bytes!("../../../models/small/inception_block.onnx");
 
-/// Runs `model` (or the bundled one) `repeat` times after one warm-up run, optimized at
-/// `optimization` (`disabled`, `basic` or `all`), sleeping `pause` before each timed run; with
-/// `trace`, writes the timed runs' Chrome trace there.
-pub fn run(
-    model: Option<PathBuf>,
-    given: &[String],
-    repeat: usize,
-    dim_default: usize,
-    optimization: &str,
-    trace: Option<&Path>,
-    pause: Duration,
-) -> Result<()> {
-    let level = match optimization {
+/// How `spillway run` runs a model.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Timed runs after one warm-up.
+    pub repeat: usize,
+    /// Size of symbolic dims not fixed by an input file.
+    pub dim_default: usize,
+    /// `disabled`, `basic` or `all`.
+    pub optimization: String,
+    /// Where the timed runs' Chrome trace goes.
+    pub trace: Option<PathBuf>,
+    /// Sleep before each timed run.
+    pub pause: Duration,
+    /// Run every node on CUDA GPU 0 with this many streams (`Auto` picks how they are used).
+    pub cuda_streams: Option<usize>,
+}
+
+/// Runs `model` (or the bundled one) as `settings` say, with the inputs `given` (NAME=FILE.npy;
+/// the rest seeded), and prints its outputs and median latency.
+pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> Result<()> {
+    let RunSettings {
+        repeat,
+        dim_default,
+        pause,
+        ..
+    } = *settings;
+    let trace = settings.trace.as_deref();
+    let level = match settings.optimization.as_str() {
         "disabled" => OptimizationLevel::Disabled,
         "basic" => OptimizationLevel::Basic,
         "all" => OptimizationLevel::All,
         other => anyhow::bail!("--optimization {other}: expected disabled, basic or all"),
     };
-    let builder = Session::builder().with_optimization(level);
+    let mut builder = Session::builder().with_optimization(level);
+    if let Some(streams) = settings.cuda_streams {
+        // A GPU session is compiled for fixed input shapes: those of the inputs this run makes.
+        let graph = match &model {
+            Some(path) => spillway::onnx::load_file(path),
+            None => spillway::onnx::load_bytes(DEFAULT_MODEL.into(), None),
+        }?;
+        let declared: Vec<_> = graph.inputs.iter().map(|v| graph.value(*v)).collect();
+        for (name, t) in model_inputs(&declared, given, dim_default)? {
+            builder = builder.with_profile_shape(&name, t.shape());
+        }
+        builder = builder.with_devices(Devices::cpu().with_cuda(0, streams));
+    }
     let session = match &model {
         Some(path) => builder
             .commit_from_file(path)
@@ -46,6 +73,12 @@ pub fn run(
             p.display().to_string()
         });
     println!("model: {label}");
+    if let Some(report) = session
+        .placement_report()
+        .filter(|_| session.devices().has_cuda())
+    {
+        println!("placement: {}", report.policy);
+    }
     let inputs = model_inputs(&session.inputs(), given, dim_default)?;
     for (name, t) in &inputs {
         println!("input  {name}: {:?} {}", t.shape(), t.dtype());

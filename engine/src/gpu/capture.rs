@@ -68,9 +68,9 @@ impl CapturedPlan {
 
     /// Uploads `inputs`, replays the graph and returns the outputs.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let _guard = self.plan.running.lock().unwrap_or_else(|p| p.into_inner());
-        self.plan.upload(inputs)?;
+        let mut staging = self.plan.running.lock().unwrap_or_else(|p| p.into_inner());
+        self.plan.upload(&mut staging, inputs)?;
         self.replay()?;
-        self.plan.download()
+        self.plan.download(&mut staging)
     }
 }

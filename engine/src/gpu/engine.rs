@@ -50,7 +50,7 @@ pub struct GpuEngine {
 
 impl GpuEngine {
     /// Compiles `graph` for GPU `ordinal` with `streams` compute streams, for the shapes of
-    /// `inputs` (also used to measure). `Sequential` (or one stream) runs every node on one
+    /// `inputs` (also used to measure); `graph` should be [`super::specialize`]d to them. `Sequential` (or one stream) runs every node on one
     /// stream; `Lios`, `Opara`, `Greedy`, `Heft` place the nodes on the streams from their
     /// measured GPU times; `Auto` measures one stream and each of those and keeps the fastest.
     /// Fails naming the node when one has no GPU kernel.

@@ -9,6 +9,7 @@
 mod capture;
 mod costs;
 mod engine;
+mod memory;
 mod plan;
 mod timing;
 mod values;
@@ -16,9 +17,10 @@ mod values;
 pub use capture::CapturedPlan;
 pub use costs::cost_graph;
 pub use engine::{GpuChoice, GpuEngine};
+pub use memory::ValueMemory;
 pub use plan::{GpuPlan, StreamAssignment};
 pub use timing::median_ms;
-pub use values::{cpu_values, descs};
+pub use values::{cpu_values, descs, specialize};
 
 use crate::error::Error;
 

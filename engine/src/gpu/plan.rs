@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex};
 use spillway_kernels::cuda::cudarc::driver::CudaEvent;
 use spillway_kernels::cuda::cudarc::driver::sys::CUevent_flags;
 use spillway_kernels::cuda::host::{tensor_bytes, tensor_from_bytes};
+use spillway_kernels::cuda::memory::PinnedBuffer;
 use spillway_kernels::cuda::memory::aligned;
 use spillway_kernels::cuda::ops::{self, GpuIo, GpuKernel, GpuNode, TensorDesc};
 use spillway_kernels::cuda::{DeviceArena, DeviceRegion, Gpu};
 use spillway_kernels::{NodeSpec, Tensor};
 use spillway_placement::Schedule;
 
+use super::memory::{ValueMemory, place_values};
 use super::{node_error, step_error};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, ValueId};
@@ -45,7 +47,7 @@ impl StreamAssignment {
 
 /// Ops whose output is their input's bytes under another shape: the output shares the
 /// input's region and the launch copies nothing.
-const ALIASES: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
+pub(super) const ALIASES: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
 
 /// One node, ready to launch.
 #[derive(Debug)]
@@ -80,6 +82,7 @@ pub struct GpuPlan {
     pub(super) graph: Graph,
     _arena: DeviceArena,
     arena_bytes: usize,
+    value_memory: ValueMemory,
     pub(super) steps: Vec<Step>,
     /// Compute streams used, stream 0 (where runs start and end) first.
     pub(super) streams: Vec<usize>,
@@ -95,8 +98,16 @@ pub struct GpuPlan {
     /// Recorded after uploads (copy stream) and after the last launch (stream 0).
     pub(super) uploaded: CudaEvent,
     pub(super) done: CudaEvent,
-    /// Serializes runs: they share the arena.
-    pub(super) running: Mutex<()>,
+    /// Page-locked staging, one buffer per input then one per output, so that copies run
+    /// asynchronously at full speed. Runs are serialized by `running`, which guards these.
+    pub(super) running: Mutex<Staging>,
+}
+
+/// The page-locked host buffers of a plan's inputs and outputs.
+#[derive(Debug)]
+pub(super) struct Staging {
+    inputs: Vec<PinnedBuffer>,
+    outputs: Vec<PinnedBuffer>,
 }
 
 impl GpuPlan {
@@ -108,6 +119,27 @@ impl GpuPlan {
         descs: &[Option<TensorDesc>],
         gpu: Arc<Gpu>,
         assignment: &StreamAssignment,
+    ) -> Result<GpuPlan> {
+        GpuPlan::compile_with(graph, descs, gpu, assignment, true)
+    }
+
+    /// [`GpuPlan::compile`] with one buffer per value, so that [`GpuPlan::read_value`] sees
+    /// every value of the last run (for finding where the GPU departs from a reference).
+    pub fn compile_unshared(
+        graph: &Graph,
+        descs: &[Option<TensorDesc>],
+        gpu: Arc<Gpu>,
+        assignment: &StreamAssignment,
+    ) -> Result<GpuPlan> {
+        GpuPlan::compile_with(graph, descs, gpu, assignment, false)
+    }
+
+    fn compile_with(
+        graph: &Graph,
+        descs: &[Option<TensorDesc>],
+        gpu: Arc<Gpu>,
+        assignment: &StreamAssignment,
+        reuse: bool,
     ) -> Result<GpuPlan> {
         check_assignment(graph, assignment)?;
         let desc_of = |v: ValueId| -> Result<&TensorDesc> {
@@ -185,19 +217,9 @@ impl GpuPlan {
                 place(v, desc_of(v)?.bytes(), &mut offsets);
             }
         }
-        for &i in &assignment.order {
-            let node = &graph.nodes[i];
-            let alias_of = node.inputs.first().copied().flatten();
-            for v in node.present_outputs() {
-                match alias_of {
-                    Some(src) if ALIASES.contains(&node.op_type.as_str()) => {
-                        let region = offsets[&src];
-                        offsets.insert(v, region);
-                    }
-                    _ => place(v, desc_of(v)?.bytes(), &mut offsets),
-                }
-            }
-        }
+        let bytes_of = |v: ValueId| desc_of(v).map(TensorDesc::bytes);
+        let value_memory =
+            place_values(graph, assignment, &bytes_of, &mut offsets, &mut at, reuse)?;
         let mut workspace_at: HashMap<usize, (usize, usize)> = HashMap::new();
         for (i, kernel) in kernels.iter().enumerate() {
             let entry = workspace_at.entry(assignment.stream[i]).or_default();
@@ -303,6 +325,22 @@ impl GpuPlan {
                 region: region(offsets[v])?,
             })
         };
+        let pinned = |d: &TensorDesc| {
+            PinnedBuffer::new(gpu.context(), d.bytes())
+                .map_err(|e| step_error("allocating pinned staging memory", e))
+        };
+        let staging = Staging {
+            inputs: graph
+                .inputs
+                .iter()
+                .map(|v| pinned(desc_of(*v)?))
+                .collect::<Result<_>>()?,
+            outputs: graph
+                .outputs
+                .iter()
+                .map(|v| pinned(desc_of(*v)?))
+                .collect::<Result<_>>()?,
+        };
         let values = offsets
             .keys()
             .map(|v| Ok((*v, binding(v)?)))
@@ -319,16 +357,23 @@ impl GpuPlan {
             steps,
             streams,
             arena_bytes: at,
+            value_memory,
             _arena: arena,
             graph: graph.clone(),
             gpu,
-            running: Mutex::new(()),
+            running: Mutex::new(staging),
         })
     }
 
     /// Bytes of device memory the plan holds (constants, values and workspaces).
     pub fn arena_bytes(&self) -> usize {
         self.arena_bytes
+    }
+
+    /// Device bytes of the node outputs, shared as the stream order allows, against one
+    /// buffer each.
+    pub fn value_memory(&self) -> ValueMemory {
+        self.value_memory
     }
 
     /// The GPU it runs on.
@@ -344,14 +389,15 @@ impl GpuPlan {
     /// Uploads `inputs` (one per graph input, in order), launches every node and returns the
     /// outputs.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let _guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        self.upload(inputs)?;
+        let mut staging = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        self.upload(&mut staging, inputs)?;
         self.enqueue()?;
-        self.download()
+        self.download(&mut staging)
     }
 
-    /// Copies `inputs` into their regions and makes stream 0 wait for the copies.
-    pub(super) fn upload(&self, inputs: &[Tensor]) -> Result<()> {
+    /// Copies `inputs` into their regions (through the pinned staging) and makes stream 0
+    /// wait for the copies.
+    pub(super) fn upload(&self, staging: &mut Staging, inputs: &[Tensor]) -> Result<()> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::Config(format!(
                 "{} inputs given, the model has {}",
@@ -359,7 +405,7 @@ impl GpuPlan {
                 self.inputs.len()
             )));
         }
-        for (t, b) in inputs.iter().zip(&self.inputs) {
+        for ((t, b), pinned) in inputs.iter().zip(&self.inputs).zip(&mut staging.inputs) {
             if t.dtype() != b.desc.dtype || t.shape() != b.desc.shape.as_slice() {
                 return Err(Error::InputShape {
                     name: b.name.clone(),
@@ -367,11 +413,14 @@ impl GpuPlan {
                     expected: format!("{:?} {:?} (the plan's)", b.desc.dtype, b.desc.shape),
                 });
             }
-            let bytes = tensor_bytes(t)
-                .ok_or_else(|| step_error(format!("input '{}'", b.name), "unsupported dtype"))?;
+            let what = || format!("uploading input '{}'", b.name);
+            let bytes = tensor_bytes(t).ok_or_else(|| step_error(what(), "unsupported dtype"))?;
+            // The previous run's copy of this buffer finished: that run waited for its outputs.
+            let host = pinned.as_mut_slice().map_err(|e| step_error(what(), e))?;
+            host[..bytes.len()].copy_from_slice(&bytes);
             self.gpu
-                .upload(&bytes, b.region)
-                .map_err(|e| step_error(format!("uploading input '{}'", b.name), e))?;
+                .upload(&host[..bytes.len()], b.region)
+                .map_err(|e| step_error(what(), e))?;
         }
         let copy = self.gpu.copy_in_stream();
         self.uploaded
@@ -425,9 +474,22 @@ impl GpuPlan {
     }
 
     /// Waits for stream 0 and copies the outputs back.
-    pub(super) fn download(&self) -> Result<Vec<Tensor>> {
+    pub(super) fn download(&self, staging: &mut Staging) -> Result<Vec<Tensor>> {
         self.after_main()?;
-        self.outputs.iter().map(|b| self.fetch(b)).collect()
+        self.outputs
+            .iter()
+            .zip(&mut staging.outputs)
+            .map(|(b, pinned)| {
+                let what = || format!("downloading '{}'", b.name);
+                let host = pinned.as_mut_slice().map_err(|e| step_error(what(), e))?;
+                let host = &mut host[..b.desc.bytes()];
+                self.gpu
+                    .download(b.region, host)
+                    .map_err(|e| step_error(what(), e))?;
+                tensor_from_bytes(b.desc.dtype, &b.desc.shape, host)
+                    .map_err(|e| step_error(what(), e))
+            })
+            .collect()
     }
 
     /// Orders the download stream after everything enqueued on stream 0.
@@ -447,8 +509,8 @@ impl GpuPlan {
         tensor_from_bytes(b.desc.dtype, &b.desc.shape, &host).map_err(|e| step_error(what(), e))
     }
 
-    /// Value `v` as the last run left it (`None` when the plan does not hold it): for finding
-    /// the first node where the GPU departs from a reference.
+    /// Value `v` as the last run left it (`None` when the plan does not hold it); in a plan
+    /// from [`GpuPlan::compile`], a later value may have taken its bytes.
     pub fn read_value(&self, v: ValueId) -> Result<Option<Tensor>> {
         let _guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let Some(b) = self.values.get(&v) else {

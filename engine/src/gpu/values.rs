@@ -6,7 +6,8 @@ use spillway_kernels::cuda::ops::TensorDesc;
 
 use crate::error::{Error, Result};
 use crate::exec::build_kernel;
-use crate::graph::Graph;
+use crate::graph::passes::{fold_constants, remove_dead_nodes};
+use crate::graph::{Dim, Graph};
 
 /// Runs `graph` on `inputs` (one per graph input) with the CPU kernels, node by node, and
 /// returns every value, indexed by value id (`None` for values no node writes).
@@ -44,4 +45,26 @@ pub fn descs(values: &[Option<Tensor>]) -> Vec<Option<TensorDesc>> {
         .iter()
         .map(|t| t.as_ref().map(|t| TensorDesc::new(t.dtype(), t.shape())))
         .collect()
+}
+
+/// Fixes every value's type and shape to those of one CPU run on `inputs`, then folds what
+/// that makes constant (`Shape` of a fixed shape and the arithmetic on it, which exporters
+/// emit for padding and reshapes) and drops the nodes left unused. A GPU plan is compiled for
+/// fixed shapes, and such nodes have no GPU kernel. Returns every value of a run of the
+/// specialized graph.
+pub fn specialize(graph: &mut Graph, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+    let values = cpu_values(graph, inputs)?;
+    for (info, t) in graph.values.iter_mut().zip(&values) {
+        if let Some(t) = t {
+            info.dtype = Some(t.dtype());
+            info.shape = Some(t.shape().iter().map(|&d| Dim::Fixed(d)).collect());
+        }
+    }
+    let before = graph.nodes.len();
+    fold_constants(graph)?;
+    remove_dead_nodes(graph);
+    if graph.nodes.len() == before {
+        return Ok(values);
+    }
+    cpu_values(graph, inputs)
 }

@@ -3,6 +3,9 @@
 //! sequential order. Offsets are assigned greedily, largest value first (the "greedy by size"
 //! strategy of TFLite and ONNX Runtime), into the lowest gap that fits.
 
+// Used by the GPU plan (feature `cuda`); its tests run in every build.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) mod ordered;
 pub mod shared;
 
 use crate::graph::{Graph, ValueId};

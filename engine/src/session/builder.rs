@@ -172,7 +172,7 @@ impl SessionBuilder {
         }
         #[cfg(feature = "cuda")]
         if devices.has_cuda() {
-            let engine = placing::build_gpu(&self, &graph, &devices)?;
+            let engine = placing::build_gpu(&self, &mut graph, &devices)?;
             return Ok(Session::new(graph, engine, devices));
         }
         let parallel = devices.specs().len() > 1

@@ -352,11 +352,12 @@ fn one_lane_if_faster(
 }
 
 /// A session with a GPU: every node on it, for the input shapes of the profile inputs
-/// (declared shapes, symbolic dims from the builder's profile shapes or 1).
+/// (declared shapes, symbolic dims from the builder's profile shapes or 1), to which `graph`
+/// is specialized (shapes fixed, shape arithmetic folded).
 #[cfg(feature = "cuda")]
 pub(crate) fn build_gpu(
     builder: &SessionBuilder,
-    graph: &Graph,
+    graph: &mut Graph,
     devices: &Devices,
 ) -> Result<Engine> {
     use spillway_kernels::cuda::GpuOptions;
@@ -382,6 +383,7 @@ pub(crate) fn build_gpu(
                 .ok_or_else(|| Error::Config("a GPU session takes tensor inputs only".to_string()))
         })
         .collect::<Result<Vec<Tensor>>>()?;
+    crate::gpu::specialize(graph, &inputs)?;
     let policy = builder.placement.unwrap_or(Policy::Auto);
     let options = GpuOptions { tf32: builder.tf32 };
     let engine = crate::gpu::GpuEngine::build(graph, &inputs, ordinal, streams, policy, options)?;

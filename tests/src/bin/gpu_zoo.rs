@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use spillway::gpu::{
-    CapturedPlan, GpuPlan, StreamAssignment, cost_graph, cpu_values, descs, median_ms,
+    CapturedPlan, GpuPlan, StreamAssignment, cost_graph, descs, median_ms, specialize,
 };
 use spillway::graph::passes::{Level, optimize};
 use spillway::graph::{Dim, Graph};
@@ -124,6 +124,8 @@ struct Config {
     departure: Option<String>,
     eager_ms: Option<f64>,
     graph_ms: Option<f64>,
+    /// Median host wall time of a whole run: upload, replay, download.
+    run_wall_ms: Option<f64>,
     error: Option<String>,
 }
 
@@ -133,6 +135,9 @@ struct ModelResult {
     nodes: usize,
     input: Vec<usize>,
     arena_mib: f64,
+    /// Node outputs on the GPU, MiB: as planned (shared) and with one buffer each.
+    values_mib: f64,
+    unshared_values_mib: f64,
     configs: Vec<Config>,
     error: Option<String>,
 }
@@ -153,12 +158,19 @@ fn run_config(
     let captured = CapturedPlan::capture(plan.clone())?;
     diff = diff.max(check(graph, reference, &captured.run(input)?)?);
     let pass = diff <= TOLERANCE;
-    let departure = (!pass).then(|| {
-        plan.run(input).ok();
-        first_departure(graph, &plan, reference)
-    });
+    let departure =
+        (!pass).then(
+            || match GpuPlan::compile_unshared(graph, descs, gpu.clone(), assignment) {
+                Ok(unshared) => {
+                    unshared.run(input).ok();
+                    first_departure(graph, &unshared, reference)
+                }
+                Err(e) => format!("{e:#}"),
+            },
+        );
     let eager_ms = median_ms(gpu, runs, &|| plan.enqueue())?;
     let graph_ms = median_ms(gpu, runs, &|| captured.replay())?;
+    let run_wall_ms = wall_ms(runs, &|| captured.run(input).map(drop))?;
     drop(captured);
     Ok((
         Config {
@@ -170,15 +182,29 @@ fn run_config(
             departure,
             eager_ms: Some(eager_ms),
             graph_ms: Some(graph_ms),
+            run_wall_ms: Some(run_wall_ms),
             error: None,
         },
         plan,
     ))
 }
 
+/// Median host wall milliseconds of `run` over `runs` calls (after one).
+fn wall_ms(runs: usize, run: &dyn Fn() -> spillway::Result<()>) -> Result<f64> {
+    run()?;
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        let start = std::time::Instant::now();
+        run()?;
+        samples.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
 /// The public API on the same model: a session with GPU 0 (`Auto` picks its streams), its
 /// outputs against the CPU's, and the median wall time of `Session::run` (uploads and
-/// downloads included) in `graph_ms`.
+/// downloads included).
 fn session_config(
     path: &Path,
     graph: &Graph,
@@ -203,14 +229,7 @@ fn session_config(
     };
     let outputs = session.run(named())?.try_into_tensors()?;
     let diff = check(graph, reference, &outputs)?;
-    let mut wall = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let inputs = named();
-        let start = std::time::Instant::now();
-        session.run(inputs)?;
-        wall.push(start.elapsed().as_secs_f64() * 1e3);
-    }
-    wall.sort_by(f64::total_cmp);
+    let run_wall_ms = wall_ms(runs, &|| session.run(named()).map(drop))?;
     let streams_used = report.nodes.iter().map(|n| n.3).max().map_or(1, |s| s + 1);
     Ok(Config {
         name: format!("Session: {}", report.policy),
@@ -220,7 +239,8 @@ fn session_config(
         pass: diff <= TOLERANCE,
         departure: None,
         eager_ms: None,
-        graph_ms: Some(wall[wall.len() / 2]),
+        graph_ms: None,
+        run_wall_ms: Some(run_wall_ms),
         error: None,
     })
 }
@@ -235,6 +255,7 @@ fn failed(name: &str, e: anyhow::Error) -> Config {
         departure: None,
         eager_ms: None,
         graph_ms: None,
+        run_wall_ms: None,
         error: Some(format!("{e:#}")),
     }
 }
@@ -263,7 +284,7 @@ fn run_model(path: &Path, gpu: &Arc<Gpu>, streams: usize, runs: usize) -> Result
             Ok(seeded_f32(&shape, 7 + i as u64))
         })
         .collect::<Result<_>>()?;
-    let reference = cpu_values(&graph, &input)?;
+    let reference = specialize(&mut graph, &input)?;
     let descs = descs(&reference);
     let mut result = ModelResult {
         model: path
@@ -277,6 +298,8 @@ fn run_model(path: &Path, gpu: &Arc<Gpu>, streams: usize, runs: usize) -> Result
             .map(|t| t.shape().to_vec())
             .unwrap_or_default(),
         arena_mib: 0.0,
+        values_mib: 0.0,
+        unshared_values_mib: 0.0,
         configs: Vec::new(),
         error: None,
     };
@@ -284,7 +307,14 @@ fn run_model(path: &Path, gpu: &Arc<Gpu>, streams: usize, runs: usize) -> Result
     let (config, plan) = run_config(
         "1 stream", &graph, &descs, &reference, &input, gpu, &single, runs,
     )?;
-    result.arena_mib = plan.arena_bytes() as f64 / (1 << 20) as f64;
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    result.arena_mib = mib(plan.arena_bytes());
+    result.values_mib = mib(plan.value_memory().bytes);
+    result.unshared_values_mib = mib(plan.value_memory().unshared_bytes);
+    println!(
+        "  memory: arena {:.1} MiB; node outputs {:.1} MiB shared, {:.1} MiB one buffer each",
+        result.arena_mib, result.values_mib, result.unshared_values_mib
+    );
     println!("  {:<10} {}", config.name, summary(&config));
     result.configs.push(config);
     let node_us = plan.profile_nodes(5)?;
@@ -323,16 +353,20 @@ fn run_model(path: &Path, gpu: &Arc<Gpu>, streams: usize, runs: usize) -> Result
 }
 
 fn summary(c: &Config) -> String {
-    match (&c.error, c.eager_ms, c.graph_ms) {
-        (Some(e), _, _) => format!("ERROR {e}"),
-        (None, Some(e), Some(g)) => format!(
-            "{} rel {:.1e}  eager {e:.3} ms  graph {g:.3} ms  ({} streams used)",
-            if c.pass { "ok  " } else { "FAIL" },
-            c.max_rel_diff,
-            c.streams_used
-        ),
-        _ => String::new(),
+    if let Some(e) = &c.error {
+        return format!("ERROR {e}");
     }
+    let ms =
+        |label: &str, x: Option<f64>| x.map_or(String::new(), |x| format!("  {label} {x:.3} ms"));
+    format!(
+        "{} rel {:.1e}{}{}{}  ({} streams used)",
+        if c.pass { "ok  " } else { "FAIL" },
+        c.max_rel_diff,
+        ms("eager", c.eager_ms),
+        ms("graph", c.graph_ms),
+        ms("run (wall)", c.run_wall_ms),
+        c.streams_used
+    )
 }
 
 /// PyTorch medians by model name: (eager ms, CUDA Graph ms).
@@ -364,18 +398,20 @@ fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
          checked against Spillway's CPU kernels (largest difference over the output's largest \
          magnitude, pass ≤ {TOLERANCE:.0e}); times are medians of {} launches of the whole \
          model between CUDA events on stream 0, after 10 warm-ups: `eager` enqueues every node \
-         from the host, `graph` replays the captured CUDA Graph. Multi-stream schedules are \
+         from the host, `graph` replays the captured CUDA Graph; `run (wall)` is the host's \
+         median time of a whole run (pinned upload, replay, download; for `Session`, \
+         `Session::run`). Multi-stream schedules are \
          placed from each node's GPU time measured alone; `predicted` is the placement \
          simulator's makespan. PyTorch columns from `torch_baseline.json` of the same run.\n\n\
-         | model | config | streams | pass | max rel diff | eager ms | graph ms | predicted ms | \
-         PyTorch eager / ours (graph) | PyTorch graph / ours (graph) |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+         | model | config | streams | pass | max rel diff | eager ms | graph ms | run ms (wall) | \
+         predicted ms | PyTorch eager / ours (graph) | PyTorch graph / ours (graph) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
         args.runs
     );
     let f = |x: Option<f64>| x.map_or("".to_string(), |x| format!("{x:.3}"));
     for r in results {
         if let Some(e) = &r.error {
-            md += &format!("| {} | | | | | | | | | error: {e} |\n", r.model);
+            md += &format!("| {} | | | | | | | | | | error: {e} |\n", r.model);
         }
         for c in &r.configs {
             let (te, tg) = match (torch.get(&r.model), c.graph_ms) {
@@ -390,7 +426,7 @@ fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
                 None => format!("NO ({})", c.departure.clone().unwrap_or_default()),
             };
             md += &format!(
-                "| {} | {} | {} | {} | {:.1e} | {} | {} | {} | {te} | {tg} |\n",
+                "| {} | {} | {} | {} | {:.1e} | {} | {} | {} | {} | {te} | {tg} |\n",
                 r.model,
                 c.name,
                 c.streams_used,
@@ -398,9 +434,20 @@ fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
                 c.max_rel_diff,
                 f(c.eager_ms),
                 f(c.graph_ms),
+                f(c.run_wall_ms),
                 f(c.predicted_ms)
             );
         }
+    }
+    md += "\n## Device memory (one-stream plan)\n\nNode outputs share bytes where the \
+           plan's happens-before order (data edges and stream order) allows.\n\n\
+           | model | nodes | arena MiB (weights, input, values, workspace) | node outputs MiB | \
+           one buffer each MiB |\n|---|---|---|---|---|\n";
+    for r in results.iter().filter(|r| r.error.is_none()) {
+        md += &format!(
+            "| {} | {} | {:.1} | {:.1} | {:.1} |\n",
+            r.model, r.nodes, r.arena_mib, r.values_mib, r.unshared_values_mib
+        );
     }
     md
 }
@@ -435,6 +482,8 @@ fn main() -> Result<()> {
                 nodes: 0,
                 input: Vec::new(),
                 arena_mib: 0.0,
+                values_mib: 0.0,
+                unshared_values_mib: 0.0,
                 configs: Vec::new(),
                 error: Some(format!("{e:#}")),
             }

@@ -1,0 +1,116 @@
+//! Where a GPU plan's node outputs live: reshapes in their source's bytes, graph outputs in
+//! their own, and the rest sharing bytes as the plan's happens-before order (data edges and
+//! stream order) allows (`memory::ordered`).
+
+use std::collections::HashMap;
+
+use spillway_kernels::cuda::memory::aligned;
+
+use super::plan::{ALIASES, StreamAssignment};
+use crate::error::Result;
+use crate::graph::{Graph, ValueId};
+use crate::memory::ordered::{Buffer, HappensBefore, share};
+
+/// Device bytes of a plan's node outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ValueMemory {
+    /// Bytes they take in the plan.
+    pub bytes: usize,
+    /// Bytes they would take with one buffer each.
+    pub unshared_bytes: usize,
+}
+
+/// Places every node output of `graph` from offset `*at` on: aliases (reshapes) share their
+/// source's bytes; graph outputs get their own; with `reuse`, the rest share bytes as the
+/// happens-before order of `assignment` allows, else each gets its own. Adds `(offset, bytes)`
+/// per value to `offsets` (which already holds the constants and inputs) and advances `*at`.
+pub(super) fn place_values(
+    graph: &Graph,
+    assignment: &StreamAssignment,
+    bytes_of: &dyn Fn(ValueId) -> Result<usize>,
+    offsets: &mut HashMap<ValueId, (usize, usize)>,
+    at: &mut usize,
+    reuse: bool,
+) -> Result<ValueMemory> {
+    let producers = graph.producers();
+    let mut position = vec![0; graph.nodes.len()];
+    for (pos, &i) in assignment.order.iter().enumerate() {
+        position[i] = pos;
+    }
+    let mut successors: Vec<Vec<usize>> = vec![Vec::new(); graph.nodes.len()];
+    let mut last_on_stream: HashMap<usize, usize> = HashMap::new();
+    let mut buffer_of: HashMap<ValueId, usize> = HashMap::new();
+    let mut buffers: Vec<Buffer> = Vec::new();
+    let mut members: Vec<Vec<ValueId>> = Vec::new();
+    let mut own: Vec<bool> = Vec::new();
+    for (pos, &i) in assignment.order.iter().enumerate() {
+        let node = &graph.nodes[i];
+        if let Some(prev) = last_on_stream.insert(assignment.stream[i], pos) {
+            successors[prev].push(pos);
+        }
+        for v in node.present_inputs() {
+            if let Some(&p) = producers.get(&v) {
+                successors[position[p]].push(pos);
+            }
+            if let Some(&b) = buffer_of.get(&v) {
+                buffers[b].readers.push(pos);
+            }
+        }
+        let alias_of = node
+            .inputs
+            .first()
+            .copied()
+            .flatten()
+            .filter(|_| ALIASES.contains(&node.op_type.as_str()));
+        for v in node.present_outputs() {
+            let bytes = bytes_of(v)?;
+            let b = match alias_of {
+                Some(src) if buffer_of.contains_key(&src) => buffer_of[&src],
+                Some(src) if offsets.contains_key(&src) => {
+                    // A reshape of an input or a constant reads its bytes in place.
+                    let region = offsets[&src];
+                    offsets.insert(v, region);
+                    continue;
+                }
+                _ => {
+                    buffers.push(Buffer {
+                        bytes: 0,
+                        producer: pos,
+                        readers: Vec::new(),
+                    });
+                    members.push(Vec::new());
+                    own.push(!reuse);
+                    buffers.len() - 1
+                }
+            };
+            buffers[b].bytes = buffers[b].bytes.max(bytes);
+            members[b].push(v);
+            own[b] |= graph.outputs.contains(&v);
+            buffer_of.insert(v, b);
+        }
+    }
+    let mut base = vec![0; buffers.len()];
+    for b in (0..buffers.len()).filter(|&b| own[b]) {
+        base[b] = *at;
+        *at += aligned(buffers[b].bytes.max(1));
+    }
+    let shared: Vec<usize> = (0..buffers.len()).filter(|&b| !own[b]).collect();
+    let list: Vec<Buffer> = shared.iter().map(|&b| buffers[b].clone()).collect();
+    let (relative, size) = share(&list, &HappensBefore::new(&successors), aligned(1));
+    for (&b, o) in shared.iter().zip(relative) {
+        base[b] = *at + o;
+    }
+    *at += size;
+    for (b, values) in members.iter().enumerate() {
+        for &v in values {
+            offsets.insert(v, (base[b], bytes_of(v)?));
+        }
+    }
+    let aligned_sum = |bs: &mut dyn Iterator<Item = &Buffer>| -> usize {
+        bs.map(|b| aligned(b.bytes.max(1))).sum()
+    };
+    Ok(ValueMemory {
+        bytes: aligned_sum(&mut (0..buffers.len()).filter(|&b| own[b]).map(|b| &buffers[b])) + size,
+        unshared_bytes: aligned_sum(&mut buffers.iter()),
+    })
+}
