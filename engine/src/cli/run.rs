@@ -1,6 +1,6 @@
 //! `spillway run`: run a model, print its outputs and median latency.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};

@@ -15,9 +15,17 @@ use crate::error::Result;
 /// [`GpuPlan::enqueue`], events between streams included, on the plan's memory.
 pub struct CapturedPlan {
     plan: Arc<GpuPlan>,
-    /// CUDA graphs are not internally synchronized.
-    graph: Mutex<CudaGraph>,
+    /// CUDA graphs are not internally synchronized: one thread at a time.
+    graph: Mutex<OwnedGraph>,
 }
+
+/// A captured graph that may move between threads.
+struct OwnedGraph(CudaGraph);
+
+// SAFETY: CUDA allows a graph and its executable to be used from any thread as long as no two
+// calls touch them at the same time ("Graph objects are not internally synchronized"); the
+// only access is through `CapturedPlan::graph`'s mutex.
+unsafe impl Send for OwnedGraph {}
 
 impl std::fmt::Debug for CapturedPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,7 +56,7 @@ impl CapturedPlan {
         drop(_guard);
         Ok(CapturedPlan {
             plan,
-            graph: Mutex::new(graph),
+            graph: Mutex::new(OwnedGraph(graph)),
         })
     }
 
@@ -62,6 +70,7 @@ impl CapturedPlan {
         self.graph
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .0
             .launch()
             .map_err(|e| step_error("replaying the graph", e))
     }

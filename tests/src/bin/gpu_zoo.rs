@@ -142,16 +142,31 @@ struct ModelResult {
     error: Option<String>,
 }
 
+/// One model, ready to run in several configurations.
+struct Subject<'a> {
+    graph: &'a Graph,
+    descs: &'a [Option<TensorDesc>],
+    /// Every value of the CPU run.
+    reference: &'a [Option<Tensor>],
+    input: &'a [Tensor],
+    gpu: &'a Arc<Gpu>,
+    /// Timed launches per measurement.
+    runs: usize,
+}
+
 fn run_config(
     name: &str,
-    graph: &Graph,
-    descs: &[Option<TensorDesc>],
-    reference: &[Option<Tensor>],
-    input: &[Tensor],
-    gpu: &Arc<Gpu>,
+    subject: &Subject<'_>,
     assignment: &StreamAssignment,
-    runs: usize,
 ) -> Result<(Config, Arc<GpuPlan>)> {
+    let Subject {
+        graph,
+        descs,
+        reference,
+        input,
+        gpu,
+        runs,
+    } = *subject;
     let plan = Arc::new(GpuPlan::compile(graph, descs, gpu.clone(), assignment)?);
     let eager_out = plan.run(input)?;
     let mut diff = check(graph, reference, &eager_out)?;
@@ -303,10 +318,16 @@ fn run_model(path: &Path, gpu: &Arc<Gpu>, streams: usize, runs: usize) -> Result
         configs: Vec::new(),
         error: None,
     };
+    let subject = Subject {
+        graph: &graph,
+        descs: &descs,
+        reference: &reference,
+        input: &input,
+        gpu,
+        runs,
+    };
     let single = StreamAssignment::single_stream(graph.nodes.len());
-    let (config, plan) = run_config(
-        "1 stream", &graph, &descs, &reference, &input, gpu, &single, runs,
-    )?;
+    let (config, plan) = run_config("1 stream", &subject, &single)?;
     let mib = |b: usize| b as f64 / (1 << 20) as f64;
     result.arena_mib = mib(plan.arena_bytes());
     result.values_mib = mib(plan.value_memory().bytes);
@@ -328,16 +349,7 @@ fn run_model(path: &Path, gpu: &Arc<Gpu>, streams: usize, runs: usize) -> Result
             .and_then(|schedule| {
                 let predicted = simulate(&costs, &topology, &schedule)?.makespan / 1000.0;
                 let assignment = StreamAssignment::from_schedule(&schedule);
-                let (mut c, _) = run_config(
-                    &name,
-                    &graph,
-                    &descs,
-                    &reference,
-                    &input,
-                    gpu,
-                    &assignment,
-                    runs,
-                )?;
+                let (mut c, _) = run_config(&name, &subject, &assignment)?;
                 c.predicted_ms = Some(predicted);
                 Ok(c)
             });
