@@ -8,6 +8,7 @@
 #   node_tests.{md,json} the ONNX backend node tests of the GPU ops, GPU vs CPU
 #   torch_baseline.{md,json}  PyTorch eager and CUDA-Graph latency of the zoo (the peers)
 #   export.log           the zoo models exported here (models/export_zoo.py with this python3)
+#   cuda_tests.log       tests/tests/cuda_backend.rs run on this GPU (GPU sessions vs the CPU)
 #   cli.log              `spillway run --cuda 4` on the bundled model and on googlenet
 #   gpu_zoo.{md,json}    whole models on the GPU: outputs vs the CPU, one stream and Lios /
 #                        Opara / Greedy on several, eager and CUDA Graph, ratios to PyTorch
@@ -98,6 +99,12 @@ if [ -x gpu-bundle/gpu_zoo ]; then
   "${limit[@]}" gpu-bundle/gpu_zoo "$out" "${models[@]}" --runs "${ZOO_RUNS:-100}" \
     --torch "$out/torch_baseline.json" > "$out/gpu_zoo.log" 2>&1 || status=6
   tail -40 "$out/gpu_zoo.log"
+fi
+
+# The CUDA backend's tests, on this GPU (they find the checkout through SPILLWAY_ROOT).
+if [ -x gpu-bundle/cuda_backend ]; then
+  SPILLWAY_ROOT="$PWD" "${limit[@]}" gpu-bundle/cuda_backend > "$out/cuda_tests.log" 2>&1 || status=8
+  tail -4 "$out/cuda_tests.log"
 fi
 
 # The CLI on the GPU: the bundled model and googlenet, every node on GPU 0 with 4 streams.

@@ -1,10 +1,11 @@
 //! The CUDA backend on whatever machine runs the tests: the probe never panics, names what
 //! is missing, and a session asked for a GPU it cannot use fails with that reason (or falls
 //! back to the CPU when allowed). The GPU kernels themselves are checked against the CPU
-//! kernels on a GPU machine by `gpu_check` (`scripts/gpu_run.sh`).
+//! kernels on a GPU machine by `gpu_check`, and this file's tests run there too
+//! (`scripts/gpu_run.sh` carries the test binary).
 #![cfg(feature = "cuda")]
 
-use spillway::{Devices, Session};
+use spillway::{Devices, Placement, Session, Tensor};
 use spillway_kernels::cuda::{CudaError, CudaUnavailable, Gpu, GpuOptions, probe};
 use spillway_tests::workspace_root;
 
@@ -54,4 +55,73 @@ fn opening_a_gpu_without_cuda_is_a_typed_error() {
         err.to_string().contains(&reason.to_string()),
         "the session error does not carry the probe's reason: {err}"
     );
+}
+
+/// With a GPU: a session on it matches the CPU session on the bundled model for every stream
+/// policy, also from several threads at once; an input of another shape is a typed error and
+/// the session stays usable. Without one: creating the session is a typed error.
+#[test]
+fn gpu_sessions_match_the_cpu_session() {
+    let model = workspace_root().join("models/small/inception_block.onnx");
+    let gpu_session = |policy| {
+        Session::builder()
+            .with_devices(Devices::cpu().with_cuda(0, 3))
+            .with_placement(policy)
+            .commit_from_file(&model)
+    };
+    if probe().is_err() {
+        let err = gpu_session(Placement::Auto).unwrap_err();
+        assert!(
+            matches!(err, spillway::Error::DeviceUnavailable { .. }),
+            "{err}"
+        );
+        return;
+    }
+    let cpu = Session::builder().commit_from_file(&model).unwrap();
+    let name = cpu.inputs()[0].name.clone();
+    let input = |seed| spillway_tests::seeded_f32(&[1, 3, 64, 64], seed);
+    let want = |seed| {
+        cpu.run([(name.as_str(), input(seed))])
+            .unwrap()
+            .into_tensors()
+    };
+    for policy in [
+        Placement::Sequential,
+        Placement::Lios,
+        Placement::Opara,
+        Placement::Greedy,
+        Placement::Auto,
+    ] {
+        let session = gpu_session(policy).unwrap();
+        let report = session.placement_report().unwrap();
+        assert!(report.nodes.iter().all(|n| n.2 == "cuda0"), "{report}");
+        let close = |got: Vec<Tensor>, want: Vec<Tensor>| {
+            for (g, w) in got.iter().zip(&want) {
+                let (g, w) = (g.to_f64_vec().unwrap(), w.to_f64_vec().unwrap());
+                let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
+                let worst = g
+                    .iter()
+                    .zip(&w)
+                    .fold(0f64, |m, (a, b)| m.max((a - b).abs()));
+                assert!(worst <= 1e-4 * scale.max(1.0), "{policy:?}: {worst}");
+            }
+        };
+        std::thread::scope(|scope| {
+            for t in 0..3u64 {
+                let (session, name) = (&session, &name);
+                scope.spawn(move || {
+                    for r in 0..3 {
+                        let seed = 11 + (t + r) % 3;
+                        let got = session.run([(name.as_str(), input(seed))]).unwrap();
+                        close(got.into_tensors(), want(seed));
+                    }
+                });
+            }
+        });
+        let wrong = spillway_tests::seeded_f32(&[2, 3, 64, 64], 5);
+        let err = session.run([(name.as_str(), wrong)]).unwrap_err();
+        assert!(matches!(err, spillway::Error::InputShape { .. }), "{err}");
+        let got = session.run([(name.as_str(), input(12))]).unwrap();
+        close(got.into_tensors(), want(12));
+    }
 }
