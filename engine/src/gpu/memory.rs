@@ -114,3 +114,114 @@ pub(super) fn place_values(
         unshared_bytes: aligned_sum(&mut buffers.iter()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::{descs, specialize};
+    use crate::graph::passes::{Level, optimize};
+
+    /// The bundled model on its input shape, and each value's bytes.
+    fn model() -> (Graph, Vec<usize>) {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../models/small/inception_block.onnx"
+        );
+        let mut graph = crate::onnx::load_file(std::path::Path::new(path)).unwrap();
+        optimize(&mut graph, Level::Basic).unwrap();
+        let input = spillway_kernels::Tensor::from_shape_vec(
+            &[1, 3, 64, 64],
+            (0..3 * 64 * 64).map(|i| (i % 7) as f32 - 3.0).collect(),
+        )
+        .unwrap();
+        let values = specialize(&mut graph, &[input]).unwrap();
+        let bytes = descs(&values)
+            .iter()
+            .map(|d| d.as_ref().map_or(0, |d| d.bytes()))
+            .collect();
+        (graph, bytes)
+    }
+
+    /// Whether node `a` must finish before node `b` starts: a path of data edges and stream
+    /// order from `a` to `b` (searched directly, not with `HappensBefore`).
+    fn ordered(graph: &Graph, assignment: &StreamAssignment, a: usize, b: usize) -> bool {
+        let producers = graph.producers();
+        let position: HashMap<usize, usize> = assignment
+            .order
+            .iter()
+            .enumerate()
+            .map(|(p, &i)| (i, p))
+            .collect();
+        let mut stack = vec![b];
+        let mut seen = vec![false; graph.nodes.len()];
+        while let Some(n) = stack.pop() {
+            if n == a {
+                return true;
+            }
+            if std::mem::replace(&mut seen[n], true) {
+                continue;
+            }
+            // Direct predecessors: producers of n's inputs, and the node before n on its stream.
+            stack.extend(
+                graph.nodes[n]
+                    .present_inputs()
+                    .filter_map(|v| producers.get(&v)),
+            );
+            let on_stream = assignment.order[..position[&n]]
+                .iter()
+                .rev()
+                .find(|&&m| assignment.stream[m] == assignment.stream[n]);
+            stack.extend(on_stream);
+        }
+        false
+    }
+
+    /// Every two node outputs whose bytes overlap are either one buffer (a reshape of the
+    /// other) or ordered: all uses of one happen before the other is written.
+    fn check_no_conflicts(graph: &Graph, bytes: &[usize], assignment: &StreamAssignment) {
+        let mut offsets = HashMap::new();
+        let mut at = 0;
+        let bytes_of = |v: ValueId| Ok(bytes[v.index()]);
+        let used = place_values(graph, assignment, &bytes_of, &mut offsets, &mut at, true).unwrap();
+        assert!(used.bytes < used.unshared_bytes, "{used:?}");
+        let producers = graph.producers();
+        let uses = |v: ValueId| -> Vec<usize> {
+            let mut u: Vec<usize> = (0..graph.nodes.len())
+                .filter(|&n| graph.nodes[n].present_inputs().any(|x| x == v))
+                .collect();
+            u.push(producers[&v]);
+            u
+        };
+        let values: Vec<ValueId> = offsets.keys().copied().collect();
+        for &x in &values {
+            for &y in &values {
+                let ((ox, bx), (oy, by)) = (offsets[&x], offsets[&y]);
+                if x >= y || ox >= oy + by || oy >= ox + bx || ox == oy {
+                    continue; // distinct, disjoint, or one buffer (same start)
+                }
+                let (px, py) = (producers[&x], producers[&y]);
+                let x_then_y = uses(x).iter().all(|&u| ordered(graph, assignment, u, py));
+                let y_then_x = uses(y).iter().all(|&u| ordered(graph, assignment, u, px));
+                assert!(
+                    x_then_y || y_then_x,
+                    "'{}' and '{}' overlap but may be alive together",
+                    graph.name(x),
+                    graph.name(y)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn shared_values_never_overlap_while_alive() {
+        let (graph, bytes) = model();
+        let n = graph.nodes.len();
+        check_no_conflicts(&graph, &bytes, &StreamAssignment::single_stream(n));
+        // Three streams, round robin in graph order: branches run side by side.
+        let streams = StreamAssignment {
+            stream: (0..n).map(|i| i % 3).collect(),
+            order: (0..n).collect(),
+        };
+        check_no_conflicts(&graph, &bytes, &streams);
+    }
+}
