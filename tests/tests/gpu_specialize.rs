@@ -35,7 +35,7 @@ fn shape_arithmetic_on_a_symbolic_batch_folds_away() {
     assert!(graph.nodes.iter().any(|n| n.op_type == "Shape"));
 
     let x = seeded_f32(&[2, 3, 4, 4], 1);
-    let values = specialize(&mut graph, &[x.clone()]).unwrap();
+    let values = specialize(&mut graph, std::slice::from_ref(&x)).unwrap();
     let ops: Vec<&str> = graph.nodes.iter().map(|n| n.op_type.as_str()).collect();
     assert_eq!(ops, ["Relu", "Reshape"]);
     let y = graph.outputs[0];
