@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use spillway_kernels::buffer_pool::Pool;
 use spillway_kernels::output_buffer::{self, Buffer};
-use spillway_kernels::{Kernel, KernelError, NodeSpec};
+use spillway_kernels::{Kernel, KernelError};
 
 use super::{RunOptions, TraceEvent, Work};
 use crate::error::{Error, Result};
@@ -75,14 +75,7 @@ pub struct RunStats {
 
 /// Builds the CPU kernel for a node, wrapping any error with the node's context.
 pub fn build_kernel(node: &Node) -> Result<Box<dyn Kernel>> {
-    let spec = NodeSpec {
-        op_type: &node.op_type,
-        domain: &node.domain,
-        opset: node.opset,
-        attrs: &node.attrs,
-        num_inputs: node.declared_inputs,
-        num_outputs: node.outputs.len(),
-    };
+    let spec = node.spec();
     spillway_kernels::cpu::build(&spec).map_err(|cause| Error::Unsupported {
         node: node.name.clone(),
         op_type: node.op_type.clone(),

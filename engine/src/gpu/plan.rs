@@ -180,12 +180,8 @@ impl GpuPlan {
                 .map(|v| v.and_then(|v| graph.constants.get(&v)))
                 .collect();
             let spec = NodeSpec {
-                op_type: &node.op_type,
-                domain: &node.domain,
-                opset: node.opset,
-                attrs: &node.attrs,
-                num_inputs: node.declared_inputs,
                 num_outputs: used,
+                ..node.spec()
             };
             let gpu_node = GpuNode {
                 spec: &spec,

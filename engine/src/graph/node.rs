@@ -1,6 +1,6 @@
 //! A node of the graph: one operator application.
 
-use spillway_kernels::Attributes;
+use spillway_kernels::{Attributes, NodeSpec};
 
 use super::{Graph, ValueId, ValueType};
 
@@ -53,5 +53,18 @@ impl Node {
     /// The outputs that are used.
     pub fn present_outputs(&self) -> impl Iterator<Item = ValueId> + '_ {
         self.outputs.iter().flatten().copied()
+    }
+
+    /// What a kernel builder sees of this node: op, opset, attributes, and the declared inputs
+    /// and outputs.
+    pub fn spec(&self) -> NodeSpec<'_> {
+        NodeSpec {
+            op_type: &self.op_type,
+            domain: &self.domain,
+            opset: self.opset,
+            attrs: &self.attrs,
+            num_inputs: self.declared_inputs,
+            num_outputs: self.outputs.len(),
+        }
     }
 }

@@ -722,14 +722,7 @@ fn node_tests(gpu: &Gpu, dir: &std::path::Path) -> Result<NodeTestSummary> {
                 },
             }
         }
-        let spec = NodeSpec {
-            op_type: &node.op_type,
-            domain: &node.domain,
-            opset: node.opset,
-            attrs: &node.attrs,
-            num_inputs: node.declared_inputs,
-            num_outputs: node.outputs.len(),
-        };
+        let spec = node.spec();
         if spillway_kernels::cpu::build(&spec).is_err() {
             summary.skipped += 1;
             continue;
