@@ -7,9 +7,10 @@ use spillway_kernels::Tensor;
 use spillway_kernels::cuda::{Gpu, GpuOptions};
 use spillway_placement::{Options, Policy, Schedule, Topology, place, simulate};
 
+use super::assignment::StreamAssignment;
 use super::capture::CapturedPlan;
 use super::costs::cost_graph;
-use super::plan::{GpuPlan, StreamAssignment};
+use super::plan::GpuPlan;
 use super::timing::median_ms;
 use super::values::{cpu_values, descs};
 use crate::error::{Error, Result};

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use spillway_kernels::cuda::memory::aligned;
 
-use super::plan::{ALIASES, StreamAssignment};
+use super::assignment::StreamAssignment;
+use super::plan::ALIASES;
 use crate::error::Result;
 use crate::graph::{Graph, ValueId};
 use crate::memory::ordered::{Buffer, HappensBefore, share};

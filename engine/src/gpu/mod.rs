@@ -6,6 +6,7 @@
 //! A session whose devices include a CUDA GPU runs a [`GpuEngine`]; `gpu_zoo` (tests crate)
 //! drives the same parts on the model zoo on a real GPU.
 
+mod assignment;
 mod capture;
 mod costs;
 mod engine;
@@ -14,11 +15,12 @@ mod plan;
 mod timing;
 mod values;
 
+pub use assignment::StreamAssignment;
 pub use capture::CapturedPlan;
 pub use costs::cost_graph;
 pub use engine::{GpuChoice, GpuEngine};
 pub use memory::ValueMemory;
-pub use plan::{GpuPlan, StreamAssignment};
+pub use plan::GpuPlan;
 pub use timing::median_ms;
 pub use values::{cpu_values, descs, specialize};
 
