@@ -130,14 +130,17 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
             None => println!("output {name}: {}", v.type_string()),
         }
     }
-    println!(
-        "peak intermediate memory: {:.1} KiB ({} outputs written into reused buffers, {} into \
-         pooled ones; {:.1} KiB pooled for the next run)",
-        stats.peak_intermediate_bytes as f64 / 1024.0,
-        stats.reused_outputs,
-        stats.pooled_outputs,
-        stats.pool_bytes as f64 / 1024.0
-    );
+    // A GPU session's values live in its device arena, planned once; these are the CPU's.
+    if !session.devices().has_cuda() {
+        println!(
+            "peak intermediate memory: {:.1} KiB ({} outputs written into reused buffers, {} \
+             into pooled ones; {:.1} KiB pooled for the next run)",
+            stats.peak_intermediate_bytes as f64 / 1024.0,
+            stats.reused_outputs,
+            stats.pooled_outputs,
+            stats.pool_bytes as f64 / 1024.0
+        );
+    }
     if !times.is_empty() {
         times.sort_by(f64::total_cmp);
         println!(
