@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use spillway_kernels::Tensor;
+use spillway_kernels::cuda::ops::TensorDesc;
 use spillway_kernels::cuda::{Gpu, GpuOptions};
 use spillway_placement::{Options, Policy, Schedule, Topology, place, simulate};
 
@@ -12,7 +13,6 @@ use super::capture::CapturedPlan;
 use super::costs::cost_graph;
 use super::plan::GpuPlan;
 use super::timing::median_ms;
-use super::values::{cpu_values, descs};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 
@@ -51,13 +51,15 @@ pub struct GpuEngine {
 
 impl GpuEngine {
     /// Compiles `graph` for GPU `ordinal` with `streams` compute streams, for the shapes of
-    /// `inputs` (also used to measure); `graph` should be [`super::specialize`]d to them. `Sequential` (or one stream) runs every node on one
-    /// stream; `Lios`, `Opara`, `Greedy`, `Heft` place the nodes on the streams from their
-    /// measured GPU times; `Auto` measures one stream and each of those and keeps the fastest.
-    /// Fails naming the node when one has no GPU kernel.
+    /// `inputs` (also used to measure), with `descs` each value's type and shape (from
+    /// [`super::specialize`], to which `graph` should be specialized). `Sequential` (or one
+    /// stream) runs every node on one stream; `Lios`, `Opara`, `Greedy`, `Heft` place the
+    /// nodes on the streams from their measured GPU times; `Auto` measures one stream and each
+    /// of those and keeps the fastest. Fails naming the node when one has no GPU kernel.
     pub fn build(
         graph: &Graph,
         inputs: &[Tensor],
+        descs: &[Option<TensorDesc>],
         ordinal: u32,
         streams: usize,
         policy: Policy,
@@ -69,9 +71,8 @@ impl GpuEngine {
                 reason: e.to_string(),
             }
         })?);
-        let descs = descs(&cpu_values(graph, inputs)?);
         let single = StreamAssignment::single_stream(graph.nodes.len());
-        let one = Arc::new(GpuPlan::compile(graph, &descs, gpu.clone(), &single)?);
+        let one = Arc::new(GpuPlan::compile(graph, descs, gpu.clone(), &single)?);
         one.run(inputs)?;
         let candidates: Vec<Policy> = match policy {
             _ if streams <= 1 => Vec::new(),
@@ -98,7 +99,7 @@ impl GpuEngine {
         let mut best = (one, None::<CapturedPlan>, f64::INFINITY);
         if !candidates.is_empty() {
             let node_us = best.0.profile_nodes(5)?;
-            let costs = cost_graph(graph, &node_us, &descs);
+            let costs = cost_graph(graph, &node_us, descs);
             let topology = Topology::gpus(1, streams);
             choice.predicted_us = node_us.iter().sum();
             choice.node_us = node_us;
@@ -118,7 +119,7 @@ impl GpuEngine {
             for p in candidates {
                 let (schedule, predicted) = placed(p)?;
                 let assignment = StreamAssignment::from_schedule(&schedule);
-                let plan = Arc::new(GpuPlan::compile(graph, &descs, gpu.clone(), &assignment)?);
+                let plan = Arc::new(GpuPlan::compile(graph, descs, gpu.clone(), &assignment)?);
                 plan.run(inputs)?;
                 let (captured, ms) = if policy == Policy::Auto {
                     let captured = CapturedPlan::capture(plan.clone())?;

@@ -17,7 +17,7 @@ use super::assignment::check_assignment;
 use super::memory::{ValueMemory, place_values};
 use super::{node_error, step_error};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, ValueId};
+use crate::graph::{Graph, Node, ValueId};
 
 /// Ops whose output is their input's bytes under another shape: the output shares the
 /// input's region and the launch copies nothing.
@@ -127,44 +127,11 @@ impl GpuPlan {
                     ))
                 })
         };
-        let mut kernels = Vec::with_capacity(graph.nodes.len());
-        for node in &graph.nodes {
-            if !node.subgraphs.is_empty() {
-                return Err(node_error(node, "control flow does not run on the GPU"));
-            }
-            // Unused outputs are dropped from the end; one in the middle needs its shape.
-            let used = node
-                .outputs
-                .iter()
-                .rposition(Option::is_some)
-                .map_or(0, |i| i + 1);
-            let inputs: Vec<Option<TensorDesc>> = node.inputs[..node.declared_inputs]
-                .iter()
-                .map(|v| v.map(|v| desc_of(v).cloned()).transpose())
-                .collect::<Result<_>>()?;
-            let outputs: Vec<TensorDesc> = node.outputs[..used]
-                .iter()
-                .map(|v| match v {
-                    Some(v) => desc_of(*v).cloned(),
-                    None => Err(node_error(node, "an unused output before a used one")),
-                })
-                .collect::<Result<_>>()?;
-            let constants: Vec<Option<&Tensor>> = node.inputs[..node.declared_inputs]
-                .iter()
-                .map(|v| v.and_then(|v| graph.constants.get(&v)))
-                .collect();
-            let spec = NodeSpec {
-                num_outputs: used,
-                ..node.spec()
-            };
-            let gpu_node = GpuNode {
-                spec: &spec,
-                inputs: &inputs,
-                outputs: &outputs,
-                constants: &constants,
-            };
-            kernels.push(ops::build(&gpu, &gpu_node).map_err(|e| node_error(node, e))?);
-        }
+        let kernels = graph
+            .nodes
+            .iter()
+            .map(|node| build_kernel(&gpu, graph, node, &desc_of))
+            .collect::<Result<Vec<_>>>()?;
 
         // The arena: constants, inputs, node outputs (aliases share their input's region),
         // then one workspace per stream.
@@ -195,11 +162,10 @@ impl GpuPlan {
             let entry = workspace_at.entry(assignment.stream[i]).or_default();
             entry.1 = entry.1.max(kernel.workspace_bytes());
         }
-        let mut streams: Vec<usize> = workspace_at.keys().copied().collect();
+        // Runs start and end on stream 0, whether or not a node runs there.
+        let mut streams: Vec<usize> = assignment.stream.iter().copied().chain([0]).collect();
         streams.sort_unstable();
-        if streams.first() != Some(&0) {
-            streams.insert(0, 0);
-        }
+        streams.dedup();
         for s in &streams {
             if let Some(w) = workspace_at.get_mut(s) {
                 w.0 = at;
@@ -533,4 +499,48 @@ impl GpuPlan {
             })
             .collect())
     }
+}
+
+/// The GPU kernel of `node`, built for the shapes `desc_of` gives, or why there is none.
+fn build_kernel<'d>(
+    gpu: &Gpu,
+    graph: &Graph,
+    node: &Node,
+    desc_of: &dyn Fn(ValueId) -> Result<&'d TensorDesc>,
+) -> Result<Box<dyn GpuKernel>> {
+    if !node.subgraphs.is_empty() {
+        return Err(node_error(node, "control flow does not run on the GPU"));
+    }
+    // Unused outputs are dropped from the end; one in the middle needs its shape.
+    let used = node
+        .outputs
+        .iter()
+        .rposition(Option::is_some)
+        .map_or(0, |i| i + 1);
+    let inputs: Vec<Option<TensorDesc>> = node.inputs[..node.declared_inputs]
+        .iter()
+        .map(|v| v.map(|v| desc_of(v).cloned()).transpose())
+        .collect::<Result<_>>()?;
+    let outputs: Vec<TensorDesc> = node.outputs[..used]
+        .iter()
+        .map(|v| match v {
+            Some(v) => desc_of(*v).cloned(),
+            None => Err(node_error(node, "an unused output before a used one")),
+        })
+        .collect::<Result<_>>()?;
+    let constants: Vec<Option<&Tensor>> = node.inputs[..node.declared_inputs]
+        .iter()
+        .map(|v| v.and_then(|v| graph.constants.get(&v)))
+        .collect();
+    let spec = NodeSpec {
+        num_outputs: used,
+        ..node.spec()
+    };
+    let gpu_node = GpuNode {
+        spec: &spec,
+        inputs: &inputs,
+        outputs: &outputs,
+        constants: &constants,
+    };
+    ops::build(gpu, &gpu_node).map_err(|e| node_error(node, e))
 }

@@ -175,14 +175,7 @@ impl Session {
             }
             #[cfg(feature = "cuda")]
             Engine::Gpu { engine, .. } => {
-                let inputs = bound
-                    .into_iter()
-                    .map(|(_, v)| {
-                        v.as_tensor().cloned().ok_or_else(|| {
-                            Error::Config("a GPU session takes tensor inputs only".to_string())
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let inputs = placing::gpu_inputs(bound.into_iter().map(|(_, v)| v))?;
                 let values = engine
                     .run(&inputs)?
                     .into_iter()

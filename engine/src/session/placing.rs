@@ -375,20 +375,29 @@ pub(crate) fn build_gpu(
             gpus.len()
         )));
     };
-    let inputs = profile_inputs(graph, &builder.profile_shapes)?
-        .into_iter()
-        .map(|v| {
-            v.as_tensor()
-                .cloned()
-                .ok_or_else(|| Error::Config("a GPU session takes tensor inputs only".to_string()))
-        })
-        .collect::<Result<Vec<Tensor>>>()?;
-    crate::gpu::specialize(graph, &inputs)?;
+    let inputs = gpu_inputs(profile_inputs(graph, &builder.profile_shapes)?)?;
+    let descs = crate::gpu::descs(&crate::gpu::specialize(graph, &inputs)?);
     let policy = builder.placement.unwrap_or(Policy::Auto);
     let options = GpuOptions { tf32: builder.tf32 };
-    let engine = crate::gpu::GpuEngine::build(graph, &inputs, ordinal, streams, policy, options)?;
+    let engine =
+        crate::gpu::GpuEngine::build(graph, &inputs, &descs, ordinal, streams, policy, options)?;
     let report = gpu_report(graph, devices, &engine, ordinal, streams)?;
     Ok(Engine::Gpu { engine, report })
+}
+
+/// The tensors of `values`: a GPU session takes tensor inputs only.
+#[cfg(feature = "cuda")]
+pub(crate) fn gpu_inputs(values: impl IntoIterator<Item = Value>) -> Result<Vec<Tensor>> {
+    values
+        .into_iter()
+        .map(|v| match v {
+            Value::Tensor(t) => Ok(t),
+            other => Err(Error::Config(format!(
+                "a GPU session takes tensor inputs only, not {}",
+                other.type_string()
+            ))),
+        })
+        .collect()
 }
 
 /// The placement report of a GPU engine: its streams, and the simulation of them from the
