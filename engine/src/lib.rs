@@ -18,6 +18,7 @@ pub mod exec;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod graph;
+pub mod hybrid;
 mod io;
 pub mod memory;
 pub mod onnx;

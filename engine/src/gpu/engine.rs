@@ -41,6 +41,15 @@ pub struct GpuChoice {
     pub arena_bytes: usize,
 }
 
+/// Opens GPU `ordinal` with `streams` compute streams; a missing GPU or library is a
+/// [`Error::DeviceUnavailable`].
+pub fn open_gpu(ordinal: u32, streams: usize, options: GpuOptions) -> Result<Gpu> {
+    Gpu::open(ordinal, streams, options).map_err(|e| Error::DeviceUnavailable {
+        device: format!("cuda{ordinal}"),
+        reason: e.to_string(),
+    })
+}
+
 /// The graph on one GPU, ready to run.
 #[derive(Debug)]
 pub struct GpuEngine {
@@ -65,12 +74,19 @@ impl GpuEngine {
         policy: Policy,
         options: GpuOptions,
     ) -> Result<GpuEngine> {
-        let gpu = Arc::new(Gpu::open(ordinal, streams, options).map_err(|e| {
-            Error::DeviceUnavailable {
-                device: format!("cuda{ordinal}"),
-                reason: e.to_string(),
-            }
-        })?);
+        let gpu = Arc::new(open_gpu(ordinal, streams, options)?);
+        GpuEngine::build_on(gpu, graph, inputs, descs, streams, policy)
+    }
+
+    /// [`GpuEngine::build`] on a GPU already open (with at least `streams` streams).
+    pub fn build_on(
+        gpu: Arc<Gpu>,
+        graph: &Graph,
+        inputs: &[Tensor],
+        descs: &[Option<TensorDesc>],
+        streams: usize,
+        policy: Policy,
+    ) -> Result<GpuEngine> {
         let single = StreamAssignment::single_stream(graph.nodes.len());
         let one = Arc::new(GpuPlan::compile(graph, descs, gpu.clone(), &single)?);
         one.run(inputs)?;

@@ -502,7 +502,7 @@ impl GpuPlan {
 }
 
 /// The GPU kernel of `node`, built for the shapes `desc_of` gives, or why there is none.
-fn build_kernel<'d>(
+pub(super) fn build_kernel<'d>(
     gpu: &Gpu,
     graph: &Graph,
     node: &Node,

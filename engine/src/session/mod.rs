@@ -183,6 +183,11 @@ impl Session {
                     .collect();
                 Ok((SessionOutputs::new(names, values), RunReport::default()))
             }
+            #[cfg(feature = "cuda")]
+            Engine::Hybrid { engine, .. } => {
+                let values = engine.run(bound.into_iter().map(|(_, v)| v).collect())?;
+                Ok((SessionOutputs::new(names, values), RunReport::default()))
+            }
             Engine::Parallel { executor, .. } => {
                 let inputs = bound.into_iter().map(|(_, v)| v).collect();
                 let (values, trace) = executor.run(inputs, options.clone())?;
@@ -203,7 +208,7 @@ impl Session {
             Engine::Parallel { report, .. } => Some(report),
             Engine::Sequential { report, .. } => report.as_ref(),
             #[cfg(feature = "cuda")]
-            Engine::Gpu { report, .. } => Some(report),
+            Engine::Gpu { report, .. } | Engine::Hybrid { report, .. } => Some(report),
         }
     }
 
@@ -213,7 +218,7 @@ impl Session {
             Engine::Parallel { executor, .. } => Some(executor.plan()),
             Engine::Sequential { .. } => None,
             #[cfg(feature = "cuda")]
-            Engine::Gpu { .. } => None,
+            Engine::Gpu { .. } | Engine::Hybrid { .. } => None,
         }
     }
 

@@ -35,6 +35,12 @@ pub(crate) enum Engine {
         engine: crate::gpu::GpuEngine,
         report: PlacementReport,
     },
+    /// The nodes split between the CPU and one GPU.
+    #[cfg(feature = "cuda")]
+    Hybrid {
+        engine: crate::gpu::HybridEngine,
+        report: PlacementReport,
+    },
 }
 
 /// Where each node runs and what the simulator predicts.
@@ -351,15 +357,18 @@ fn one_lane_if_faster(
     }))
 }
 
-/// A session with a GPU: every node on it, for the input shapes of the profile inputs
-/// (declared shapes, symbolic dims from the builder's profile shapes or 1), to which `graph`
-/// is specialized (shapes fixed, shape arithmetic folded).
+/// A session with a GPU, for the input shapes of the profile inputs (declared shapes,
+/// symbolic dims from the builder's profile shapes or 1), to which `graph` is specialized
+/// (shapes fixed, shape arithmetic folded). When every node can run on the GPU and the policy
+/// does not ask for overflow, every node runs there on the streams the policy chose;
+/// otherwise the nodes are split between the CPU and the GPU (SIR+): see `gpu::HybridEngine`.
 #[cfg(feature = "cuda")]
 pub(crate) fn build_gpu(
     builder: &SessionBuilder,
     graph: &mut Graph,
     devices: &Devices,
 ) -> Result<Engine> {
+    use crate::gpu::{GpuEngine, HybridEngine, HybridParts, open_gpu};
     use spillway_kernels::cuda::GpuOptions;
     let gpus: Vec<(u32, usize)> = devices
         .specs()
@@ -375,14 +384,37 @@ pub(crate) fn build_gpu(
             gpus.len()
         )));
     };
-    let inputs = gpu_inputs(profile_inputs(graph, &builder.profile_shapes)?)?;
-    let descs = crate::gpu::descs(&crate::gpu::specialize(graph, &inputs)?);
+    let inputs = profile_inputs(graph, &builder.profile_shapes)?;
+    let (values, fixed) = crate::hybrid::specialize(graph, &inputs)?;
     let policy = builder.placement.unwrap_or(Policy::Auto);
-    let options = GpuOptions { tf32: builder.tf32 };
-    let engine =
-        crate::gpu::GpuEngine::build(graph, &inputs, &descs, ordinal, streams, policy, options)?;
-    let report = gpu_report(graph, devices, &engine, ordinal, streams)?;
-    Ok(Engine::Gpu { engine, report })
+    let (split, stream_policy) = match policy {
+        Policy::Qd | Policy::Sd | Policy::CommSd | Policy::Milp => (policy, Policy::Auto),
+        Policy::Auto => (Policy::Auto, Policy::Auto),
+        other => (Policy::Sequential, other),
+    };
+    let gpu = std::sync::Arc::new(open_gpu(
+        ordinal,
+        streams,
+        GpuOptions { tf32: builder.tf32 },
+    )?);
+    let graph: &Graph = graph;
+    let parts = HybridParts::new(graph, &inputs, &values, gpu, streams, stream_policy);
+    let eligible = parts.eligible(&fixed);
+    if eligible.iter().all(|&e| e) && matches!(split, Policy::Sequential | Policy::Auto) {
+        let engine = GpuEngine::build_on(
+            parts.gpu().clone(),
+            graph,
+            &parts.input_tensors()?,
+            parts.descs(),
+            streams,
+            stream_policy,
+        )?;
+        let report = gpu_report(graph, devices, &engine, ordinal, streams)?;
+        return Ok(Engine::Gpu { engine, report });
+    }
+    let engine = HybridEngine::build(&parts, &eligible, split)?;
+    let report = hybrid_report(graph, devices, &engine, ordinal)?;
+    Ok(Engine::Hybrid { engine, report })
 }
 
 /// The tensors of `values`: a GPU session takes tensor inputs only.
@@ -452,6 +484,96 @@ fn gpu_report(
     for (node, &stream) in report.nodes.iter_mut().zip(&choice.streams) {
         node.2 = format!("cuda{ordinal}");
         node.3 = stream;
+    }
+    Ok(report)
+}
+
+/// The placement report of a hybrid engine: each node on `cpu` or `cuda{ordinal}` (lane: its
+/// segment), simulated from the measured times when a split policy measured them.
+#[cfg(feature = "cuda")]
+fn hybrid_report(
+    graph: &Graph,
+    devices: &Devices,
+    engine: &crate::gpu::HybridEngine,
+    ordinal: u32,
+) -> Result<PlacementReport> {
+    use crate::hybrid::{Side, partition};
+    use spillway_placement::{CostGraph, Device as PlacementDevice, DeviceKind, Op, Topology};
+    let choice = engine.choice();
+    let n = graph.nodes.len();
+    let ops = (0..n)
+        .map(|i| {
+            let (cpu, gpu) = choice.node_us.get(i).copied().unwrap_or((0.0, Some(0.0)));
+            let mut costs = vec![(DeviceKind::Cpu, cpu)];
+            costs.extend(gpu.map(|g| (DeviceKind::Gpu, g)));
+            let mut op = Op::new(graph.nodes[i].name.clone(), &costs);
+            op.kind = graph.nodes[i].op_type.clone();
+            op
+        })
+        .collect();
+    let cost_graph = CostGraph {
+        ops,
+        edges: Vec::new(),
+        concurrency: Default::default(),
+    };
+    let topology = Topology::full_mesh(
+        vec![
+            PlacementDevice::cpu("cpu", 1),
+            PlacementDevice::gpu(format!("cuda{ordinal}"), 1),
+        ],
+        1.0,
+        0.0,
+    );
+    let segments = partition(graph, &choice.sides);
+    let mut segment_of = vec![0; n];
+    for (s, segment) in segments.iter().enumerate() {
+        for &i in &segment.nodes {
+            segment_of[i] = s;
+        }
+    }
+    let device: Vec<usize> = choice
+        .sides
+        .iter()
+        .map(|s| usize::from(*s == Side::Device))
+        .collect();
+    let schedule = Schedule::from_sequence(
+        &format!("{:?}", choice.policy),
+        &device,
+        &vec![0; n],
+        &(0..n).collect::<Vec<_>>(),
+    );
+    let simulation =
+        simulate(&cost_graph, &topology, &schedule).map_err(|e| Error::Placement(e.to_string()))?;
+    let label = format!(
+        "{} on cpu + cuda{ordinal}: {} of {} nodes on the GPU ({} could run there), {} GPU and {} CPU segments",
+        if choice.policy == Policy::Sequential {
+            "GPU first".to_string()
+        } else {
+            format!("{:?}", choice.policy)
+        },
+        device.iter().sum::<usize>(),
+        n,
+        choice.eligible,
+        choice.segments.1,
+        choice.segments.0,
+    );
+    let mut report = PlacementReport::new(
+        label,
+        graph,
+        devices,
+        CostModel {
+            graph: cost_graph,
+            topology,
+        },
+        schedule,
+        simulation,
+    );
+    for ((node, side), s) in report.nodes.iter_mut().zip(&choice.sides).zip(&segment_of) {
+        node.2 = match side {
+            Side::Host => "cpu".to_string(),
+            Side::Device => format!("cuda{ordinal}"),
+        };
+        node.3 = *s;
     }
     Ok(report)
 }

@@ -1,0 +1,366 @@
+//! [`HybridEngine`]: one inference on the CPU and one GPU. Every node with a GPU kernel and
+//! fixed shapes may run on the GPU; a split policy decides which do: `Sequential` (GPU first:
+//! every such node on the GPU, as ONNX Runtime's CUDA provider places them) or SIR+'s
+//! overflow policies `Qd`, `Sd`, `CommSd`, `Milp`, from each node's measured CPU and GPU
+//! times; `Auto` measures GPU first and `CommSd` and keeps the faster. Each GPU segment is a
+//! [`GpuEngine`] (its streams chosen by its own policy, replayed as a CUDA Graph).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use spillway_kernels::Tensor;
+use spillway_kernels::cuda::Gpu;
+use spillway_kernels::cuda::ops::TensorDesc;
+use spillway_placement::{CostGraph, Device, DeviceKind, Options, Policy, Topology, place};
+
+use super::engine::GpuEngine;
+use super::plan::build_kernel;
+use crate::device::Devices;
+use crate::error::{Error, Result};
+use crate::graph::{Graph, ValueId};
+use crate::hybrid::{
+    FixedValues, HostSegment, HybridPlan, SegmentWork, Side, input_shapes, partition, segment_graph,
+};
+use crate::profile::{self, ProfileOptions};
+use crate::value::Value;
+
+/// Whole runs timed per candidate when `Auto` weighs the splits.
+const AUTO_RUNS: usize = 7;
+
+/// Host-device copies as the split policies see them: bandwidth (bytes/µs) and latency (µs,
+/// which also covers a segment's launch and synchronization).
+const LINK_BYTES_PER_US: f64 = 10_000.0;
+const LINK_LATENCY_US: f64 = 30.0;
+
+/// A GPU segment.
+#[derive(Debug)]
+struct DeviceSegment(GpuEngine);
+
+impl SegmentWork for DeviceSegment {
+    fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        let tensors = tensors(inputs)?;
+        Ok(self
+            .0
+            .run(&tensors)?
+            .into_iter()
+            .map(Value::Tensor)
+            .collect())
+    }
+
+    fn device_bytes(&self) -> usize {
+        self.0.choice().arena_bytes
+    }
+
+    fn device_node_us(&self) -> Result<Option<Vec<f64>>> {
+        self.0.plan().profile_nodes(5).map(Some)
+    }
+}
+
+/// The tensors of `values`: GPU nodes read tensors only.
+fn tensors(values: Vec<Value>) -> Result<Vec<Tensor>> {
+    values
+        .into_iter()
+        .map(|v| match v {
+            Value::Tensor(t) => Ok(t),
+            other => Err(Error::Internal(format!(
+                "a GPU segment was given {}",
+                other.type_string()
+            ))),
+        })
+        .collect()
+}
+
+/// How a [`HybridEngine`] was chosen.
+#[derive(Debug, Clone)]
+pub struct HybridChoice {
+    /// The split policy whose placement runs.
+    pub policy: Policy,
+    /// Per node: where it runs.
+    pub sides: Vec<Side>,
+    /// Nodes that could run on the GPU (a GPU kernel, fixed shapes).
+    pub eligible: usize,
+    /// Segments: (on the host, on the GPU).
+    pub segments: (usize, usize),
+    /// Per node: measured CPU and GPU µs (empty unless a split policy measured them; a node
+    /// with no GPU kernel has no GPU time).
+    pub node_us: Vec<(f64, Option<f64>)>,
+    /// Per candidate `Auto` measured: (policy, median ms of a whole run).
+    pub measured_ms: Vec<(Policy, f64)>,
+    /// Device memory of the GPU segments, bytes.
+    pub device_bytes: usize,
+}
+
+/// A graph on the CPU and one GPU, ready to run.
+#[derive(Debug)]
+pub struct HybridEngine {
+    plan: HybridPlan,
+    choice: HybridChoice,
+}
+
+/// What a [`HybridEngine`] is built from: a graph specialized by
+/// [`crate::hybrid::specialize`], the inputs it was specialized to and the values of that run,
+/// and the GPU with its streams per segment and their policy.
+#[derive(Debug)]
+pub struct HybridParts<'a> {
+    graph: &'a Graph,
+    inputs: &'a [Value],
+    values: &'a [Option<Value>],
+    descs: Vec<Option<TensorDesc>>,
+    gpu: Arc<Gpu>,
+    streams: usize,
+    stream_policy: Policy,
+}
+
+impl<'a> HybridParts<'a> {
+    /// The parts (see the type's docs).
+    pub fn new(
+        graph: &'a Graph,
+        inputs: &'a [Value],
+        values: &'a [Option<Value>],
+        gpu: Arc<Gpu>,
+        streams: usize,
+        stream_policy: Policy,
+    ) -> Self {
+        let descs = values
+            .iter()
+            .map(|v| match v {
+                Some(Value::Tensor(t)) => Some(TensorDesc::new(t.dtype(), t.shape())),
+                _ => None,
+            })
+            .collect();
+        HybridParts {
+            graph,
+            inputs,
+            values,
+            descs,
+            gpu,
+            streams,
+            stream_policy,
+        }
+    }
+
+    /// Each value's type and shape in the specializing run (`None`: not a tensor).
+    pub fn descs(&self) -> &[Option<TensorDesc>] {
+        &self.descs
+    }
+
+    /// The inputs' tensors.
+    pub fn input_tensors(&self) -> Result<Vec<Tensor>> {
+        tensors(self.inputs.to_vec())
+    }
+
+    /// The GPU.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+}
+
+impl HybridEngine {
+    /// Builds the graph of `parts` split between the CPU and the GPU by `split` (see the
+    /// module docs); `eligible` is [`HybridParts::eligible`].
+    pub fn build(parts: &HybridParts, eligible: &[bool], split: Policy) -> Result<HybridEngine> {
+        let inputs = parts.inputs;
+        let gpu_first: Vec<Side> = eligible
+            .iter()
+            .map(|&e| if e { Side::Device } else { Side::Host })
+            .collect();
+        let mut choice = HybridChoice {
+            policy: Policy::Sequential,
+            sides: gpu_first.clone(),
+            eligible: eligible.iter().filter(|&&e| e).count(),
+            segments: (0, 0),
+            node_us: Vec::new(),
+            measured_ms: Vec::new(),
+            device_bytes: 0,
+        };
+        let first = parts.plan(&gpu_first)?;
+        let all_on_gpu = first.segments().iter().all(|s| s.side == Side::Device);
+        let overflow = match split {
+            Policy::Sequential => None,
+            // A graph that runs whole on the GPU is left there: overflow is for the wide
+            // detection graphs that already use the CPU (SIR+'s models).
+            Policy::Auto if all_on_gpu => None,
+            Policy::Auto => Some(Policy::CommSd),
+            Policy::Qd | Policy::Sd | Policy::CommSd | Policy::Milp => Some(split),
+            other => {
+                return Err(Error::Config(format!(
+                    "placement {other:?} does not split a graph between the CPU and a GPU \
+                     (use Sequential for GPU first, Qd, Sd, CommSd, Milp or Auto)"
+                )));
+            }
+        };
+        let mut best = first;
+        if let Some(policy) = overflow {
+            let costs = parts.costs(&best, eligible)?;
+            choice.node_us = costs
+                .ops
+                .iter()
+                .map(|op| {
+                    (
+                        op.cost_us.get(&DeviceKind::Cpu).copied().unwrap_or(0.0),
+                        op.cost_us.get(&DeviceKind::Gpu).copied(),
+                    )
+                })
+                .collect();
+            let topology = Topology::full_mesh(
+                vec![Device::cpu("cpu", 1), Device::gpu("cuda", 1)],
+                LINK_BYTES_PER_US,
+                LINK_LATENCY_US,
+            );
+            let schedule = place(policy, &costs, &topology, &Options::default())
+                .map_err(|e| Error::Placement(format!("{policy:?}: {e}")))?;
+            let sides: Vec<Side> = schedule
+                .ops
+                .iter()
+                .zip(eligible)
+                .map(|(op, &e)| {
+                    if e && op.device == 1 {
+                        Side::Device
+                    } else {
+                        Side::Host
+                    }
+                })
+                .collect();
+            let candidate = parts.plan(&sides)?;
+            if split == Policy::Auto {
+                let first_ms = median_run_ms(&best, inputs)?;
+                let overflow_ms = median_run_ms(&candidate, inputs)?;
+                choice.measured_ms = vec![(Policy::Sequential, first_ms), (policy, overflow_ms)];
+                if overflow_ms < first_ms {
+                    best = candidate;
+                    choice.policy = policy;
+                    choice.sides = sides;
+                }
+            } else {
+                best = candidate;
+                choice.policy = policy;
+                choice.sides = sides;
+            }
+        }
+        let on = |side: Side| best.segments().iter().filter(|s| s.side == side).count();
+        choice.segments = (on(Side::Host), on(Side::Device));
+        choice.device_bytes = best.device_bytes();
+        Ok(HybridEngine { plan: best, choice })
+    }
+
+    /// Runs on `inputs` (one per graph input, in order, in the shapes it was built for).
+    pub fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        self.plan.run(inputs)
+    }
+
+    /// How it was chosen.
+    pub fn choice(&self) -> &HybridChoice {
+        &self.choice
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &HybridPlan {
+        &self.plan
+    }
+}
+
+impl HybridParts<'_> {
+    /// Per node: whether it may run on the GPU (fixed shapes, tensors only, a GPU kernel).
+    pub fn eligible(&self, fixed: &FixedValues) -> Vec<bool> {
+        let desc_of = |v: ValueId| -> Result<&TensorDesc> {
+            self.descs[v.index()].as_ref().ok_or_else(|| {
+                Error::InvalidModel(format!("value '{}' is not a tensor", self.graph.name(v)))
+            })
+        };
+        self.graph
+            .nodes
+            .iter()
+            .map(|node| {
+                fixed.node_has_fixed_shapes(node)
+                    && node
+                        .present_inputs()
+                        .chain(node.present_outputs())
+                        .all(|v| self.descs[v.index()].is_some())
+                    && build_kernel(&self.gpu, self.graph, node, &desc_of).is_ok()
+            })
+            .collect()
+    }
+
+    /// The plan of the graph split by `sides`.
+    fn plan(&self, sides: &[Side]) -> Result<HybridPlan> {
+        let segments = partition(self.graph, sides)
+            .into_iter()
+            .map(|s| {
+                let graph = segment_graph(self.graph, &s);
+                let work: Box<dyn SegmentWork> = match s.side {
+                    Side::Host => Box::new(HostSegment::compile(&graph)?),
+                    Side::Device => {
+                        let inputs = s
+                            .inputs
+                            .iter()
+                            .map(|v| match &self.values[v.index()] {
+                                Some(Value::Tensor(t)) => Ok(t.clone()),
+                                _ => Err(Error::Internal(format!(
+                                    "GPU segment input '{}' has no tensor",
+                                    self.graph.name(*v)
+                                ))),
+                            })
+                            .collect::<Result<Vec<_>>>()?;
+                        Box::new(DeviceSegment(GpuEngine::build_on(
+                            self.gpu.clone(),
+                            &graph,
+                            &inputs,
+                            &self.descs,
+                            self.streams,
+                            self.stream_policy,
+                        )?))
+                    }
+                };
+                Ok((s, work))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(HybridPlan::new(
+            self.graph,
+            segments,
+            input_shapes(self.inputs),
+        ))
+    }
+
+    /// The cost graph the split policies place from: every node timed on the CPU (all cores),
+    /// the GPU-eligible ones timed on the GPU inside the GPU-first plan's segments.
+    fn costs(&self, first: &HybridPlan, eligible: &[bool]) -> Result<CostGraph> {
+        let cpu = Devices::cpu();
+        let model = profile::profile_values(
+            self.graph,
+            &cpu,
+            self.inputs,
+            ProfileOptions::default(),
+            &mut |_, _| {},
+        )?;
+        let mut costs = model.graph;
+        let sides: Vec<Side> = eligible
+            .iter()
+            .map(|&e| if e { Side::Device } else { Side::Host })
+            .collect();
+        let segments = partition(self.graph, &sides);
+        for (segment, planned) in segments.iter().zip(first.segments()) {
+            if let Some(us) = planned.device_node_us()? {
+                for (&node, us) in segment.nodes.iter().zip(us) {
+                    costs.ops[node]
+                        .cost_us
+                        .insert(DeviceKind::Gpu, us.max(0.01));
+                }
+            }
+        }
+        Ok(costs)
+    }
+}
+
+/// The median wall time of a whole run of `plan` on `inputs`, ms (after one untimed run).
+fn median_run_ms(plan: &HybridPlan, inputs: &[Value]) -> Result<f64> {
+    plan.run(inputs.to_vec())?;
+    let mut ms = (0..AUTO_RUNS)
+        .map(|_| {
+            let start = Instant::now();
+            plan.run(inputs.to_vec())?;
+            Ok(start.elapsed().as_secs_f64() * 1e3)
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    ms.sort_by(f64::total_cmp);
+    Ok(ms[ms.len() / 2])
+}

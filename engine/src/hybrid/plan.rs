@@ -1,0 +1,261 @@
+//! [`HybridPlan`]: a graph's segments on the host and on one device, run side by side. The
+//! device's segments run in order on one thread, the host's in order on another (the caller's);
+//! a segment starts once the segments it reads from have finished, and the values between
+//! segments travel as host tensors.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Condvar, Mutex};
+
+use spillway_kernels::Tensor;
+
+use super::segments::{Segment, Side};
+use crate::error::{Error, Result};
+use crate::exec::SequentialPlan;
+use crate::exec::kernel_pool::on_kernel_pool;
+use crate::graph::{Graph, ValueId};
+use crate::value::Value;
+
+/// What runs one segment.
+pub trait SegmentWork: Send + Sync + std::fmt::Debug {
+    /// Runs on the segment's inputs (in its order); returns its outputs (in its order).
+    fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>>;
+
+    /// Device memory the segment holds, bytes (0 on the host).
+    fn device_bytes(&self) -> usize {
+        0
+    }
+
+    /// Each node's device time measured alone, µs, in the segment's order (`None` on the host).
+    fn device_node_us(&self) -> Result<Option<Vec<f64>>> {
+        Ok(None)
+    }
+}
+
+/// A host segment: its nodes in order on the CPU kernels.
+#[derive(Debug)]
+pub struct HostSegment {
+    plan: SequentialPlan,
+    inputs: Vec<ValueId>,
+}
+
+impl HostSegment {
+    /// Compiles the graph of one segment (see [`super::segment_graph`]).
+    pub fn compile(graph: &Graph) -> Result<HostSegment> {
+        Ok(HostSegment {
+            plan: SequentialPlan::compile(graph)?,
+            inputs: graph.inputs.clone(),
+        })
+    }
+}
+
+impl SegmentWork for HostSegment {
+    fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        let bound = self.inputs.iter().copied().zip(inputs).collect();
+        on_kernel_pool(|| self.plan.run(bound)).map(|(outputs, _)| outputs)
+    }
+}
+
+/// One segment, ready to run.
+#[derive(Debug)]
+pub struct PlannedSegment {
+    /// Where it runs.
+    pub side: Side,
+    /// How many nodes it runs.
+    pub nodes: usize,
+    inputs: Vec<ValueId>,
+    outputs: Vec<ValueId>,
+    work: Box<dyn SegmentWork>,
+}
+
+impl PlannedSegment {
+    /// Each node's device time measured alone, µs, in the segment's order (`None` on the host).
+    pub fn device_node_us(&self) -> Result<Option<Vec<f64>>> {
+        self.work.device_node_us()
+    }
+}
+
+/// A graph split into host and device segments, for inputs of fixed shapes.
+#[derive(Debug)]
+pub struct HybridPlan {
+    segments: Vec<PlannedSegment>,
+    inputs: Vec<ValueId>,
+    /// Per graph input: its name and the shape the plan was built for (`None`: not a tensor).
+    input_shapes: Vec<(String, Option<Vec<usize>>)>,
+    outputs: Vec<ValueId>,
+    /// Graph outputs known before running.
+    constants: HashMap<ValueId, Tensor>,
+    /// Per value passed between segments: how many segments read it.
+    readers: HashMap<ValueId, usize>,
+}
+
+/// The values of one run, shared by its two threads.
+struct RunValues {
+    values: HashMap<ValueId, Value>,
+    readers: HashMap<ValueId, usize>,
+    error: Option<Error>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl HybridPlan {
+    /// The plan of `graph` run as `segments` (from [`super::partition`], in its order), each
+    /// with its work; `input_shapes` holds each graph input's fixed shape (`None` for a
+    /// non-tensor input).
+    pub fn new(
+        graph: &Graph,
+        segments: Vec<(Segment, Box<dyn SegmentWork>)>,
+        input_shapes: Vec<Option<Vec<usize>>>,
+    ) -> HybridPlan {
+        let mut readers: HashMap<ValueId, usize> = HashMap::new();
+        for (s, _) in &segments {
+            for &v in &s.inputs {
+                *readers.entry(v).or_default() += 1;
+            }
+        }
+        HybridPlan {
+            segments: segments
+                .into_iter()
+                .map(|(s, work)| PlannedSegment {
+                    side: s.side,
+                    nodes: s.nodes.len(),
+                    inputs: s.inputs,
+                    outputs: s.outputs,
+                    work,
+                })
+                .collect(),
+            inputs: graph.inputs.clone(),
+            input_shapes: graph
+                .inputs
+                .iter()
+                .zip(input_shapes)
+                .map(|(v, shape)| (graph.name(*v).to_string(), shape))
+                .collect(),
+            outputs: graph.outputs.clone(),
+            constants: graph
+                .outputs
+                .iter()
+                .filter_map(|v| graph.constants.get(v).map(|t| (*v, t.clone())))
+                .collect(),
+            readers,
+        }
+    }
+
+    /// The segments, in order.
+    pub fn segments(&self) -> &[PlannedSegment] {
+        &self.segments
+    }
+
+    /// Device memory held by the device segments, bytes.
+    pub fn device_bytes(&self) -> usize {
+        self.segments.iter().map(|s| s.work.device_bytes()).sum()
+    }
+
+    /// Runs on `inputs` (one per graph input, in order, in the shapes the plan was built for);
+    /// returns the graph outputs in order. A failing segment fails the run with its error; the
+    /// plan stays usable.
+    pub fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        for ((name, shape), value) in self.input_shapes.iter().zip(&inputs) {
+            if let (Some(shape), Value::Tensor(t)) = (shape, value)
+                && t.shape() != shape.as_slice()
+            {
+                return Err(Error::InputShape {
+                    name: name.clone(),
+                    expected: format!("{shape:?} (the shape the session was built for)"),
+                    got: t.shape().to_vec(),
+                });
+            }
+        }
+        let state = Mutex::new(RunValues {
+            values: self.inputs.iter().copied().zip(inputs).collect(),
+            readers: self.readers.clone(),
+            error: None,
+        });
+        let ready = Condvar::new();
+        let has = |side: Side| self.segments.iter().any(|s| s.side == side);
+        if has(Side::Host) && has(Side::Device) {
+            std::thread::scope(|scope| {
+                let device = scope.spawn(|| self.run_side(Side::Device, &state, &ready));
+                self.run_side(Side::Host, &state, &ready);
+                if device.join().is_err() {
+                    lock(&state).error = Some(Error::Internal("the device thread panicked".into()));
+                }
+            });
+        } else {
+            self.run_side(Side::Host, &state, &ready);
+            self.run_side(Side::Device, &state, &ready);
+        }
+        let mut state = state.into_inner().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = state.error.take() {
+            return Err(e);
+        }
+        self.outputs
+            .iter()
+            .map(|v| match self.constants.get(v) {
+                Some(t) => Ok(Value::Tensor(t.clone())),
+                None => state.values.get(v).cloned().ok_or_else(|| {
+                    Error::Internal("a graph output was computed by no segment".into())
+                }),
+            })
+            .collect()
+    }
+
+    /// Runs the segments of `side` in order, each once its inputs are there.
+    fn run_side(&self, side: Side, state: &Mutex<RunValues>, ready: &Condvar) {
+        for segment in self.segments.iter().filter(|s| s.side == side) {
+            let args = {
+                let mut run = lock(state);
+                loop {
+                    if run.error.is_some() {
+                        return;
+                    }
+                    if segment.inputs.iter().all(|v| run.values.contains_key(v)) {
+                        break;
+                    }
+                    run = ready.wait(run).unwrap_or_else(|p| p.into_inner());
+                }
+                segment
+                    .inputs
+                    .iter()
+                    .map(|v| run.values[v].clone())
+                    .collect()
+            };
+            let result = catch_unwind(AssertUnwindSafe(|| segment.work.run(args)))
+                .unwrap_or_else(|_| Err(Error::Internal("a segment panicked".into())));
+            let mut run = lock(state);
+            match result {
+                Ok(values) if values.len() == segment.outputs.len() => {
+                    run.values
+                        .extend(segment.outputs.iter().copied().zip(values));
+                    for v in &segment.inputs {
+                        let left = run.readers.get_mut(v).map(|r| {
+                            *r -= 1;
+                            *r
+                        });
+                        if left == Some(0) && !self.outputs.contains(v) {
+                            run.values.remove(v);
+                        }
+                    }
+                }
+                Ok(values) => {
+                    run.error.get_or_insert(Error::Internal(format!(
+                        "a segment returned {} values, it has {} outputs",
+                        values.len(),
+                        segment.outputs.len()
+                    )));
+                }
+                Err(e) => {
+                    run.error.get_or_insert(e);
+                }
+            }
+            let failed = run.error.is_some();
+            drop(run);
+            ready.notify_all();
+            if failed {
+                return;
+            }
+        }
+    }
+}
