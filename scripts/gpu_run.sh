@@ -12,7 +12,10 @@
 #   cli.log              `spillway run --cuda 4` on the bundled model and on googlenet
 #   gpu_zoo.{md,json}    whole models on the GPU: outputs vs the CPU, one stream and Lios /
 #                        Opara / Greedy on several, eager and CUDA Graph, ratios to PyTorch
+#   gpu_hybrid.{md,json} the detection models on the CPU and the GPU together: GPU first,
+#                        CommSd overflow and Auto, vs a CPU session (latency, GPU memory)
 # ZOO (default googlenet,inception_v3,resnet50,squeezenet1_1,nasnetalarge) picks the models for gpu_zoo,
+# DETECTION (default ssd300_vgg16,fasterrcnn_resnet50_fpn,maskrcnn_resnet50_fpn; empty skips) those for gpu_hybrid,
 # ZOO_RUNS its timed launches per configuration (default 100); STEP_TIMEOUT (seconds, default
 # 600) bounds each step, NODE_TESTS=0 skips the node tests.
 # Build the bundle first on a machine with Rust: `scripts/gpu_bundle.sh` (writes gpu-bundle/).
@@ -85,9 +88,10 @@ rm -rf "$out/conv-probe"
 status=0
 limit=(timeout "${STEP_TIMEOUT:-600}")
 zoo="${ZOO:-googlenet,inception_v3,resnet50,squeezenet1_1,nasnetalarge}"
+detection="${DETECTION-ssd300_vgg16,fasterrcnn_resnet50_fpn,maskrcnn_resnet50_fpn}"
 
 # The zoo is exported here (it has torch, torchvision, timm and onnx; nothing is fetched).
-"${limit[@]}" "$python" models/export_zoo.py --only "$zoo" > "$out/export.log" 2>&1 || status=5
+"${limit[@]}" "$python" models/export_zoo.py --only "$zoo${detection:+,$detection}" > "$out/export.log" 2>&1 || status=5
 tail -3 "$out/export.log"
 
 "${limit[@]}" "$python" scripts/torch_gpu_bench.py "$out" > "$out/torch_baseline.log" 2>&1 || status=4
@@ -99,6 +103,15 @@ if [ -x gpu-bundle/gpu_zoo ]; then
   "${limit[@]}" gpu-bundle/gpu_zoo "$out" "${models[@]}" --runs "${ZOO_RUNS:-100}" \
     --torch "$out/torch_baseline.json" > "$out/gpu_zoo.log" 2>&1 || status=6
   tail -40 "$out/gpu_zoo.log"
+fi
+
+# The detection models on the CPU and the GPU together.
+if [ -x gpu-bundle/gpu_hybrid ] && [ -n "$detection" ]; then
+  models=()
+  for m in ${detection//,/ }; do [ -f "models/zoo/$m.onnx" ] && models+=("models/zoo/$m.onnx"); done
+  "${limit[@]}" gpu-bundle/gpu_hybrid "$out" "${models[@]}" --runs "${HYBRID_RUNS:-10}" \
+    > "$out/gpu_hybrid.log" 2>&1 || status=9
+  tail -20 "$out/gpu_hybrid.log"
 fi
 
 # The CUDA backend's tests, on this GPU (they find the checkout through SPILLWAY_ROOT).

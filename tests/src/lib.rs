@@ -2,6 +2,7 @@
 //! and comparing tensors the way the ONNX backend test runner does.
 
 pub mod build;
+pub mod fixtures;
 pub mod oracle;
 
 use std::path::{Path, PathBuf};

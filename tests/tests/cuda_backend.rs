@@ -125,3 +125,87 @@ fn gpu_sessions_match_the_cpu_session() {
         close(got.into_tensors(), want(12));
     }
 }
+
+/// With a GPU: a model whose second half has data-dependent shapes (`NonZero`) runs split
+/// between the CPU and the GPU under GPU first, `CommSd` and `Auto`, matches the CPU session on
+/// other data from several threads, and stays usable after a wrong shape and a failing node.
+/// Without one: creating the session is a typed error.
+#[test]
+fn split_sessions_match_the_cpu_session() {
+    use spillway::Value;
+    let bytes = spillway_tests::fixtures::split_model();
+    let gpu_session = |policy| {
+        Session::builder()
+            .with_devices(Devices::cpu().with_cuda(0, 2))
+            .with_placement(policy)
+            .commit_from_memory(&bytes)
+    };
+    if probe().is_err() {
+        let err = gpu_session(Placement::Auto).unwrap_err();
+        assert!(
+            matches!(err, spillway::Error::DeviceUnavailable { .. }),
+            "{err}"
+        );
+        return;
+    }
+    let cpu = Session::builder()
+        .with_optimization(spillway::OptimizationLevel::Basic)
+        .commit_from_memory(&bytes)
+        .unwrap();
+    let inputs = |seed: u64, idx: [i64; 2]| {
+        vec![
+            (
+                "x",
+                Value::Tensor(spillway_tests::seeded_f32(&[1, 4, 6, 6], seed)),
+            ),
+            (
+                "idx",
+                Value::Tensor(Tensor::from_shape_vec(&[2], idx.to_vec()).unwrap()),
+            ),
+        ]
+    };
+    let close = |got: spillway::SessionOutputs, want: spillway::SessionOutputs| {
+        for (g, w) in got.into_tensors().iter().zip(want.into_tensors()) {
+            assert_eq!(g.shape(), w.shape());
+            let (g, w) = (g.to_f64_vec().unwrap(), w.to_f64_vec().unwrap());
+            let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
+            let worst = g
+                .iter()
+                .zip(&w)
+                .fold(0f64, |m, (a, b)| m.max((a - b).abs()));
+            assert!(worst <= 1e-4 * scale.max(1.0), "{worst}");
+        }
+    };
+    for policy in [Placement::Sequential, Placement::CommSd, Placement::Auto] {
+        let session = gpu_session(policy).unwrap();
+        let report = session.placement_report().unwrap();
+        let on = |op: &str| report.nodes.iter().find(|n| n.1 == op).unwrap().2.clone();
+        assert_eq!(on("NonZero"), "cpu", "{report}");
+        if policy == Placement::Sequential {
+            assert_eq!(on("Conv"), "cuda0", "{report}");
+        }
+        std::thread::scope(|scope| {
+            for t in 0..3u64 {
+                let (session, cpu) = (&session, &cpu);
+                scope.spawn(move || {
+                    for r in 0..3u64 {
+                        let seed = 20 + t * 3 + r;
+                        let idx = [(seed * 7 % 288) as i64, (seed * 13 % 288) as i64];
+                        let got = session.run_values(inputs(seed, idx)).unwrap();
+                        close(got, cpu.run_values(inputs(seed, idx)).unwrap());
+                    }
+                });
+            }
+        });
+        let mut wrong = inputs(5, [0, 1]);
+        wrong[0].1 = Value::Tensor(spillway_tests::seeded_f32(&[1, 4, 7, 7], 5));
+        let err = session.run_values(wrong).unwrap_err();
+        assert!(matches!(err, spillway::Error::InputShape { .. }), "{err}");
+        let err = session.run_values(inputs(6, [0, 288])).unwrap_err();
+        assert!(matches!(err, spillway::Error::Kernel { .. }), "{err}");
+        close(
+            session.run_values(inputs(7, [10, 20])).unwrap(),
+            cpu.run_values(inputs(7, [10, 20])).unwrap(),
+        );
+    }
+}

@@ -60,6 +60,8 @@ pub struct PlacementReport {
     pub schedule: Schedule,
     /// The simulation of the schedule.
     pub simulation: SimResult,
+    /// GPU memory the session holds (its plans' arenas), bytes; `None` without a GPU.
+    pub gpu_bytes: Option<usize>,
 }
 
 impl PlacementReport {
@@ -97,6 +99,7 @@ impl PlacementReport {
             cost_model,
             schedule,
             simulation,
+            gpu_bytes: None,
         }
     }
 
@@ -481,6 +484,7 @@ fn gpu_report(
         schedule,
         simulation,
     );
+    report.gpu_bytes = Some(choice.arena_bytes);
     for (node, &stream) in report.nodes.iter_mut().zip(&choice.streams) {
         node.2 = format!("cuda{ordinal}");
         node.3 = stream;
@@ -568,6 +572,7 @@ fn hybrid_report(
         schedule,
         simulation,
     );
+    report.gpu_bytes = Some(choice.device_bytes);
     for ((node, side), s) in report.nodes.iter_mut().zip(&choice.sides).zip(&segment_of) {
         node.2 = match side {
             Side::Host => "cpu".to_string(),

@@ -449,6 +449,48 @@ fn cases() -> Vec<Case> {
         ),
         &[1],
     ));
+    // FPN's top-down path (nearest, 2×, asymmetric) and a detector's input resize (linear,
+    // half-pixel, down then up), with sizes; a cubic resize with scales.
+    let s = |v: &str| AttrValue::String(v.into());
+    all.push(with_constants(
+        case(
+            "Resize",
+            13,
+            &[
+                ("mode", s("nearest")),
+                ("coordinate_transformation_mode", s("asymmetric")),
+                ("nearest_mode", s("floor")),
+            ],
+            vec![
+                f(&x4, 91),
+                None,
+                Some(Tensor::from_shape_vec(&[4], vec![1f32, 1.0, 2.0, 2.0]).unwrap()),
+            ],
+        ),
+        &[2],
+    ));
+    all.push(with_constants(
+        case(
+            "Resize",
+            13,
+            &[("mode", s("linear"))],
+            vec![f(&[1, 3, 37, 50], 92), None, None, i64v(&[1, 3, 30, 71])],
+        ),
+        &[3],
+    ));
+    all.push(with_constants(
+        case(
+            "Resize",
+            13,
+            &[("mode", s("cubic"))],
+            vec![
+                f(&[2, 3, 9, 11], 93),
+                None,
+                Some(Tensor::from_shape_vec(&[4], vec![1f32, 1.0, 1.5, 0.7]).unwrap()),
+            ],
+        ),
+        &[2],
+    ));
     all
 }
 

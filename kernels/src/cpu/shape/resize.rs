@@ -5,7 +5,7 @@
 use half::{bf16, f16};
 use num_traits::ToPrimitive;
 
-use super::resize_axis::{AxisParams, Coord, Interp, Nearest, Sample, apply, plan};
+use super::resize_axis::{AxisParams, AxisPlan, Coord, Interp, Nearest, Sample, apply, plan};
 use super::util::{min_opset, norm_axes, tensor_from};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
@@ -61,6 +61,11 @@ fn parse_mode(mode: &str, nearest: Nearest, cubic_a: f64) -> Result<Interp> {
 
 /// Builds [`Resize`] for `Upsample` (asymmetric coordinates, floor rounding).
 pub fn build_upsample(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    Ok(Box::new(parse_upsample(spec)?))
+}
+
+/// [`Resize`] for `Upsample`.
+pub(crate) fn parse_upsample(spec: &NodeSpec<'_>) -> Result<Resize> {
     min_opset(spec, 7)?;
     let a = spec.attrs;
     let inputs = if spec.opset < 9 {
@@ -80,7 +85,7 @@ pub fn build_upsample(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     if matches!(interp, Interp::Cubic { .. }) {
         return Err(unsupported("mode", "Upsample has no cubic mode".into()));
     }
-    Ok(Box::new(Resize {
+    Ok(Resize {
         inputs,
         coord: Coord::Asymmetric,
         interp,
@@ -89,11 +94,16 @@ pub fn build_upsample(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         extrapolation: 0.0,
         axes: None,
         policy: AspectPolicy::Stretch,
-    }))
+    })
 }
 
 /// Builds [`Resize`]. Opset 10 behaves like Upsample (asymmetric, floor).
 pub fn build_resize(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    Ok(Box::new(parse_resize(spec)?))
+}
+
+/// [`Resize`] for `Resize`.
+pub(crate) fn parse_resize(spec: &NodeSpec<'_>) -> Result<Resize> {
     min_opset(spec, 10)?;
     let a = spec.attrs;
     if spec.opset == 10 {
@@ -102,7 +112,7 @@ pub fn build_resize(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         if matches!(interp, Interp::Cubic { .. }) {
             return Err(unsupported("mode", "Resize-10 has no cubic mode".into()));
         }
-        return Ok(Box::new(Resize {
+        return Ok(Resize {
             inputs: Inputs::ScalesInput,
             coord: Coord::Asymmetric,
             interp,
@@ -111,7 +121,7 @@ pub fn build_resize(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             extrapolation: 0.0,
             axes: None,
             policy: AspectPolicy::Stretch,
-        }));
+        });
     }
     let mut known = vec![
         "mode",
@@ -176,7 +186,7 @@ pub fn build_resize(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             ));
         }
     };
-    Ok(Box::new(Resize {
+    Ok(Resize {
         inputs: Inputs::Full,
         coord,
         interp,
@@ -185,7 +195,7 @@ pub fn build_resize(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         extrapolation: a.float("extrapolation_value", 0.0)? as f64,
         axes: a.opt_ints("axes")?,
         policy,
-    }))
+    })
 }
 
 /// A present, non-empty optional input.
@@ -294,17 +304,25 @@ impl Resize {
     }
 }
 
+/// One pass of a separable resize: `axis` of a tensor of `shape` (the previous passes'
+/// output) resampled by `plan`.
+#[derive(Debug)]
+pub(crate) struct ResizePass {
+    pub axis: usize,
+    pub shape: Vec<usize>,
+    pub plan: AxisPlan,
+}
+
 impl Resize {
-    /// Resizes `data` (laid out as `shape`) axis after axis; identity axes are skipped.
-    fn resample<T: Sample>(
+    /// The passes that resize `in_shape` to `out_shape`, in order; identity axes are skipped.
+    fn passes(
         &self,
-        input: &[T],
         in_shape: &[usize],
         out_shape: &[usize],
         scales: &[f64],
         rois: &[(f64, f64)],
         axes: &[usize],
-    ) -> Vec<T> {
+    ) -> Vec<ResizePass> {
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
         let identity = |ax: usize| {
             let (s, e) = rois[ax];
@@ -321,51 +339,78 @@ impl Resize {
         let mut order: Vec<usize> = axes.iter().copied().filter(|&ax| !identity(ax)).collect();
         order.sort_by(|&a, &b| growth(a).total_cmp(&growth(b)).then(b.cmp(&a)));
         let mut shape = in_shape.to_vec();
+        order
+            .into_iter()
+            .map(|ax| {
+                let p = AxisParams {
+                    in_len: shape[ax],
+                    out_len: out_shape[ax],
+                    scale: scales[ax],
+                    roi: rois[ax],
+                    coord: self.coord,
+                    interp: self.interp,
+                    antialias: self.antialias,
+                    exclude_outside: self.exclude_outside,
+                };
+                let pass = ResizePass {
+                    axis: ax,
+                    shape: shape.clone(),
+                    plan: plan(&p),
+                };
+                shape[ax] = out_shape[ax];
+                pass
+            })
+            .collect()
+    }
+
+    /// Resizes `data` (laid out as `shape`) axis after axis.
+    fn resample<T: Sample>(&self, input: &[T], passes: &[ResizePass]) -> Vec<T> {
         // The first resized axis reads the input where it lies.
         let mut data: Option<Vec<T>> = None;
-        for (pass, &ax) in order.iter().enumerate() {
-            let p = AxisParams {
-                in_len: shape[ax],
-                out_len: out_shape[ax],
-                scale: scales[ax],
-                roi: rois[ax],
-                coord: self.coord,
-                interp: self.interp,
-                antialias: self.antialias,
-                exclude_outside: self.exclude_outside,
-            };
+        for (i, pass) in passes.iter().enumerate() {
             let src = data.as_deref().unwrap_or(input);
-            let is_output = pass + 1 == order.len();
+            let is_output = i + 1 == passes.len();
             data = Some(apply(
                 src,
-                &shape,
-                ax,
-                &plan(&p),
+                &pass.shape,
+                pass.axis,
+                &pass.plan,
                 self.extrapolation,
                 is_output,
             ));
-            shape[ax] = out_shape[ax];
         }
         data.unwrap_or_else(|| input.to_vec())
+    }
+
+    /// The output shape and the passes of a resize of a tensor of `shape` given `inputs`
+    /// (the tensor's own entry may be absent), and the extrapolation value.
+    pub(crate) fn plan_for(
+        &self,
+        inputs: &[Option<&Tensor>],
+        shape: &[usize],
+    ) -> Result<(Vec<usize>, Vec<ResizePass>, f64)> {
+        let (out_shape, scales, rois, axes) = self.geometry(inputs, shape)?;
+        let passes = self.passes(shape, &out_shape, &scales, &rois, &axes);
+        Ok((out_shape, passes, self.extrapolation))
     }
 }
 
 impl Kernel for Resize {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
-        let (out_shape, scales, rois, axes) = self.geometry(inputs, x.shape())?;
+        let (out_shape, passes, _) = self.plan_for(inputs, x.shape())?;
         // f32 computes in f32, as ONNX Runtime does; every other type in f64, like the reference.
         if let Tensor::F32(a) = x {
             let a = a.as_standard_layout();
             let input = a
                 .as_slice()
                 .ok_or_else(|| KernelError::Shape("Resize input is not contiguous".into()))?;
-            let data = self.resample(input, x.shape(), &out_shape, &scales, &rois, &axes);
+            let data = self.resample(input, &passes);
             return Ok(vec![tensor_from(&out_shape, data)?]);
         }
         let data: Vec<f64> = dispatch_numeric!(x, a => a.as_standard_layout().iter().map(|v| v.to_f64().unwrap_or(f64::NAN)).collect(),
             other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }));
-        let data = self.resample(&data, x.shape(), &out_shape, &scales, &rois, &axes);
+        let data = self.resample(&data, &passes);
         Ok(vec![from_f64(x.dtype(), &out_shape, data)?])
     }
 }

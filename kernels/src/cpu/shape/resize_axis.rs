@@ -53,6 +53,29 @@ pub(crate) struct AxisPlan {
     extrapolated: Vec<bool>,
 }
 
+impl AxisPlan {
+    /// Per output position: its non-zero taps `(input index, weight)`, or `None` where it is
+    /// extrapolated; the taps [`apply`] sums, in its order.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn nonzero_taps(&self) -> Vec<Option<Vec<(usize, f64)>>> {
+        self.extrapolated
+            .iter()
+            .enumerate()
+            .map(|(j, &extrapolated)| {
+                (!extrapolated).then(|| {
+                    let taps = j * self.taps..(j + 1) * self.taps;
+                    self.idx[taps.clone()]
+                        .iter()
+                        .zip(&self.coef[taps])
+                        .filter(|(_, c)| **c != 0.0)
+                        .map(|(&i, &c)| (i, c))
+                        .collect()
+                })
+            })
+            .collect()
+    }
+}
+
 fn source_coord(p: &AxisParams, x: f64) -> (f64, bool) {
     let (inw, outw) = (p.in_len as f64, p.scale * p.in_len as f64);
     match p.coord {

@@ -10,6 +10,7 @@ mod layout;
 mod matmul;
 mod normalize;
 mod pad;
+mod resize;
 
 use std::fmt::Debug;
 
@@ -167,6 +168,8 @@ const OTHER_OPS: &[&str] = &[
     "Expand",
     "Gather",
     "Pad",
+    "Resize",
+    "Upsample",
     "Reshape",
     "Flatten",
     "Squeeze",
@@ -212,6 +215,7 @@ pub fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         "Expand" => layout::build_expand(node),
         "Gather" => gather::build_gather(gpu, node),
         "Pad" => pad::build_pad(node),
+        "Resize" | "Upsample" => resize::build_resize(gpu, node),
         "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" => layout::build_alias(node),
         _ if elementwise::binary_op(op).is_some() => elementwise::build_binary(node),
         _ if crate::cpu::unary::OPS.contains(&op) => elementwise::build_unary(node),

@@ -1,0 +1,287 @@
+//! `gpu_hybrid OUT_DIR MODEL.onnx… [--image PHOTO] [--streams N] [--runs N]`: the detection
+//! models on the CPU and GPU 0 together (SIR+'s overflow), against a CPU session.
+//!
+//! Each model is a session with `Devices::cpu().with_cuda(0, N)`, built for the photo's size
+//! (its profile input is random data of that size) and run on the photo, split three ways:
+//! GPU first (`Sequential`: every node that can run on the GPU does, as ONNX Runtime's CUDA
+//! provider places them), `CommSd` (SIR+'s overflow from measured CPU and GPU times) and
+//! `Auto` (which measures both). Each is checked against a CPU session on the photo (same
+//! detections, largest difference relative to each output's largest magnitude ≤ 1e-3) and
+//! timed: median wall time of `Session::run` over `--runs` runs, GPU memory of its plans. A
+//! CPU session (every core) is timed too. Writes `gpu_hybrid.{md,json}`; exits 1 when a
+//! split's outputs are wrong, 2 when CUDA is unavailable.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use spillway::detect::{read_rgb, to_chw_tensor};
+use spillway::{Devices, OptimizationLevel, Session, SessionOutputs};
+use spillway_kernels::Tensor;
+use spillway_kernels::cuda::probe;
+use spillway_placement::Policy;
+
+/// Relative tolerance of an output against the CPU's (TF32 off).
+const TOLERANCE: f64 = 1e-3;
+
+struct Args {
+    out: PathBuf,
+    models: Vec<PathBuf>,
+    image: PathBuf,
+    streams: usize,
+    runs: usize,
+}
+
+fn args() -> Result<Args> {
+    let mut it = std::env::args().skip(1);
+    let out = it
+        .next()
+        .context("usage: gpu_hybrid OUT_DIR MODEL.onnx…")?
+        .into();
+    let mut a = Args {
+        out,
+        models: Vec::new(),
+        image: "models/images/astronaut.jpg".into(),
+        streams: 4,
+        runs: 10,
+    };
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--image" => a.image = it.next().context("--image PHOTO")?.into(),
+            "--streams" => a.streams = it.next().context("--streams N")?.parse()?,
+            "--runs" => a.runs = it.next().context("--runs N")?.parse()?,
+            _ => a.models.push(arg.into()),
+        }
+    }
+    Ok(a)
+}
+
+#[derive(serde::Serialize)]
+struct Split {
+    name: String,
+    report: String,
+    gpu_nodes: usize,
+    nodes: usize,
+    gpu_mib: f64,
+    build_s: f64,
+    run_ms: f64,
+    detections: usize,
+    max_rel_diff: f64,
+    pass: bool,
+    error: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+struct ModelResult {
+    model: String,
+    image: Vec<usize>,
+    cpu_ms: f64,
+    cpu_detections: usize,
+    splits: Vec<Split>,
+}
+
+/// Median wall milliseconds of `run` over `runs` calls (after one).
+fn wall_ms(runs: usize, run: &dyn Fn() -> spillway::Result<SessionOutputs>) -> Result<f64> {
+    run()?;
+    let mut samples = (0..runs.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            run()?;
+            Ok(start.elapsed().as_secs_f64() * 1e3)
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+/// The largest difference between `want` and `got`, relative to `want`'s largest magnitude;
+/// infinite when the shapes differ.
+fn relative_difference(want: &Tensor, got: &Tensor) -> Result<f64> {
+    if want.shape() != got.shape() {
+        return Ok(f64::INFINITY);
+    }
+    let (w, g) = (want.to_f64_vec()?, got.to_f64_vec()?);
+    let scale = w.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
+    Ok(w.iter()
+        .zip(&g)
+        .fold(0f64, |m, (a, b)| m.max((a - b).abs()))
+        / scale)
+}
+
+fn split(
+    path: &Path,
+    policy: Policy,
+    image: &Tensor,
+    want: &[Tensor],
+    streams: usize,
+    runs: usize,
+) -> Result<Split> {
+    let start = Instant::now();
+    let session = Session::builder()
+        .with_devices(Devices::cpu().with_cuda(0, streams))
+        .with_placement(policy)
+        .with_profile_shape("image", image.shape())
+        .commit_from_file(path)?;
+    let build_s = start.elapsed().as_secs_f64();
+    let report = session
+        .placement_report()
+        .context("a GPU session has a report")?;
+    let run = || session.run([("image", image.clone())]);
+    let got = run()?.try_into_tensors()?;
+    let max_rel_diff = want
+        .iter()
+        .zip(&got)
+        .map(|(w, g)| relative_difference(w, g))
+        .try_fold(0f64, |m, d| d.map(|d| m.max(d)))?;
+    Ok(Split {
+        name: format!("{policy:?}"),
+        report: report.policy.clone(),
+        gpu_nodes: report
+            .nodes
+            .iter()
+            .filter(|n| n.2.starts_with("cuda"))
+            .count(),
+        nodes: report.nodes.len(),
+        gpu_mib: report.gpu_bytes.unwrap_or(0) as f64 / (1 << 20) as f64,
+        build_s,
+        run_ms: wall_ms(runs, &run)?,
+        detections: got
+            .first()
+            .map_or(0, |t| t.shape().first().copied().unwrap_or(0)),
+        max_rel_diff,
+        pass: max_rel_diff <= TOLERANCE,
+        error: None,
+    })
+}
+
+fn run_model(args: &Args, path: &Path, image: &Tensor) -> Result<ModelResult> {
+    let cpu = Session::builder()
+        .with_optimization(OptimizationLevel::Basic)
+        .commit_from_file(path)?;
+    let run = || cpu.run([("image", image.clone())]);
+    let want = run()?.try_into_tensors()?;
+    let cpu_ms = wall_ms(args.runs.min(5), &run)?;
+    let splits = [Policy::Sequential, Policy::CommSd, Policy::Auto]
+        .into_iter()
+        .map(|p| {
+            split(path, p, image, &want, args.streams, args.runs).unwrap_or_else(|e| Split {
+                name: format!("{p:?}"),
+                report: String::new(),
+                gpu_nodes: 0,
+                nodes: 0,
+                gpu_mib: 0.0,
+                build_s: 0.0,
+                run_ms: f64::NAN,
+                detections: 0,
+                max_rel_diff: f64::NAN,
+                pass: false,
+                error: Some(format!("{e:#}")),
+            })
+        })
+        .collect();
+    Ok(ModelResult {
+        model: path
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into(),
+        image: image.shape().to_vec(),
+        cpu_ms,
+        cpu_detections: want
+            .first()
+            .map_or(0, |t| t.shape().first().copied().unwrap_or(0)),
+        splits,
+    })
+}
+
+fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
+    let mut md = format!(
+        "# CPU + GPU in one inference (SIR+ overflow), {gpu}\n\n\
+         `gpu_hybrid` on `{}`, {} streams per GPU segment, median of {} runs of `Session::run` \
+         (wall, uploads and downloads included). GPU first = every node with a GPU kernel and \
+         fixed shapes on the GPU. Outputs vs a CPU session on the same photo (≤ {TOLERANCE:e}).\n\n\
+         | model | split | placement | GPU nodes | run ms | vs GPU first | GPU MiB | vs GPU first | \
+         detections (CPU) | max rel diff | pass | build s |\n\
+         |---|---|---|---|---:|---:|---:|---:|---|---:|---|---:|\n",
+        args.image.display(),
+        args.streams,
+        args.runs
+    );
+    for r in results {
+        let first = r.splits.first();
+        for s in &r.splits {
+            let ratio = |a: f64, b: Option<f64>| {
+                b.filter(|b| *b > 0.0)
+                    .map_or(String::new(), |b| format!("{:.3}", a / b))
+            };
+            md += &format!(
+                "| {} {:?} | {} | {} | {}/{} | {:.2} | {} | {:.1} | {} | {} ({}) | {:.1e} | {} | {:.1} |\n",
+                r.model,
+                r.image,
+                s.name,
+                s.error.as_deref().unwrap_or(&s.report),
+                s.gpu_nodes,
+                s.nodes,
+                s.run_ms,
+                ratio(s.run_ms, first.map(|f| f.run_ms)),
+                s.gpu_mib,
+                ratio(s.gpu_mib, first.map(|f| f.gpu_mib)),
+                s.detections,
+                r.cpu_detections,
+                s.max_rel_diff,
+                if s.pass { "yes" } else { "**no**" },
+                s.build_s
+            );
+        }
+        md += &format!(
+            "| {} | CPU session (every core) | | 0/- | {:.2} | | | | {} | | | |\n",
+            r.model, r.cpu_ms, r.cpu_detections
+        );
+    }
+    md
+}
+
+fn main() -> Result<()> {
+    let args = args()?;
+    let gpu = match probe::probe().and_then(|p| p.gpu(0).cloned()) {
+        Ok(info) => info.name.clone(),
+        Err(e) => {
+            eprintln!("CUDA is unavailable: {e}");
+            std::process::exit(2);
+        }
+    };
+    let image = to_chw_tensor(&read_rgb(&args.image)?)?;
+    let mut results = Vec::new();
+    for path in &args.models {
+        println!("{}", path.display());
+        match run_model(&args, path, &image) {
+            Ok(r) => {
+                for s in &r.splits {
+                    println!(
+                        "  {}: {:.2} ms, {:.1} MiB, diff {:.1e}, {}",
+                        s.name,
+                        s.run_ms,
+                        s.gpu_mib,
+                        s.max_rel_diff,
+                        s.error.as_deref().unwrap_or(&s.report)
+                    );
+                }
+                results.push(r);
+            }
+            Err(e) => println!("  failed: {e:#}"),
+        }
+    }
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::write(
+        args.out.join("gpu_hybrid.json"),
+        serde_json::to_string_pretty(&results)?,
+    )?;
+    let md = markdown(&gpu, &args, &results);
+    std::fs::write(args.out.join("gpu_hybrid.md"), &md)?;
+    print!("{md}");
+    if results.len() < args.models.len() || results.iter().any(|r| r.splits.iter().any(|s| !s.pass))
+    {
+        bail!("a model or a split failed");
+    }
+    Ok(())
+}
