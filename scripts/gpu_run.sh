@@ -17,7 +17,8 @@
 # ZOO (default googlenet,inception_v3,resnet50,squeezenet1_1,nasnetalarge) picks the models for gpu_zoo,
 # DETECTION (default ssd300_vgg16,fasterrcnn_resnet50_fpn,maskrcnn_resnet50_fpn; empty skips) those for gpu_hybrid,
 # ZOO_RUNS its timed launches per configuration (default 100); STEP_TIMEOUT (seconds, default
-# 600) bounds each step, NODE_TESTS=0 skips the node tests.
+# 600) bounds each step, NODE_TESTS=0 skips the node tests, STEPS (default
+# export,torch,zoo,hybrid,tests,cli,check) picks the steps that run.
 # Build the bundle first on a machine with Rust: `scripts/gpu_bundle.sh` (writes gpu-bundle/).
 # With the device tool: run(command="scripts/gpu_run.sh $OUT", carry=["gpu-bundle"]).
 set -uo pipefail
@@ -86,18 +87,24 @@ rm -rf "$out/conv-probe"
 } > "$out/gpu.txt" 2>&1
 
 status=0
+steps=",${STEPS:-export,torch,zoo,hybrid,tests,cli,check},"
+want() { [[ "$steps" == *",$1,"* ]]; }
 limit=(timeout "${STEP_TIMEOUT:-600}")
 zoo="${ZOO:-googlenet,inception_v3,resnet50,squeezenet1_1,nasnetalarge}"
 detection="${DETECTION-ssd300_vgg16,fasterrcnn_resnet50_fpn,maskrcnn_resnet50_fpn}"
 
 # The zoo is exported here (it has torch, torchvision, timm and onnx; nothing is fetched).
-"${limit[@]}" "$python" models/export_zoo.py --only "$zoo${detection:+,$detection}" > "$out/export.log" 2>&1 || status=5
-tail -3 "$out/export.log"
+if want export; then
+  "${limit[@]}" "$python" models/export_zoo.py --only "$zoo${detection:+,$detection}" > "$out/export.log" 2>&1 || status=5
+  tail -3 "$out/export.log"
+fi
 
-"${limit[@]}" "$python" scripts/torch_gpu_bench.py "$out" > "$out/torch_baseline.log" 2>&1 || status=4
-tail -6 "$out/torch_baseline.log"
+if want torch; then
+  "${limit[@]}" "$python" scripts/torch_gpu_bench.py "$out" > "$out/torch_baseline.log" 2>&1 || status=4
+  tail -6 "$out/torch_baseline.log"
+fi
 
-if [ -x gpu-bundle/gpu_zoo ]; then
+if [ -x gpu-bundle/gpu_zoo ] && want zoo; then
   models=()
   for m in ${zoo//,/ }; do [ -f "models/zoo/$m.onnx" ] && models+=("models/zoo/$m.onnx"); done
   "${limit[@]}" gpu-bundle/gpu_zoo "$out" "${models[@]}" --runs "${ZOO_RUNS:-100}" \
@@ -106,7 +113,7 @@ if [ -x gpu-bundle/gpu_zoo ]; then
 fi
 
 # The detection models on the CPU and the GPU together.
-if [ -x gpu-bundle/gpu_hybrid ] && [ -n "$detection" ]; then
+if [ -x gpu-bundle/gpu_hybrid ] && [ -n "$detection" ] && want hybrid; then
   models=()
   for m in ${detection//,/ }; do [ -f "models/zoo/$m.onnx" ] && models+=("models/zoo/$m.onnx"); done
   "${limit[@]}" gpu-bundle/gpu_hybrid "$out" "${models[@]}" --runs "${HYBRID_RUNS:-10}" \
@@ -115,13 +122,13 @@ if [ -x gpu-bundle/gpu_hybrid ] && [ -n "$detection" ]; then
 fi
 
 # The CUDA backend's tests, on this GPU (they find the checkout through SPILLWAY_ROOT).
-if [ -x gpu-bundle/cuda_backend ]; then
+if [ -x gpu-bundle/cuda_backend ] && want tests; then
   SPILLWAY_ROOT="$PWD" "${limit[@]}" gpu-bundle/cuda_backend > "$out/cuda_tests.log" 2>&1 || status=8
   tail -4 "$out/cuda_tests.log"
 fi
 
 # The CLI on the GPU: the bundled model and googlenet, every node on GPU 0 with 4 streams.
-if [ -x gpu-bundle/spillway ]; then
+if [ -x gpu-bundle/spillway ] && want cli; then
   {
     "${limit[@]}" gpu-bundle/spillway run --cuda 4 --repeat 20
     [ -f models/zoo/googlenet.onnx ] && "${limit[@]}" gpu-bundle/spillway run models/zoo/googlenet.onnx --cuda 4 --repeat 50
@@ -129,7 +136,9 @@ if [ -x gpu-bundle/spillway ]; then
   tail -12 "$out/cli.log"
 fi
 
-if [ -x gpu-bundle/gpu_check ]; then
+if ! want check; then
+  :
+elif [ -x gpu-bundle/gpu_check ]; then
   node_tests=gpu-bundle/node
   [ -d "$node_tests" ] || node_tests="$("$python" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/node"))' 2>/dev/null)"
   [ "${NODE_TESTS:-1}" = 0 ] && node_tests=

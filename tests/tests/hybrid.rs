@@ -73,6 +73,28 @@ fn shape_arithmetic_folds_and_only_what_follows_nonzero_is_left_to_the_host() {
 }
 
 #[test]
+fn specializing_gives_every_value_a_node_touches_constants_included() {
+    // A device kernel is built from the type and shape of every value its node reads and
+    // writes: the weights as much as the activations.
+    let path = workspace_root().join("models/small/inception_block.onnx");
+    let mut graph = loaded(&std::fs::read(path).unwrap());
+    let input = vec![Value::Tensor(seeded_f32(&[1, 3, 64, 64], 1))];
+    let (values, fixed) = specialize(&mut graph, &input).unwrap();
+    for node in &graph.nodes {
+        assert!(fixed.node_has_fixed_shapes(node), "{}", node.name);
+        for v in node.present_inputs().chain(node.present_outputs()) {
+            assert!(
+                matches!(values[v.index()], Some(Value::Tensor(_))),
+                "{}: value '{}' is missing",
+                node.name,
+                graph.name(v)
+            );
+        }
+    }
+    assert!(graph.nodes.iter().any(|n| n.op_type == "Conv"));
+}
+
+#[test]
 fn segments_on_both_sides_compute_what_the_cpu_computes_on_other_data() {
     let bytes = model();
     let mut graph = loaded(&bytes);

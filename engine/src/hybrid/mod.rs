@@ -27,8 +27,8 @@ use crate::value::Value;
 /// Fixes `graph` to the shapes of `inputs` (one per graph input): runs it once on the CPU,
 /// gives every value whose shape the input shapes fix that shape, folds what that makes
 /// constant (`Shape` of a fixed shape and the arithmetic on it) and drops the nodes left
-/// unused. Returns every value of the run (indexed by value id; folding keeps the ids and the
-/// values) and the analysis of the specialized graph.
+/// unused. Returns every value of the run, constants included (indexed by value id; folding
+/// keeps the ids and the values), and the analysis of the specialized graph.
 pub fn specialize(
     graph: &mut Graph,
     inputs: &[Value],
@@ -39,7 +39,10 @@ pub fn specialize(
         .copied()
         .zip(inputs.iter().cloned())
         .collect();
-    let values = SequentialPlan::compile(graph)?.run_keeping_values(bound)?;
+    let mut values = SequentialPlan::compile(graph)?.run_keeping_values(bound)?;
+    for (v, t) in &graph.constants {
+        values[v.index()] = Some(Value::Tensor(t.clone()));
+    }
     let fixed = FixedValues::of(graph);
     for ((info, value), &shape_fixed) in graph.values.iter_mut().zip(&values).zip(&fixed.shape) {
         if let (true, Some(Value::Tensor(t))) = (shape_fixed, value) {

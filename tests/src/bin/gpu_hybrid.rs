@@ -251,6 +251,7 @@ fn main() -> Result<()> {
         }
     };
     let image = to_chw_tensor(&read_rgb(&args.image)?)?;
+    std::fs::create_dir_all(&args.out)?;
     let mut results = Vec::new();
     for path in &args.models {
         println!("{}", path.display());
@@ -270,15 +271,17 @@ fn main() -> Result<()> {
             }
             Err(e) => println!("  failed: {e:#}"),
         }
+        // Written after each model, so that a run cut short keeps what it measured.
+        std::fs::write(
+            args.out.join("gpu_hybrid.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+        std::fs::write(
+            args.out.join("gpu_hybrid.md"),
+            markdown(&gpu, &args, &results),
+        )?;
     }
-    std::fs::create_dir_all(&args.out)?;
-    std::fs::write(
-        args.out.join("gpu_hybrid.json"),
-        serde_json::to_string_pretty(&results)?,
-    )?;
-    let md = markdown(&gpu, &args, &results);
-    std::fs::write(args.out.join("gpu_hybrid.md"), &md)?;
-    print!("{md}");
+    print!("{}", markdown(&gpu, &args, &results));
     if results.len() < args.models.len() || results.iter().any(|r| r.splits.iter().any(|s| !s.pass))
     {
         bail!("a model or a split failed");
