@@ -168,16 +168,18 @@ mod tests {
         use Side::{Device, Host};
         let sides = [Device, Device, Device, Host, Device, Host];
         let segments = partition(&g, &sides);
-        let summary: Vec<(Side, Vec<usize>, Vec<ValueId>, Vec<ValueId>)> = segments
-            .iter()
-            .map(|s| (s.side, s.nodes.clone(), s.inputs.clone(), s.outputs.clone()))
-            .collect();
+        let segment = |side, nodes: &[usize], inputs: &[usize], outputs: &[usize]| Segment {
+            side,
+            nodes: nodes.to_vec(),
+            inputs: ids(inputs),
+            outputs: ids(outputs),
+        };
         assert_eq!(
-            summary,
+            segments,
             [
-                (Device, vec![0, 1, 2], ids(&[0]), ids(&[1, 2, 3])),
-                (Host, vec![3, 5], ids(&[1, 2]), ids(&[4, 6])),
-                (Device, vec![4], ids(&[3, 4]), ids(&[5])),
+                segment(Device, &[0, 1, 2], &[0], &[1, 2, 3]),
+                segment(Host, &[3, 5], &[1, 2], &[4, 6]),
+                segment(Device, &[4], &[3, 4], &[5]),
             ]
         );
         for s in 0..segments.len() {

@@ -774,7 +774,10 @@ fn node_tests(gpu: &Gpu, dir: &std::path::Path) -> Result<NodeTestSummary> {
         // with them constant.
         let mut outcome = check(gpu, &spec, &inputs, &constant);
         let refused = matches!(
-            outcome.as_ref().err().and_then(|e| e.downcast_ref::<CudaError>()),
+            outcome
+                .as_ref()
+                .err()
+                .and_then(|e| e.downcast_ref::<CudaError>()),
             Some(CudaError::Unsupported(_))
         );
         if refused && inputs.len() > 1 {
