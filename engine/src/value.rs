@@ -77,6 +77,17 @@ impl Sequence {
     }
 }
 
+/// The tensors of `values`, in order, or the first value that is not a tensor.
+pub fn all_tensors(values: impl IntoIterator<Item = Value>) -> Result<Vec<Tensor>, Value> {
+    values
+        .into_iter()
+        .map(|v| match v {
+            Value::Tensor(t) => Ok(t),
+            other => Err(other),
+        })
+        .collect()
+}
+
 impl From<Tensor> for Value {
     fn from(t: Tensor) -> Self {
         Value::Tensor(t)

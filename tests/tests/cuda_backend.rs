@@ -57,6 +57,19 @@ fn opening_a_gpu_without_cuda_is_a_typed_error() {
     );
 }
 
+/// Without a GPU: checks that `session` fails with `DeviceUnavailable` and returns true.
+fn unavailable_without_gpu(session: impl FnOnce() -> spillway::Result<Session>) -> bool {
+    if probe().is_ok() {
+        return false;
+    }
+    let err = session().unwrap_err();
+    assert!(
+        matches!(err, spillway::Error::DeviceUnavailable { .. }),
+        "{err}"
+    );
+    true
+}
+
 /// With a GPU: a session on it matches the CPU session on the bundled model for every stream
 /// policy, also from several threads at once; an input of another shape is a typed error and
 /// the session stays usable. Without one: creating the session is a typed error.
@@ -69,12 +82,7 @@ fn gpu_sessions_match_the_cpu_session() {
             .with_placement(policy)
             .commit_from_file(&model)
     };
-    if probe().is_err() {
-        let err = gpu_session(Placement::Auto).unwrap_err();
-        assert!(
-            matches!(err, spillway::Error::DeviceUnavailable { .. }),
-            "{err}"
-        );
+    if unavailable_without_gpu(|| gpu_session(Placement::Auto)) {
         return;
     }
     let cpu = Session::builder().commit_from_file(&model).unwrap();
@@ -140,12 +148,7 @@ fn split_sessions_match_the_cpu_session() {
             .with_placement(policy)
             .commit_from_memory(&bytes)
     };
-    if probe().is_err() {
-        let err = gpu_session(Placement::Auto).unwrap_err();
-        assert!(
-            matches!(err, spillway::Error::DeviceUnavailable { .. }),
-            "{err}"
-        );
+    if unavailable_without_gpu(|| gpu_session(Placement::Auto)) {
         return;
     }
     let cpu = Session::builder()

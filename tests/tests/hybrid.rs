@@ -39,6 +39,21 @@ fn cpu_outputs(bytes: &[u8], names: &[&str], inputs: &[Value]) -> Vec<Tensor> {
     (0..outputs.len()).map(|i| outputs[i].clone()).collect()
 }
 
+/// Every node with fixed shapes on the device, the rest on the host.
+fn fixed_on_device(graph: &Graph, fixed: &FixedValues) -> Vec<Side> {
+    graph
+        .nodes
+        .iter()
+        .map(|n| {
+            if fixed.node_has_fixed_shapes(n) {
+                Side::Device
+            } else {
+                Side::Host
+            }
+        })
+        .collect()
+}
+
 fn tensors(values: &[Value]) -> Vec<&Tensor> {
     values.iter().map(|v| v.as_tensor().unwrap()).collect()
 }
@@ -99,17 +114,7 @@ fn segments_on_both_sides_compute_what_the_cpu_computes_on_other_data() {
     let bytes = model();
     let mut graph = loaded(&bytes);
     let (_, fixed) = specialize(&mut graph, &inputs(1, [0, 5])).unwrap();
-    let gpu_first: Vec<Side> = graph
-        .nodes
-        .iter()
-        .map(|n| {
-            if fixed.node_has_fixed_shapes(n) {
-                Side::Device
-            } else {
-                Side::Host
-            }
-        })
-        .collect();
+    let gpu_first = fixed_on_device(&graph, &fixed);
     // Also a split with fixed-shape nodes overflowed to the host: more segments, both ways.
     let overflow: Vec<Side> = gpu_first
         .iter()
@@ -139,17 +144,7 @@ fn a_wrong_shape_and_a_failing_segment_are_errors_and_the_plan_keeps_working() {
     let bytes = model();
     let mut graph = loaded(&bytes);
     let (_, fixed) = specialize(&mut graph, &inputs(1, [0, 5])).unwrap();
-    let sides: Vec<Side> = graph
-        .nodes
-        .iter()
-        .map(|n| {
-            if fixed.node_has_fixed_shapes(n) {
-                Side::Device
-            } else {
-                Side::Host
-            }
-        })
-        .collect();
+    let sides = fixed_on_device(&graph, &fixed);
     let plan = host_stand_in(&graph, &sides, input_shapes(&inputs(1, [0, 5]))).unwrap();
     let wrong = vec![
         Value::Tensor(seeded_f32(&[1, 4, 7, 7], 5)),
@@ -190,17 +185,7 @@ fn zoo_detectors_split_gpu_first_match_the_cpu() {
         let shape = [3, 240, 320];
         let image = |seed| vec![Value::Tensor(seeded_f32(&shape, seed))];
         let (_, fixed) = specialize(&mut graph, &image(1)).unwrap();
-        let sides: Vec<Side> = graph
-            .nodes
-            .iter()
-            .map(|n| {
-                if fixed.node_has_fixed_shapes(n) {
-                    Side::Device
-                } else {
-                    Side::Host
-                }
-            })
-            .collect();
+        let sides = fixed_on_device(&graph, &fixed);
         let segments = partition(&graph, &sides);
         let on = |side| segments.iter().filter(|s| s.side == side).count();
         let device_nodes = sides.iter().filter(|&&s| s == Side::Device).count();

@@ -22,7 +22,7 @@ use crate::hybrid::{
     FixedValues, HostSegment, HybridPlan, SegmentWork, Side, input_shapes, partition, segment_graph,
 };
 use crate::profile::{self, ProfileOptions};
-use crate::value::Value;
+use crate::value::{Value, all_tensors};
 
 /// Whole runs timed per candidate when `Auto` weighs the splits.
 const AUTO_RUNS: usize = 7;
@@ -58,16 +58,9 @@ impl SegmentWork for DeviceSegment {
 
 /// The tensors of `values`: GPU nodes read tensors only.
 fn tensors(values: Vec<Value>) -> Result<Vec<Tensor>> {
-    values
-        .into_iter()
-        .map(|v| match v {
-            Value::Tensor(t) => Ok(t),
-            other => Err(Error::Internal(format!(
-                "a GPU segment was given {}",
-                other.type_string()
-            ))),
-        })
-        .collect()
+    all_tensors(values).map_err(|other| {
+        Error::Internal(format!("a GPU segment was given {}", other.type_string()))
+    })
 }
 
 /// How a [`HybridEngine`] was chosen.

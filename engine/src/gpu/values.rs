@@ -6,8 +6,8 @@ use spillway_kernels::cuda::ops::TensorDesc;
 
 use crate::error::{Error, Result};
 use crate::exec::build_kernel;
-use crate::graph::passes::{fold_constants, remove_dead_nodes};
-use crate::graph::{Dim, Graph};
+use crate::graph::Graph;
+use crate::value::Value;
 
 /// Runs `graph` on `inputs` (one per graph input) with the CPU kernels, node by node, and
 /// returns every value, indexed by value id (`None` for values no node writes).
@@ -47,21 +47,18 @@ pub fn descs(values: &[Option<Tensor>]) -> Vec<Option<TensorDesc>> {
         .collect()
 }
 
-/// Fixes every value's type and shape to those of one CPU run on `inputs`, then folds what
-/// that makes constant (`Shape` of a fixed shape and the arithmetic on it, which exporters
-/// emit for padding and reshapes) and drops the nodes left unused. A GPU plan is compiled for
-/// fixed shapes, and such nodes have no GPU kernel. Returns every value of the run, which is
-/// also a run of the specialized graph (folding keeps the value ids and computes the same
-/// values; the dropped nodes' outputs are simply no longer read).
+/// Fixes `graph` to the shapes of `inputs` (see [`crate::hybrid::specialize`]: every shape that
+/// follows from the inputs' is fixed, the shape arithmetic on them folded, the nodes left unused
+/// dropped) and returns every tensor of that CPU run, indexed by value id. A GPU plan is
+/// compiled for fixed shapes, and the folded nodes have no GPU kernel.
 pub fn specialize(graph: &mut Graph, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
-    let values = cpu_values(graph, inputs)?;
-    for (info, t) in graph.values.iter_mut().zip(&values) {
-        if let Some(t) = t {
-            info.dtype = Some(t.dtype());
-            info.shape = Some(t.shape().iter().map(|&d| Dim::Fixed(d)).collect());
-        }
-    }
-    fold_constants(graph)?;
-    remove_dead_nodes(graph);
-    Ok(values)
+    let inputs: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
+    let (values, _) = crate::hybrid::specialize(graph, &inputs)?;
+    Ok(values
+        .into_iter()
+        .map(|v| match v {
+            Some(Value::Tensor(t)) => Some(t),
+            _ => None,
+        })
+        .collect())
 }

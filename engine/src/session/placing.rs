@@ -423,16 +423,12 @@ pub(crate) fn build_gpu(
 /// The tensors of `values`: a GPU session takes tensor inputs only.
 #[cfg(feature = "cuda")]
 pub(crate) fn gpu_inputs(values: impl IntoIterator<Item = Value>) -> Result<Vec<Tensor>> {
-    values
-        .into_iter()
-        .map(|v| match v {
-            Value::Tensor(t) => Ok(t),
-            other => Err(Error::Config(format!(
-                "a GPU session takes tensor inputs only, not {}",
-                other.type_string()
-            ))),
-        })
-        .collect()
+    crate::value::all_tensors(values).map_err(|other| {
+        Error::Config(format!(
+            "a GPU session takes tensor inputs only, not {}",
+            other.type_string()
+        ))
+    })
 }
 
 /// The placement report of a GPU engine: its streams, and the simulation of them from the
