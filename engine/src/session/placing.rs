@@ -416,6 +416,14 @@ pub(crate) fn build_gpu(
         return Ok(Engine::Gpu { engine, report });
     }
     let engine = HybridEngine::build(&parts, &eligible, split)?;
+    let choice = engine.choice();
+    tracing::info!(
+        gpu_nodes = choice.sides.iter().filter(|s| **s == crate::hybrid::Side::Device).count(),
+        eligible = choice.eligible,
+        nodes = graph.nodes.len(),
+        policy = ?choice.policy,
+        "the session splits its nodes between the CPU and the GPU"
+    );
     let report = hybrid_report(graph, devices, &engine, ordinal)?;
     Ok(Engine::Hybrid { engine, report })
 }

@@ -67,6 +67,8 @@ struct Split {
     run_ms: f64,
     detections: usize,
     max_rel_diff: f64,
+    /// Per output, in the model's order: its difference from the CPU's.
+    output_diffs: Vec<(String, f64)>,
     pass: bool,
     error: Option<String>,
 }
@@ -127,12 +129,15 @@ fn split(
         .placement_report()
         .context("a GPU session has a report")?;
     let run = || session.run([("image", image.clone())]);
-    let got = run()?.try_into_tensors()?;
-    let max_rel_diff = want
-        .iter()
-        .zip(&got)
-        .map(|(w, g)| relative_difference(w, g))
-        .try_fold(0f64, |m, d| d.map(|d| m.max(d)))?;
+    let outputs = run()?;
+    let names: Vec<String> = outputs.iter_values().map(|(n, _)| n.to_string()).collect();
+    let got = outputs.try_into_tensors()?;
+    let output_diffs = names
+        .into_iter()
+        .zip(want.iter().zip(&got))
+        .map(|(name, (w, g))| Ok((name, relative_difference(w, g)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let max_rel_diff = output_diffs.iter().fold(0f64, |m, (_, d)| m.max(*d));
     Ok(Split {
         name: format!("{policy:?}"),
         report: report.policy.clone(),
@@ -149,6 +154,7 @@ fn split(
             .first()
             .map_or(0, |t| t.shape().first().copied().unwrap_or(0)),
         max_rel_diff,
+        output_diffs,
         pass: max_rel_diff <= TOLERANCE,
         error: None,
     })
@@ -174,6 +180,7 @@ fn run_model(args: &Args, path: &Path, image: &Tensor) -> Result<ModelResult> {
                 run_ms: f64::NAN,
                 detections: 0,
                 max_rel_diff: f64::NAN,
+                output_diffs: Vec::new(),
                 pass: false,
                 error: Some(format!("{e:#}")),
             })
@@ -259,11 +266,12 @@ fn main() -> Result<()> {
             Ok(r) => {
                 for s in &r.splits {
                     println!(
-                        "  {}: {:.2} ms, {:.1} MiB, diff {:.1e}, {}",
+                        "  {}: {:.2} ms, {:.1} MiB, diff {:.1e} {:?}, {}",
                         s.name,
                         s.run_ms,
                         s.gpu_mib,
                         s.max_rel_diff,
+                        s.output_diffs,
                         s.error.as_deref().unwrap_or(&s.report)
                     );
                 }
