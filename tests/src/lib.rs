@@ -255,6 +255,49 @@ pub fn relative_l2(expected: &Tensor, actual: &Tensor) -> Result<f64, String> {
     Ok(if norm == 0.0 { diff } else { diff / norm })
 }
 
+/// Largest |want − got| over the largest |want| (the absolute difference when `want` is all
+/// zero); NaN against NaN counts as equal, NaN against a number as infinitely far.
+pub fn max_relative_difference(want: &Tensor, got: &Tensor) -> Result<f64, String> {
+    if want.shape() != got.shape() {
+        return Err(format!(
+            "shape {:?} against {:?}",
+            got.shape(),
+            want.shape()
+        ));
+    }
+    let w = want.to_f64_vec().map_err(|e| e.to_string())?;
+    let g = got.to_f64_vec().map_err(|e| e.to_string())?;
+    let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
+    let worst = w
+        .iter()
+        .zip(&g)
+        .map(|(a, b)| {
+            if a.is_nan() && b.is_nan() {
+                0.0
+            } else {
+                (a - b).abs()
+            }
+        })
+        .fold(
+            0f64,
+            |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) },
+        );
+    Ok(if scale == 0.0 { worst } else { worst / scale })
+}
+
+/// Median host wall milliseconds of `run` over `runs` calls (after one untimed call).
+pub fn median_wall_ms<E>(runs: usize, run: &dyn Fn() -> Result<(), E>) -> Result<f64, E> {
+    run()?;
+    let mut samples = Vec::with_capacity(runs.max(1));
+    for _ in 0..runs.max(1) {
+        let start = std::time::Instant::now();
+        run()?;
+        samples.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
 /// Seeded floats in [-1, 1) of the given shape (xorshift64; the same seed gives the same tensor).
 pub fn seeded_f32(shape: &[usize], seed: u64) -> Tensor {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

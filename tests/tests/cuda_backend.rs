@@ -57,6 +57,21 @@ fn opening_a_gpu_without_cuda_is_a_typed_error() {
     );
 }
 
+/// Every output of `got` within 1e-4 of `want`'s, relative to its largest magnitude (at least 1).
+fn assert_close(got: &[Tensor], want: &[Tensor], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g.shape(), w.shape(), "{what}");
+        let (g, w) = (g.to_f64_vec().unwrap(), w.to_f64_vec().unwrap());
+        let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
+        let worst = g
+            .iter()
+            .zip(&w)
+            .fold(0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(worst <= 1e-4 * scale.max(1.0), "{what}: {worst}");
+    }
+}
+
 /// Without a GPU: checks that `session` fails with `DeviceUnavailable` and returns true.
 fn unavailable_without_gpu(session: impl FnOnce() -> spillway::Result<Session>) -> bool {
     if probe().is_ok() {
@@ -103,17 +118,8 @@ fn gpu_sessions_match_the_cpu_session() {
         let session = gpu_session(policy).unwrap();
         let report = session.placement_report().unwrap();
         assert!(report.nodes.iter().all(|n| n.2 == "cuda0"), "{report}");
-        let close = |got: Vec<Tensor>, want: Vec<Tensor>| {
-            for (g, w) in got.iter().zip(&want) {
-                let (g, w) = (g.to_f64_vec().unwrap(), w.to_f64_vec().unwrap());
-                let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
-                let worst = g
-                    .iter()
-                    .zip(&w)
-                    .fold(0f64, |m, (a, b)| m.max((a - b).abs()));
-                assert!(worst <= 1e-4 * scale.max(1.0), "{policy:?}: {worst}");
-            }
-        };
+        let close =
+            |got: Vec<Tensor>, want: Vec<Tensor>| assert_close(&got, &want, &format!("{policy:?}"));
         std::thread::scope(|scope| {
             for t in 0..3u64 {
                 let (session, name) = (&session, &name);
@@ -168,16 +174,7 @@ fn split_sessions_match_the_cpu_session() {
         ]
     };
     let close = |got: spillway::SessionOutputs, want: spillway::SessionOutputs| {
-        for (g, w) in got.into_tensors().iter().zip(want.into_tensors()) {
-            assert_eq!(g.shape(), w.shape());
-            let (g, w) = (g.to_f64_vec().unwrap(), w.to_f64_vec().unwrap());
-            let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
-            let worst = g
-                .iter()
-                .zip(&w)
-                .fold(0f64, |m, (a, b)| m.max((a - b).abs()));
-            assert!(worst <= 1e-4 * scale.max(1.0), "{worst}");
-        }
+        assert_close(&got.into_tensors(), &want.into_tensors(), "split")
     };
     for policy in [Placement::Sequential, Placement::CommSd, Placement::Auto] {
         let session = gpu_session(policy).unwrap();

@@ -20,6 +20,7 @@ use spillway::{Devices, OptimizationLevel, Session, SessionOutputs};
 use spillway_kernels::Tensor;
 use spillway_kernels::cuda::probe;
 use spillway_placement::Policy;
+use spillway_tests::{max_relative_difference, median_wall_ms};
 
 /// Relative tolerance of an output against the CPU's (TF32 off).
 const TOLERANCE: f64 = 1e-3;
@@ -84,30 +85,15 @@ struct ModelResult {
 
 /// Median wall milliseconds of `run` over `runs` calls (after one).
 fn wall_ms(runs: usize, run: &dyn Fn() -> spillway::Result<SessionOutputs>) -> Result<f64> {
-    run()?;
-    let mut samples = (0..runs.max(1))
-        .map(|_| {
-            let start = Instant::now();
-            run()?;
-            Ok(start.elapsed().as_secs_f64() * 1e3)
-        })
-        .collect::<Result<Vec<f64>>>()?;
-    samples.sort_by(f64::total_cmp);
-    Ok(samples[samples.len() / 2])
+    Ok(median_wall_ms(runs, &|| run().map(drop))?)
 }
 
-/// The largest difference between `want` and `got`, relative to `want`'s largest magnitude;
-/// infinite when the shapes differ.
+/// [`max_relative_difference`]; infinite when the shapes differ.
 fn relative_difference(want: &Tensor, got: &Tensor) -> Result<f64> {
     if want.shape() != got.shape() {
         return Ok(f64::INFINITY);
     }
-    let (w, g) = (want.to_f64_vec()?, got.to_f64_vec()?);
-    let scale = w.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
-    Ok(w.iter()
-        .zip(&g)
-        .fold(0f64, |m, (a, b)| m.max((a - b).abs()))
-        / scale)
+    max_relative_difference(want, got).map_err(anyhow::Error::msg)
 }
 
 fn split(

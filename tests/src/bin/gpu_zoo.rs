@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use spillway::gpu::{
     CapturedPlan, GpuPlan, StreamAssignment, cost_graph, descs, median_ms, specialize,
 };
@@ -26,7 +26,7 @@ use spillway_kernels::Tensor;
 use spillway_kernels::cuda::ops::TensorDesc;
 use spillway_kernels::cuda::{Gpu, GpuOptions, probe};
 use spillway_placement::{Options, Policy, Topology, place, simulate};
-use spillway_tests::seeded_f32;
+use spillway_tests::{max_relative_difference, median_wall_ms, seeded_f32};
 
 /// Relative tolerance of a GPU output against the CPU's (TF32 off).
 const TOLERANCE: f64 = 1e-3;
@@ -60,28 +60,8 @@ fn args() -> Result<Args> {
     Ok(a)
 }
 
-/// Largest |a − b| over the largest |a| (0 when both are all zero).
 fn relative_difference(want: &Tensor, got: &Tensor) -> Result<f64> {
-    if want.shape() != got.shape() {
-        bail!("shape {:?} against {:?}", got.shape(), want.shape());
-    }
-    let (w, g) = (want.to_f64_vec()?, got.to_f64_vec()?);
-    let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
-    let worst = w
-        .iter()
-        .zip(&g)
-        .map(|(a, b)| {
-            if a.is_nan() && b.is_nan() {
-                0.0
-            } else {
-                (a - b).abs()
-            }
-        })
-        .fold(
-            0f64,
-            |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) },
-        );
-    Ok(if scale == 0.0 { worst } else { worst / scale })
+    max_relative_difference(want, got).map_err(anyhow::Error::msg)
 }
 
 /// The worst output difference of `got` against the CPU reference.
@@ -204,17 +184,8 @@ fn run_config(
     ))
 }
 
-/// Median host wall milliseconds of `run` over `runs` calls (after one).
 fn wall_ms(runs: usize, run: &dyn Fn() -> spillway::Result<()>) -> Result<f64> {
-    run()?;
-    let mut samples = Vec::with_capacity(runs);
-    for _ in 0..runs.max(1) {
-        let start = std::time::Instant::now();
-        run()?;
-        samples.push(start.elapsed().as_secs_f64() * 1e3);
-    }
-    samples.sort_by(f64::total_cmp);
-    Ok(samples[samples.len() / 2])
+    Ok(median_wall_ms(runs, run)?)
 }
 
 /// The public API on the same model: a session with GPU 0 (`Auto` picks its streams), its
