@@ -5,7 +5,13 @@
 
 use spillway::graph::Graph;
 use spillway::graph::passes::{Level, optimize};
-use spillway::hybrid::{FixedValues, Side, host_stand_in, input_shapes, partition, specialize};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use spillway::hybrid::{
+    FixedValues, HostSegment, SegmentCompiler, SegmentWork, ShapeStats, Side, compile_split,
+    host_stand_in, input_shapes, partition, shapes_follow_input_shapes, specialize,
+};
 use spillway::{Error, OptimizationLevel, Session, Tensor, Value};
 use spillway_tests::fixtures::split_model as model;
 use spillway_tests::{relative_l2, seeded_f32, workspace_root};
@@ -167,6 +173,124 @@ fn a_wrong_shape_and_a_failing_segment_are_errors_and_the_plan_keeps_working() {
     let got = plan.run(x).unwrap();
     for (w, g) in want.iter().zip(tensors(&got)) {
         assert!(relative_l2(w, g).unwrap() <= 1e-6);
+    }
+}
+
+/// A stand-in for a device compiler: compiles a host segment, after checking that it was given
+/// the type and shape of every value the segment's nodes touch (what a device plan is built
+/// from). Counts its compilations; refuses every shape met during runs when `refuse` is set.
+#[derive(Debug)]
+struct StandInCompiler {
+    compiles: Arc<AtomicUsize>,
+    refuse: bool,
+}
+
+impl SegmentCompiler for StandInCompiler {
+    fn compile(
+        &self,
+        graph: &Graph,
+        _inputs: &[Value],
+        values: &[Option<Value>],
+        measure: bool,
+    ) -> spillway::Result<Box<dyn SegmentWork>> {
+        for node in &graph.nodes {
+            for v in node.present_inputs().chain(node.present_outputs()) {
+                let known = graph.constants.contains_key(&v)
+                    || matches!(values.get(v.index()), Some(Some(Value::Tensor(_))));
+                if !known {
+                    return Err(Error::Internal(format!("no shape for '{}'", graph.name(v))));
+                }
+            }
+        }
+        if self.refuse && !measure {
+            return Err(Error::Internal("refused".into()));
+        }
+        self.compiles.fetch_add(1, Ordering::SeqCst);
+        Ok(Box::new(HostSegment::compile(graph)?))
+    }
+}
+
+#[test]
+fn segments_after_a_data_dependent_shape_run_on_the_device_once_their_shape_comes_back() {
+    let bytes = model();
+    let mut graph = loaded(&bytes);
+    let first = inputs(1, [0, 5]);
+    let (values, fixed) = specialize(&mut graph, &first).unwrap();
+    let sides: Vec<Side> = graph
+        .nodes
+        .iter()
+        .map(|n| {
+            let device = n.op_type != "NonZero"
+                && (fixed.node_has_fixed_shapes(n) || shapes_follow_input_shapes(&graph, n));
+            if device { Side::Device } else { Side::Host }
+        })
+        .collect();
+    // Everything but NonZero: Transpose, Cast, ReduceSum and Add follow its shape.
+    let on_host: Vec<&str> = graph
+        .nodes
+        .iter()
+        .zip(&sides)
+        .filter(|(_, s)| **s == Side::Host)
+        .map(|(n, _)| n.op_type.as_str())
+        .collect();
+    assert_eq!(on_host, ["NonZero"]);
+    for refuse in [false, true] {
+        let compiles = Arc::new(AtomicUsize::new(0));
+        let compiler = || -> Box<dyn SegmentCompiler> {
+            Box::new(StandInCompiler {
+                compiles: compiles.clone(),
+                refuse,
+            })
+        };
+        let plan = compile_split(&graph, &sides, &first, &values, &compiler).unwrap();
+        let device_segments = plan
+            .segments()
+            .iter()
+            .filter(|s| s.side == Side::Device)
+            .count();
+        assert_eq!(device_segments, 2);
+        assert_eq!(compiles.load(Ordering::SeqCst), device_segments);
+        // Other data of the same input shapes: NonZero finds another count of elements.
+        let other = inputs(2, [3, 7]);
+        let want = cpu_outputs(&bytes, &["x", "idx"], &other);
+        for _ in 0..3 {
+            let got = plan.run(other.clone()).unwrap();
+            for (w, g) in want.iter().zip(tensors(&got)) {
+                assert_eq!(w.shape(), g.shape());
+                assert!(relative_l2(w, g).unwrap() <= 1e-6);
+            }
+        }
+        let stats = plan.shape_stats();
+        let want_stats = if refuse {
+            // Seen once, refused on its return, then on the host for good.
+            ShapeStats {
+                device_runs: 3,
+                host_runs: 3,
+                compiled: 0,
+                refused: 1,
+            }
+        } else {
+            // The fixed segment 3 times; the one after NonZero: host, host and compile, device.
+            ShapeStats {
+                device_runs: 4,
+                host_runs: 2,
+                compiled: 1,
+                refused: 0,
+            }
+        };
+        assert_eq!(stats, want_stats, "refuse: {refuse}");
+        let compiled_in_runs = usize::from(!refuse);
+        assert_eq!(
+            compiles.load(Ordering::SeqCst),
+            device_segments + compiled_in_runs
+        );
+        // The specializing shapes still run on their plan.
+        let want = cpu_outputs(&bytes, &["x", "idx"], &first);
+        let got = plan.run(first.clone()).unwrap();
+        for (w, g) in want.iter().zip(tensors(&got)) {
+            assert!(relative_l2(w, g).unwrap() <= 1e-6);
+        }
+        assert_eq!(plan.shape_stats().device_runs, want_stats.device_runs + 2);
     }
 }
 

@@ -1,5 +1,7 @@
-//! [`HybridEngine`]: one inference on the CPU and one GPU. Every node with a GPU kernel and
-//! fixed shapes may run on the GPU; a split policy decides which do: `Sequential` (GPU first:
+//! [`HybridEngine`]: one inference on the CPU and one GPU. Every node with a GPU kernel whose
+//! shapes are fixed, or follow from its input shapes (after a data-dependent op: compiled per
+//! shape, see [`crate::hybrid::ShapeKeyedSegment`]), may run on the GPU; a split policy decides
+//! which do: `Sequential` (GPU first:
 //! every such node on the GPU, as ONNX Runtime's CUDA provider places them) or SIR+'s
 //! overflow policies `Qd`, `Sd`, `CommSd`, `Milp`, from each node's measured CPU and GPU
 //! times; `Auto` measures GPU first and `CommSd` and keeps the faster. Each GPU segment is a
@@ -19,7 +21,8 @@ use crate::device::Devices;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, ValueId};
 use crate::hybrid::{
-    FixedValues, HostSegment, HybridPlan, SegmentWork, Side, input_shapes, partition, segment_graph,
+    FixedValues, HybridPlan, SegmentCompiler, SegmentWork, Side, compile_split, partition,
+    shapes_follow_input_shapes,
 };
 use crate::profile::{self, ProfileOptions};
 use crate::value::{Value, all_tensors};
@@ -56,6 +59,53 @@ impl SegmentWork for DeviceSegment {
     }
 }
 
+/// Compiles GPU segments: a [`GpuEngine`] on the session's GPU. At session build its streams
+/// follow the session's stream policy; during a run (a new shape) it is compiled on one
+/// stream, without measuring.
+#[derive(Debug)]
+struct GpuCompiler {
+    gpu: Arc<Gpu>,
+    streams: usize,
+    stream_policy: Policy,
+}
+
+impl SegmentCompiler for GpuCompiler {
+    fn compile(
+        &self,
+        graph: &Graph,
+        inputs: &[Value],
+        values: &[Option<Value>],
+        measure: bool,
+    ) -> Result<Box<dyn SegmentWork>> {
+        let mut descs: Vec<Option<TensorDesc>> = values.iter().map(desc).collect();
+        descs.resize(graph.values.len(), None);
+        for (v, t) in &graph.constants {
+            descs[v.index()] = Some(TensorDesc::new(t.dtype(), t.shape()));
+        }
+        let (streams, policy) = if measure {
+            (self.streams, self.stream_policy)
+        } else {
+            (1, Policy::Sequential)
+        };
+        Ok(Box::new(DeviceSegment(GpuEngine::build_on(
+            self.gpu.clone(),
+            graph,
+            &tensors(inputs.to_vec())?,
+            &descs,
+            streams,
+            policy,
+        )?)))
+    }
+}
+
+/// A value's type and shape (`None`: not a tensor, or not computed).
+fn desc(value: &Option<Value>) -> Option<TensorDesc> {
+    match value {
+        Some(Value::Tensor(t)) => Some(TensorDesc::new(t.dtype(), t.shape())),
+        _ => None,
+    }
+}
+
 /// The tensors of `values`: GPU nodes read tensors only.
 fn tensors(values: Vec<Value>) -> Result<Vec<Tensor>> {
     all_tensors(values).map_err(|other| {
@@ -70,7 +120,8 @@ pub struct HybridChoice {
     pub policy: Policy,
     /// Per node: where it runs.
     pub sides: Vec<Side>,
-    /// Nodes that could run on the GPU (a GPU kernel, fixed shapes).
+    /// Nodes that could run on the GPU (a GPU kernel, shapes fixed or following from the
+    /// input shapes).
     pub eligible: usize,
     /// Segments: (on the host, on the GPU).
     pub segments: (usize, usize),
@@ -114,13 +165,7 @@ impl<'a> HybridParts<'a> {
         streams: usize,
         stream_policy: Policy,
     ) -> Self {
-        let descs = values
-            .iter()
-            .map(|v| match v {
-                Some(Value::Tensor(t)) => Some(TensorDesc::new(t.dtype(), t.shape())),
-                _ => None,
-            })
-            .collect();
+        let descs = values.iter().map(desc).collect();
         HybridParts {
             graph,
             inputs,
@@ -253,7 +298,9 @@ impl HybridEngine {
 }
 
 impl HybridParts<'_> {
-    /// Per node: whether it may run on the GPU (fixed shapes, tensors only, a GPU kernel).
+    /// Per node: whether it may run on the GPU: its shapes are fixed or follow from its input
+    /// shapes, it reads and writes tensors only, and it has a GPU kernel for the shapes of
+    /// the specializing run.
     pub fn eligible(&self, fixed: &FixedValues) -> Vec<bool> {
         let desc_of = |v: ValueId| -> Result<&TensorDesc> {
             self.descs[v.index()].as_ref().ok_or_else(|| {
@@ -264,7 +311,7 @@ impl HybridParts<'_> {
             .nodes
             .iter()
             .map(|node| {
-                fixed.node_has_fixed_shapes(node)
+                (fixed.node_has_fixed_shapes(node) || shapes_follow_input_shapes(self.graph, node))
                     && node
                         .present_inputs()
                         .chain(node.present_outputs())
@@ -276,42 +323,14 @@ impl HybridParts<'_> {
 
     /// The plan of the graph split by `sides`.
     fn plan(&self, sides: &[Side]) -> Result<HybridPlan> {
-        let segments = partition(self.graph, sides)
-            .into_iter()
-            .map(|s| {
-                let graph = segment_graph(self.graph, &s);
-                let work: Box<dyn SegmentWork> = match s.side {
-                    Side::Host => Box::new(HostSegment::compile(&graph)?),
-                    Side::Device => {
-                        let inputs = s
-                            .inputs
-                            .iter()
-                            .map(|v| match &self.values[v.index()] {
-                                Some(Value::Tensor(t)) => Ok(t.clone()),
-                                _ => Err(Error::Internal(format!(
-                                    "GPU segment input '{}' has no tensor",
-                                    self.graph.name(*v)
-                                ))),
-                            })
-                            .collect::<Result<Vec<_>>>()?;
-                        Box::new(DeviceSegment(GpuEngine::build_on(
-                            self.gpu.clone(),
-                            &graph,
-                            &inputs,
-                            &self.descs,
-                            self.streams,
-                            self.stream_policy,
-                        )?))
-                    }
-                };
-                Ok((s, work))
+        let compiler = || -> Box<dyn SegmentCompiler> {
+            Box::new(GpuCompiler {
+                gpu: self.gpu.clone(),
+                streams: self.streams,
+                stream_policy: self.stream_policy,
             })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(HybridPlan::new(
-            self.graph,
-            segments,
-            input_shapes(self.inputs),
-        ))
+        };
+        compile_split(self.graph, sides, self.inputs, self.values, &compiler)
     }
 
     /// The cost graph the split policies place from: every node timed on the CPU (all cores),

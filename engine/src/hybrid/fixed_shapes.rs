@@ -1,10 +1,29 @@
 //! Which values keep one shape for every input of the session's input shapes, and which keep
-//! one content. A device plan is compiled for fixed shapes, so only nodes whose values all have
-//! fixed shapes may run there; the rest (what follows `NonZero`, `NonMaxSuppression`, a `Loop`
-//! in a detection model) stays on the host, which runs any shape.
+//! one content. A device plan is compiled for fixed shapes: a node whose values all have fixed
+//! shapes may run there in one plan; a node after a data-dependent shape (what follows
+//! `NonZero` or `NonMaxSuppression` in a detection model) may run there only when its output
+//! shapes follow from its input shapes alone ([`shapes_follow_input_shapes`]), in a plan
+//! compiled per shape.
 
 use crate::exec::value_ops::VALUE_OPS;
 use crate::graph::{Graph, Node};
+
+/// Whether the output shapes of `node` follow from the shapes of its inputs alone, whatever
+/// their contents: not a data-dependent op, control flow or a sequence op, and every input
+/// whose value gives a shape is a constant of `graph`. Such a node can be compiled for each
+/// set of input shapes it meets.
+pub fn shapes_follow_input_shapes(graph: &Graph, node: &Node) -> bool {
+    let op = node.op_type.as_str();
+    let standard = node.domain.is_empty() || node.domain == "ai.onnx";
+    standard
+        && node.subgraphs.is_empty()
+        && !DATA_DEPENDENT.contains(&op)
+        && (op == "Identity" || !VALUE_OPS.contains(&op))
+        && shape_giving_inputs(op)
+            .iter()
+            .filter_map(|&i| node.inputs.get(i).copied().flatten())
+            .all(|v| graph.constants.contains_key(&v))
+}
 
 /// Ops whose output shapes depend on the values of their inputs, whatever is known of them.
 const DATA_DEPENDENT: &[&str] = &["NonZero", "NonMaxSuppression", "Compress", "Unique"];
@@ -146,6 +165,32 @@ mod tests {
         assert!(f.node_has_fixed_shapes(&g.nodes[0]));
         assert!(!f.node_has_fixed_shapes(&g.nodes[1]));
         assert!(!f.node_has_fixed_shapes(&g.nodes[6]));
+    }
+
+    #[test]
+    fn shapes_follow_input_shapes_unless_data_or_a_computed_shape_gives_them() {
+        // x(0) → NonZero → nz(1) → Transpose → t(2) → Shape → s(3)
+        // Reshape(t, const 4) → r(5); Reshape(t, s) → q(6); Relu(t) → u(7)
+        let mut g = graph_with(8);
+        g.inputs = vec![ValueId::new(0)];
+        g.constants.insert(
+            ValueId::new(4),
+            Tensor::from_shape_vec(&[1], vec![-1i64]).unwrap(),
+        );
+        g.nodes = vec![
+            node("NonZero", &[0], &[1]),
+            node("Transpose", &[1], &[2]),
+            node("Shape", &[2], &[3]),
+            node("Reshape", &[2, 4], &[5]),
+            node("Reshape", &[2, 3], &[6]),
+            node("Relu", &[2], &[7]),
+        ];
+        let follow: Vec<bool> = g
+            .nodes
+            .iter()
+            .map(|n| shapes_follow_input_shapes(&g, n))
+            .collect();
+        assert_eq!(follow, [false, true, true, true, false, true]);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! One inference on the host CPU and a device together (SIR+ §6): the graph is fixed to the
 //! session's input shapes, each node goes to the host or the device, the nodes are split into
 //! [`Segment`]s of one side each, and a [`HybridPlan`] runs the device's segments beside the
-//! host's. Nodes whose shapes depend on data (what follows `NonZero` or `NonMaxSuppression` in
-//! a detection model) always stay on the host; see [`FixedValues`].
+//! host's. Nodes after a data-dependent shape (what follows `NonZero` or `NonMaxSuppression`
+//! in a detection model) may run on the device when their shapes follow from their input
+//! shapes, in segments compiled per shape ([`ShapeKeyedSegment`]); see [`FixedValues`].
 //!
 //! The device segments of a CUDA session are captured GPU plans (`gpu::HybridEngine`);
 //! [`host_stand_in`] runs every segment on the host, which is how the splitting and the two
@@ -11,14 +12,16 @@
 mod fixed_shapes;
 mod plan;
 mod segments;
+mod shape_cache;
 #[cfg(test)]
 mod test_graphs;
 
-pub use fixed_shapes::FixedValues;
+pub use fixed_shapes::{FixedValues, shapes_follow_input_shapes};
 pub use plan::{HostSegment, HybridPlan, PlannedSegment, SegmentWork};
 pub use segments::{Segment, Side, partition, segment_graph};
+pub use shape_cache::{SegmentCompiler, ShapeKeyedSegment, ShapeStats};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::exec::SequentialPlan;
 use crate::graph::passes::{fold_constants, remove_dead_nodes};
 use crate::graph::{Dim, Graph};
@@ -62,6 +65,45 @@ pub fn input_shapes(inputs: &[Value]) -> Vec<Option<Vec<usize>>> {
         .iter()
         .map(|v| v.as_tensor().map(|t| t.shape().to_vec()))
         .collect()
+}
+
+/// `graph` split by `sides`: host segments on the CPU kernels, device segments compiled per
+/// shape ([`ShapeKeyedSegment`]) by the compilers `compiler` makes, first for the shapes of
+/// `inputs` (one per graph input), whose run gave `values` (indexed by value id, as
+/// [`specialize`] returns them).
+pub fn compile_split(
+    graph: &Graph,
+    sides: &[Side],
+    inputs: &[Value],
+    values: &[Option<Value>],
+    compiler: &dyn Fn() -> Box<dyn SegmentCompiler>,
+) -> Result<HybridPlan> {
+    let segments = partition(graph, sides)
+        .into_iter()
+        .map(|s| {
+            let segment = segment_graph(graph, &s);
+            let work: Box<dyn SegmentWork> = match s.side {
+                Side::Host => Box::new(HostSegment::compile(&segment)?),
+                Side::Device => {
+                    let first = s
+                        .inputs
+                        .iter()
+                        .map(|v| {
+                            values.get(v.index()).cloned().flatten().ok_or_else(|| {
+                                Error::Internal(format!(
+                                    "device segment input '{}' has no value",
+                                    graph.name(*v)
+                                ))
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Box::new(ShapeKeyedSegment::new(segment, compiler(), &first, values)?)
+                }
+            };
+            Ok((s, work))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(HybridPlan::new(graph, segments, input_shapes(inputs)))
 }
 
 /// A test instrument: `graph` split by `sides` with every segment, device ones included, run

@@ -10,6 +10,7 @@ use std::sync::{Condvar, Mutex};
 use spillway_kernels::Tensor;
 
 use super::segments::{Segment, Side};
+use super::shape_cache::ShapeStats;
 use crate::error::{Error, Result};
 use crate::exec::SequentialPlan;
 use crate::exec::kernel_pool::on_kernel_pool;
@@ -30,6 +31,11 @@ pub trait SegmentWork: Send + Sync + std::fmt::Debug {
     fn device_node_us(&self) -> Result<Option<Vec<f64>>> {
         Ok(None)
     }
+
+    /// How runs of a segment compiled per shape went (zero for others).
+    fn shape_stats(&self) -> ShapeStats {
+        ShapeStats::default()
+    }
 }
 
 /// A host segment: its nodes in order on the CPU kernels.
@@ -46,6 +52,12 @@ impl HostSegment {
             plan: SequentialPlan::compile(graph)?,
             inputs: graph.inputs.clone(),
         })
+    }
+
+    /// Runs on the segment's inputs keeping every value, indexed by value id.
+    pub fn run_keeping_values(&self, inputs: Vec<Value>) -> Result<Vec<Option<Value>>> {
+        let bound = self.inputs.iter().copied().zip(inputs).collect();
+        on_kernel_pool(|| self.plan.run_keeping_values(bound))
     }
 }
 
@@ -151,6 +163,15 @@ impl HybridPlan {
     /// Device memory held by the device segments, bytes.
     pub fn device_bytes(&self) -> usize {
         self.segments.iter().map(|s| s.work.device_bytes()).sum()
+    }
+
+    /// How the runs of its segments compiled per shape went, summed.
+    pub fn shape_stats(&self) -> ShapeStats {
+        let mut total = ShapeStats::default();
+        for s in &self.segments {
+            total += s.work.shape_stats();
+        }
+        total
     }
 
     /// Runs on `inputs` (one per graph input, in order, in the shapes the plan was built for);

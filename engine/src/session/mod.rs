@@ -212,6 +212,18 @@ impl Session {
         }
     }
 
+    /// How the device segments of a session split between the CPU and a GPU have run so far:
+    /// runs on a plan compiled for their shapes, runs on the CPU (shapes met for the first
+    /// time or refused by the GPU), plans compiled during runs (see
+    /// [`crate::hybrid::ShapeKeyedSegment`]). `None` for other sessions.
+    pub fn shape_stats(&self) -> Option<crate::hybrid::ShapeStats> {
+        match &self.engine {
+            #[cfg(feature = "cuda")]
+            Engine::Hybrid { engine, .. } => Some(engine.plan().shape_stats()),
+            _ => None,
+        }
+    }
+
     /// The compiled multi-device plan, when the session has one.
     pub fn execution_plan(&self) -> Option<&crate::plan::ExecutionPlan> {
         match &self.engine {

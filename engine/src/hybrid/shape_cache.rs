@@ -1,0 +1,309 @@
+//! [`ShapeKeyedSegment`]: a device segment compiled once per set of input shapes. After a
+//! data-dependent op (the boxes `NonMaxSuppression` keeps, the detections a mask head paints)
+//! a segment's shapes change with the data, while a device plan is compiled for fixed shapes.
+//! The segment keeps a few compiled plans, keyed by the shapes of its inputs, and runs shapes
+//! it has no plan for on the host: a shape met for the first time runs there alone; when it
+//! comes back, the host run also gives every value's shape, the plan is compiled from them and
+//! later runs of that shape take it. Shapes that occur once (a different number of detections
+//! on every photo) thus never pay for a compilation.
+
+use std::sync::{Arc, Mutex};
+
+use super::plan::{HostSegment, SegmentWork};
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::value::Value;
+
+/// Compiled plans a segment keeps; the least recently used goes first.
+const COMPILED_SHAPES: usize = 8;
+
+/// Shapes run once on the host that a segment remembers, to compile them if they come back.
+const SEEN_SHAPES: usize = 64;
+
+/// Compiles a device segment for the shapes of one set of inputs.
+pub trait SegmentCompiler: Send + Sync + std::fmt::Debug {
+    /// Compiles `graph` (a segment's graph, see [`super::segment_graph`]) for `inputs`;
+    /// `values` holds every value of a run on them, indexed by value id (constants may be
+    /// missing), from which each value's type and shape is taken. `measure` allows time for
+    /// measuring alternatives (at session build); during a run it is false.
+    fn compile(
+        &self,
+        graph: &Graph,
+        inputs: &[Value],
+        values: &[Option<Value>],
+        measure: bool,
+    ) -> Result<Box<dyn SegmentWork>>;
+}
+
+/// How a [`ShapeKeyedSegment`]'s runs went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShapeStats {
+    /// Runs on a compiled device plan.
+    pub device_runs: usize,
+    /// Runs on the host: shapes seen for the first time, and shapes the device refused.
+    pub host_runs: usize,
+    /// Plans compiled during runs (the one compiled at build not counted).
+    pub compiled: usize,
+    /// Compilations that failed: those shapes run on the host.
+    pub refused: usize,
+}
+
+impl std::ops::AddAssign for ShapeStats {
+    fn add_assign(&mut self, other: ShapeStats) {
+        self.device_runs += other.device_runs;
+        self.host_runs += other.host_runs;
+        self.compiled += other.compiled;
+        self.refused += other.refused;
+    }
+}
+
+/// The shapes of a segment's inputs (`None` for a value that is not a tensor).
+type Key = Vec<Option<Vec<usize>>>;
+
+/// What a segment knows about one key.
+#[derive(Debug, Clone)]
+enum Known {
+    /// Compiled: runs on the device.
+    Compiled(Arc<dyn SegmentWork>),
+    /// The device refused these shapes: runs on the host.
+    Refused,
+}
+
+#[derive(Debug, Default)]
+struct ShapeCache {
+    /// Keys with a decision, the most recently used last.
+    known: Vec<(Key, Known)>,
+    /// Keys run once on the host, the most recent last.
+    seen: Vec<Key>,
+    stats: ShapeStats,
+}
+
+/// What a run does with its key.
+enum Route {
+    Device(Arc<dyn SegmentWork>),
+    Host,
+    Compile,
+}
+
+impl ShapeCache {
+    fn route(&mut self, key: &Key) -> Route {
+        if let Some(i) = self.known.iter().position(|(k, _)| k == key) {
+            let entry = self.known.remove(i);
+            let route = match &entry.1 {
+                Known::Compiled(work) => Route::Device(work.clone()),
+                Known::Refused => Route::Host,
+            };
+            self.known.push(entry);
+            return route;
+        }
+        if let Some(i) = self.seen.iter().position(|k| k == key) {
+            self.seen.remove(i);
+            return Route::Compile;
+        }
+        if self.seen.len() == SEEN_SHAPES {
+            self.seen.remove(0);
+        }
+        self.seen.push(key.clone());
+        Route::Host
+    }
+
+    fn insert(&mut self, key: Key, known: Known) {
+        if self.known.iter().any(|(k, _)| *k == key) {
+            return;
+        }
+        let compiled = |k: &Known| matches!(k, Known::Compiled(_));
+        if compiled(&known)
+            && self.known.iter().filter(|(_, k)| compiled(k)).count() >= COMPILED_SHAPES
+        {
+            let oldest = self.known.iter().position(|(_, k)| compiled(k));
+            if let Some(i) = oldest {
+                self.known.remove(i);
+            }
+        }
+        self.known.push((key, known));
+    }
+}
+
+/// A device segment whose input shapes may change between runs (see the module docs).
+#[derive(Debug)]
+pub struct ShapeKeyedSegment {
+    graph: Graph,
+    host: HostSegment,
+    compiler: Box<dyn SegmentCompiler>,
+    cache: Mutex<ShapeCache>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn key_of(inputs: &[Value]) -> Key {
+    inputs
+        .iter()
+        .map(|v| v.as_tensor().map(|t| t.shape().to_vec()))
+        .collect()
+}
+
+impl ShapeKeyedSegment {
+    /// The segment of `graph` (see [`super::segment_graph`]), compiled by `compiler` for the
+    /// shapes of `inputs`, whose run gave `values` (indexed by value id).
+    pub fn new(
+        graph: Graph,
+        compiler: Box<dyn SegmentCompiler>,
+        inputs: &[Value],
+        values: &[Option<Value>],
+    ) -> Result<ShapeKeyedSegment> {
+        let first = compiler.compile(&graph, inputs, values, true)?;
+        let mut cache = ShapeCache::default();
+        cache.insert(key_of(inputs), Known::Compiled(Arc::from(first)));
+        Ok(ShapeKeyedSegment {
+            host: HostSegment::compile(&graph)?,
+            graph,
+            compiler,
+            cache: Mutex::new(cache),
+        })
+    }
+
+    /// How its runs went so far.
+    pub fn stats(&self) -> ShapeStats {
+        lock(&self.cache).stats
+    }
+
+    /// Runs on the host keeping every value, compiles the device plan from them, and returns
+    /// the host run's outputs.
+    fn run_and_compile(&self, key: Key, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        let bound = inputs.clone();
+        let values = self.host.run_keeping_values(bound)?;
+        let outputs = self
+            .graph
+            .outputs
+            .iter()
+            .map(|v| {
+                values.get(v.index()).cloned().flatten().ok_or_else(|| {
+                    Error::Internal(format!(
+                        "segment output '{}' was not computed",
+                        self.graph.name(*v)
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let known = match self.compiler.compile(&self.graph, &inputs, &values, false) {
+            Ok(work) => Known::Compiled(Arc::from(work)),
+            Err(e) => {
+                tracing::warn!(shapes = ?key, error = %e,
+                    "the device cannot run these shapes of a segment: they run on the CPU");
+                Known::Refused
+            }
+        };
+        let mut cache = lock(&self.cache);
+        cache.stats.host_runs += 1;
+        match known {
+            Known::Compiled(_) => cache.stats.compiled += 1,
+            Known::Refused => cache.stats.refused += 1,
+        }
+        cache.insert(key, known);
+        Ok(outputs)
+    }
+}
+
+impl SegmentWork for ShapeKeyedSegment {
+    fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        let key = key_of(&inputs);
+        let route = lock(&self.cache).route(&key);
+        match route {
+            Route::Device(work) => {
+                lock(&self.cache).stats.device_runs += 1;
+                work.run(inputs)
+            }
+            Route::Host => {
+                lock(&self.cache).stats.host_runs += 1;
+                self.host.run(inputs)
+            }
+            Route::Compile => self.run_and_compile(key, inputs),
+        }
+    }
+
+    fn device_bytes(&self) -> usize {
+        lock(&self.cache)
+            .known
+            .iter()
+            .map(|(_, k)| match k {
+                Known::Compiled(work) => work.device_bytes(),
+                Known::Refused => 0,
+            })
+            .sum()
+    }
+
+    /// The most recently used plan's node times.
+    fn device_node_us(&self) -> Result<Option<Vec<f64>>> {
+        let last = lock(&self.cache)
+            .known
+            .iter()
+            .rev()
+            .find_map(|(_, k)| match k {
+                Known::Compiled(work) => Some(work.clone()),
+                Known::Refused => None,
+            });
+        match last {
+            Some(work) => work.device_node_us(),
+            None => Ok(None),
+        }
+    }
+
+    fn shape_stats(&self) -> ShapeStats {
+        self.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Nothing;
+
+    impl SegmentWork for Nothing {
+        fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+            Ok(inputs)
+        }
+    }
+
+    fn key(n: usize) -> Key {
+        vec![Some(vec![n, 4])]
+    }
+
+    #[test]
+    fn a_shape_compiles_on_its_return_and_the_least_recently_used_plan_goes_first() {
+        let mut cache = ShapeCache::default();
+        for n in 0..COMPILED_SHAPES {
+            assert!(matches!(cache.route(&key(n)), Route::Host));
+            assert!(matches!(cache.route(&key(n)), Route::Compile));
+            cache.insert(key(n), Known::Compiled(Arc::new(Nothing)));
+        }
+        cache.insert(key(100), Known::Refused);
+        // Using shape 0 makes shape 1 the least recently used plan.
+        assert!(matches!(cache.route(&key(0)), Route::Device(_)));
+        cache.insert(key(50), Known::Compiled(Arc::new(Nothing)));
+        assert!(matches!(cache.route(&key(0)), Route::Device(_)));
+        assert!(matches!(cache.route(&key(100)), Route::Host));
+        assert!(matches!(cache.route(&key(1)), Route::Host));
+        assert!(matches!(cache.route(&key(1)), Route::Compile));
+        let compiled = |c: &ShapeCache| {
+            c.known
+                .iter()
+                .filter(|(_, k)| matches!(k, Known::Compiled(_)))
+                .count()
+        };
+        assert_eq!(compiled(&cache), COMPILED_SHAPES);
+    }
+
+    #[test]
+    fn shapes_seen_once_are_forgotten_oldest_first() {
+        let mut cache = ShapeCache::default();
+        for n in 0..=SEEN_SHAPES {
+            assert!(matches!(cache.route(&key(n)), Route::Host));
+        }
+        assert!(matches!(cache.route(&key(0)), Route::Host));
+        assert!(matches!(cache.route(&key(SEEN_SHAPES)), Route::Compile));
+    }
+}
