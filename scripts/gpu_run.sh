@@ -16,6 +16,7 @@
 #                        CommSd overflow and Auto, vs a CPU session (latency, GPU memory)
 # ZOO (default googlenet,inception_v3,resnet50,squeezenet1_1,nasnetalarge) picks the models for gpu_zoo,
 # DETECTION (default ssd300_vgg16,fasterrcnn_resnet50_fpn,maskrcnn_resnet50_fpn; empty skips) those for gpu_hybrid,
+# HYBRID_SPLITS (default sequential,comm_sd,auto) the splits it compares, HYBRID_RUNS its timed runs;
 # ZOO_RUNS its timed launches per configuration (default 100); STEP_TIMEOUT (seconds, default
 # 600) bounds each step, NODE_TESTS=0 skips the node tests, STEPS (default
 # export,torch,zoo,hybrid,tests,cli,check) picks the steps that run.
@@ -117,6 +118,7 @@ if [ -x gpu-bundle/gpu_hybrid ] && [ -n "$detection" ] && want hybrid; then
   models=()
   for m in ${detection//,/ }; do [ -f "models/zoo/$m.onnx" ] && models+=("models/zoo/$m.onnx"); done
   "${limit[@]}" gpu-bundle/gpu_hybrid "$out" "${models[@]}" --runs "${HYBRID_RUNS:-10}" \
+    --splits "${HYBRID_SPLITS:-sequential,comm_sd,auto}" \
     > "$out/gpu_hybrid.log" 2>&1 || status=9
   tail -20 "$out/gpu_hybrid.log"
 fi

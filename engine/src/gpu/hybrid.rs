@@ -1,11 +1,17 @@
 //! [`HybridEngine`]: one inference on the CPU and one GPU. Every node with a GPU kernel whose
 //! shapes are fixed, or follow from its input shapes (after a data-dependent op: compiled per
 //! shape, see [`crate::hybrid::ShapeKeyedSegment`]), may run on the GPU; a split policy decides
-//! which do: `Sequential` (GPU first:
-//! every such node on the GPU, as ONNX Runtime's CUDA provider places them) or SIR+'s
-//! overflow policies `Qd`, `Sd`, `CommSd`, `Milp`, from each node's measured CPU and GPU
-//! times; `Auto` measures GPU first and `CommSd` and keeps the faster. Each GPU segment is a
-//! [`GpuEngine`] (its streams chosen by its own policy, replayed as a CUDA Graph).
+//! which do:
+//! - `Sequential`, GPU first: every such node on the GPU, as ONNX Runtime's CUDA provider
+//!   places them;
+//! - `Qd`, `Sd`, `CommSd`, `Milp`: SIR+'s overflow, from each node's measured CPU and GPU
+//!   times and a modelled host link;
+//! - `Auto`: GPU first, then each GPU segment that the CPU runs faster (its copies to and from
+//!   the GPU included, timed on the specializing run's values) moved to the CPU; both whole
+//!   plans are timed and the faster kept.
+//!
+//! Each GPU segment is a [`GpuEngine`] (its streams chosen by its own policy, replayed as a
+//! CUDA Graph).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,14 +27,17 @@ use crate::device::Devices;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, ValueId};
 use crate::hybrid::{
-    FixedValues, HybridPlan, SegmentCompiler, SegmentWork, Side, compile_split, partition,
-    shapes_follow_input_shapes,
+    FixedValues, HostSegment, HybridPlan, SegmentCompiler, SegmentWork, Side, compile_split,
+    partition, segment_graph, shapes_follow_input_shapes,
 };
 use crate::profile::{self, ProfileOptions};
 use crate::value::{Value, all_tensors};
 
 /// Whole runs timed per candidate when `Auto` weighs the splits.
 const AUTO_RUNS: usize = 7;
+
+/// Runs timed per side when `Auto` weighs a GPU segment against the CPU.
+const SEGMENT_RUNS: usize = 3;
 
 /// Host-device copies as the split policies see them: bandwidth (bytes/µs) and latency (µs,
 /// which also covers a segment's launch and synchronization).
@@ -132,6 +141,8 @@ pub struct HybridChoice {
     pub measured_ms: Vec<(Policy, f64)>,
     /// Device memory of the GPU segments, bytes.
     pub device_bytes: usize,
+    /// GPU-first segments `Auto` moved to the CPU, which ran them faster.
+    pub demoted: usize,
 }
 
 /// A graph on the CPU and one GPU, ready to run.
@@ -210,69 +221,43 @@ impl HybridEngine {
             node_us: Vec::new(),
             measured_ms: Vec::new(),
             device_bytes: 0,
+            demoted: 0,
         };
         let first = parts.plan(&gpu_first)?;
         let all_on_gpu = first.segments().iter().all(|s| s.side == Side::Device);
-        let overflow = match split {
-            Policy::Sequential => None,
-            // A graph that runs whole on the GPU is left there: overflow is for the wide
-            // detection graphs that already use the CPU (SIR+'s models).
-            Policy::Auto if all_on_gpu => None,
-            Policy::Auto => Some(Policy::CommSd),
-            Policy::Qd | Policy::Sd | Policy::CommSd | Policy::Milp => Some(split),
+        let mut best = first;
+        match split {
+            Policy::Sequential => {}
+            // A graph that runs whole on the GPU is left there.
+            Policy::Auto if all_on_gpu => {}
+            Policy::Auto => {
+                let (sides, demoted) = parts.demote_slower_segments(&best, &gpu_first)?;
+                if demoted > 0 {
+                    let candidate = parts.plan(&sides)?;
+                    let first_ms = median_run_ms(&best, inputs)?;
+                    let demoted_ms = median_run_ms(&candidate, inputs)?;
+                    choice.measured_ms =
+                        vec![(Policy::Sequential, first_ms), (Policy::Auto, demoted_ms)];
+                    if demoted_ms < first_ms {
+                        best = candidate;
+                        choice.policy = Policy::Auto;
+                        choice.sides = sides;
+                        choice.demoted = demoted;
+                    }
+                }
+            }
+            Policy::Qd | Policy::Sd | Policy::CommSd | Policy::Milp => {
+                let (sides, node_us) = parts.overflow(&best, eligible, split)?;
+                best = parts.plan(&sides)?;
+                choice.policy = split;
+                choice.sides = sides;
+                choice.node_us = node_us;
+            }
             other => {
                 return Err(Error::Config(format!(
                     "placement {other:?} does not split a graph between the CPU and a GPU \
                      (use Sequential for GPU first, Qd, Sd, CommSd, Milp or Auto)"
                 )));
-            }
-        };
-        let mut best = first;
-        if let Some(policy) = overflow {
-            let costs = parts.costs(&best, eligible)?;
-            choice.node_us = costs
-                .ops
-                .iter()
-                .map(|op| {
-                    (
-                        op.cost_us.get(&DeviceKind::Cpu).copied().unwrap_or(0.0),
-                        op.cost_us.get(&DeviceKind::Gpu).copied(),
-                    )
-                })
-                .collect();
-            let topology = Topology::full_mesh(
-                vec![Device::cpu("cpu", 1), Device::gpu("cuda", 1)],
-                LINK_BYTES_PER_US,
-                LINK_LATENCY_US,
-            );
-            let schedule = place(policy, &costs, &topology, &Options::default())
-                .map_err(|e| Error::Placement(format!("{policy:?}: {e}")))?;
-            let sides: Vec<Side> = schedule
-                .ops
-                .iter()
-                .zip(eligible)
-                .map(|(op, &e)| {
-                    if e && op.device == 1 {
-                        Side::Device
-                    } else {
-                        Side::Host
-                    }
-                })
-                .collect();
-            let candidate = parts.plan(&sides)?;
-            if split == Policy::Auto {
-                let first_ms = median_run_ms(&best, inputs)?;
-                let overflow_ms = median_run_ms(&candidate, inputs)?;
-                choice.measured_ms = vec![(Policy::Sequential, first_ms), (policy, overflow_ms)];
-                if overflow_ms < first_ms {
-                    best = candidate;
-                    choice.policy = policy;
-                    choice.sides = sides;
-                }
-            } else {
-                best = candidate;
-                choice.policy = policy;
-                choice.sides = sides;
             }
         }
         let on = |side: Side| best.segments().iter().filter(|s| s.side == side).count();
@@ -333,6 +318,101 @@ impl HybridParts<'_> {
         compile_split(self.graph, sides, self.inputs, self.values, &compiler)
     }
 
+    /// `sides` (GPU first) with every GPU segment of `plan` (its plan) that the CPU runs faster
+    /// moved to the CPU, and how many were. Each segment is timed on the specializing run's
+    /// values, on the GPU with its copies to and from the host, and on the CPU.
+    fn demote_slower_segments(
+        &self,
+        plan: &HybridPlan,
+        sides: &[Side],
+    ) -> Result<(Vec<Side>, usize)> {
+        let mut demoted_sides = sides.to_vec();
+        let mut demoted = 0;
+        for (segment, planned) in partition(self.graph, sides).iter().zip(plan.segments()) {
+            if segment.side != Side::Device {
+                continue;
+            }
+            let inputs = segment
+                .inputs
+                .iter()
+                .map(|v| {
+                    self.values[v.index()].clone().ok_or_else(|| {
+                        Error::Internal(format!(
+                            "segment input '{}' has no value",
+                            self.graph.name(*v)
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let device_ms = median_ms_of(SEGMENT_RUNS, &|| planned.run(inputs.clone()).map(drop))?;
+            let host = HostSegment::compile(&segment_graph(self.graph, segment))?;
+            let once = || -> Result<f64> {
+                let start = Instant::now();
+                host.run(inputs.clone())?;
+                Ok(start.elapsed().as_secs_f64() * 1e3)
+            };
+            // The first host run (fresh memory) decides alone when it is far slower.
+            if once()? > 4.0 * device_ms {
+                continue;
+            }
+            let host_ms = median_ms_of(SEGMENT_RUNS, &|| host.run(inputs.clone()).map(drop))?;
+            tracing::debug!(
+                nodes = segment.nodes.len(),
+                device_ms,
+                host_ms,
+                "GPU segment timed"
+            );
+            if host_ms < device_ms {
+                for &n in &segment.nodes {
+                    demoted_sides[n] = Side::Host;
+                }
+                demoted += 1;
+            }
+        }
+        Ok((demoted_sides, demoted))
+    }
+
+    /// The sides SIR+'s overflow `policy` gives, placing from each node's measured CPU and
+    /// GPU times (see [`HybridParts::costs`]), and those times per node.
+    fn overflow(
+        &self,
+        first: &HybridPlan,
+        eligible: &[bool],
+        policy: Policy,
+    ) -> Result<(Vec<Side>, Vec<(f64, Option<f64>)>)> {
+        let costs = self.costs(first, eligible)?;
+        let node_us = costs
+            .ops
+            .iter()
+            .map(|op| {
+                (
+                    op.cost_us.get(&DeviceKind::Cpu).copied().unwrap_or(0.0),
+                    op.cost_us.get(&DeviceKind::Gpu).copied(),
+                )
+            })
+            .collect();
+        let topology = Topology::full_mesh(
+            vec![Device::cpu("cpu", 1), Device::gpu("cuda", 1)],
+            LINK_BYTES_PER_US,
+            LINK_LATENCY_US,
+        );
+        let schedule = place(policy, &costs, &topology, &Options::default())
+            .map_err(|e| Error::Placement(format!("{policy:?}: {e}")))?;
+        let sides = schedule
+            .ops
+            .iter()
+            .zip(eligible)
+            .map(|(op, &e)| {
+                if e && op.device == 1 {
+                    Side::Device
+                } else {
+                    Side::Host
+                }
+            })
+            .collect();
+        Ok((sides, node_us))
+    }
+
     /// The cost graph the split policies place from: every node timed on the CPU (all cores),
     /// the GPU-eligible ones timed on the GPU inside the GPU-first plan's segments.
     fn costs(&self, first: &HybridPlan, eligible: &[bool]) -> Result<CostGraph> {
@@ -365,11 +445,16 @@ impl HybridParts<'_> {
 
 /// The median wall time of a whole run of `plan` on `inputs`, ms (after one untimed run).
 fn median_run_ms(plan: &HybridPlan, inputs: &[Value]) -> Result<f64> {
-    plan.run(inputs.to_vec())?;
-    let mut ms = (0..AUTO_RUNS)
+    median_ms_of(AUTO_RUNS, &|| plan.run(inputs.to_vec()).map(drop))
+}
+
+/// The median wall time of `runs` calls of `run`, ms (after one untimed call).
+fn median_ms_of(runs: usize, run: &dyn Fn() -> Result<()>) -> Result<f64> {
+    run()?;
+    let mut ms = (0..runs)
         .map(|_| {
             let start = Instant::now();
-            plan.run(inputs.to_vec())?;
+            run()?;
             Ok(start.elapsed().as_secs_f64() * 1e3)
         })
         .collect::<Result<Vec<f64>>>()?;

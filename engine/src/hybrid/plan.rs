@@ -81,6 +81,11 @@ pub struct PlannedSegment {
 }
 
 impl PlannedSegment {
+    /// Runs the segment alone on its inputs (in its order).
+    pub fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        self.work.run(inputs)
+    }
+
     /// Each node's device time measured alone, µs, in the segment's order (`None` on the host).
     pub fn device_node_us(&self) -> Result<Option<Vec<f64>>> {
         self.work.device_node_us()

@@ -554,10 +554,13 @@ fn hybrid_report(
         simulate(&cost_graph, &topology, &schedule).map_err(|e| Error::Placement(e.to_string()))?;
     let label = format!(
         "{} on cpu + cuda{ordinal}: {} of {} nodes on the GPU ({} could run there), {} GPU and {} CPU segments",
-        if choice.policy == Policy::Sequential {
-            "GPU first".to_string()
-        } else {
-            format!("{:?}", choice.policy)
+        match choice.policy {
+            Policy::Sequential => "GPU first".to_string(),
+            Policy::Auto => format!(
+                "Auto (GPU first, {} GPU segments the CPU ran faster moved to it)",
+                choice.demoted
+            ),
+            other => format!("{other:?}"),
         },
         device.iter().sum::<usize>(),
         n,

@@ -1,11 +1,12 @@
-//! `gpu_hybrid OUT_DIR MODEL.onnx… [--image PHOTO] [--streams N] [--runs N]`: the detection
+//! `gpu_hybrid OUT_DIR MODEL.onnx… [--image PHOTO] [--streams N] [--runs N] [--splits P,…]`: the detection
 //! models on the CPU and GPU 0 together (SIR+'s overflow), against a CPU session.
 //!
 //! Each model is a session with `Devices::cpu().with_cuda(0, N)`, built for the photo's size
 //! (its profile input is random data of that size) and run on the photo, split three ways:
 //! GPU first (`Sequential`: every node that can run on the GPU does, as ONNX Runtime's CUDA
 //! provider places them), `CommSd` (SIR+'s overflow from measured CPU and GPU times) and
-//! `Auto` (which measures both). Each is checked against a CPU session on the photo (same
+//! `Auto` (GPU first with the GPU segments the CPU runs faster moved to it); `--splits` picks
+//! some of them. Each is checked against a CPU session on the photo (same
 //! detections, largest difference relative to each output's largest magnitude ≤ 1e-3) and
 //! timed: median wall time of `Session::run` over `--runs` runs, GPU memory of its plans. A
 //! CPU session (every core) is timed too. Writes `gpu_hybrid.{md,json}`; exits 1 when a
@@ -31,6 +32,7 @@ struct Args {
     image: PathBuf,
     streams: usize,
     runs: usize,
+    splits: Vec<Policy>,
 }
 
 fn args() -> Result<Args> {
@@ -45,12 +47,22 @@ fn args() -> Result<Args> {
         image: "models/images/astronaut.jpg".into(),
         streams: 4,
         runs: 10,
+        splits: vec![Policy::Sequential, Policy::CommSd, Policy::Auto],
     };
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--image" => a.image = it.next().context("--image PHOTO")?.into(),
             "--streams" => a.streams = it.next().context("--streams N")?.parse()?,
             "--runs" => a.runs = it.next().context("--runs N")?.parse()?,
+            "--splits" => {
+                // Policy names as the CLI spells them: sequential, comm_sd, auto, …
+                a.splits = it
+                    .next()
+                    .context("--splits P,…")?
+                    .split(',')
+                    .map(|p| p.parse().map_err(anyhow::Error::msg))
+                    .collect::<Result<_>>()?
+            }
             _ => a.models.push(arg.into()),
         }
     }
@@ -160,9 +172,10 @@ fn run_model(args: &Args, path: &Path, image: &Tensor) -> Result<ModelResult> {
     let run = || cpu.run([("image", image.clone())]);
     let want = run()?.try_into_tensors()?;
     let cpu_ms = wall_ms(args.runs.min(5), &run)?;
-    let splits = [Policy::Sequential, Policy::CommSd, Policy::Auto]
-        .into_iter()
-        .map(|p| {
+    let splits = args
+        .splits
+        .iter()
+        .map(|&p| {
             split(path, p, image, &want, args.streams, args.runs).unwrap_or_else(|e| Split {
                 name: format!("{p:?}"),
                 report: String::new(),
