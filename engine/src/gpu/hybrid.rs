@@ -6,9 +6,10 @@
 //!   places them;
 //! - `Qd`, `Sd`, `CommSd`, `Milp`: SIR+'s overflow, from each node's measured CPU and GPU
 //!   times and a modelled host link;
-//! - `Auto`: GPU first, then each GPU segment that the CPU runs faster (its copies to and from
-//!   the GPU included, timed on the specializing run's values) moved to the CPU; both whole
-//!   plans are timed and the faster kept.
+//! - `Auto`: times whole runs of GPU first, of GPU first with each GPU segment that the CPU
+//!   runs faster (its copies to and from the GPU included, timed alone on the specializing
+//!   run's values) moved to the CPU, and of GPU first on the nodes of fixed shapes only, and
+//!   keeps the fastest.
 //!
 //! Each GPU segment is a [`GpuEngine`] (its streams chosen by its own policy, replayed as a
 //! CUDA Graph).
@@ -137,12 +138,26 @@ pub struct HybridChoice {
     /// Per node: measured CPU and GPU µs (empty unless a split policy measured them; a node
     /// with no GPU kernel has no GPU time).
     pub node_us: Vec<(f64, Option<f64>)>,
-    /// Per candidate `Auto` measured: (policy, median ms of a whole run).
-    pub measured_ms: Vec<(Policy, f64)>,
+    /// Per candidate `Auto` measured: (what it is, median ms of a whole run).
+    pub measured_ms: Vec<(String, f64)>,
     /// Device memory of the GPU segments, bytes.
     pub device_bytes: usize,
     /// GPU-first segments `Auto` moved to the CPU, which ran them faster.
     pub demoted: usize,
+    /// Whether `Auto` kept only the nodes of fixed shapes on the GPU.
+    pub fixed_only: bool,
+}
+
+/// What `Auto` calls the GPU-first split.
+const GPU_FIRST: &str = "GPU first";
+
+/// A split `Auto` times.
+struct AutoCandidate {
+    label: String,
+    sides: Vec<Side>,
+    plan: HybridPlan,
+    demoted: usize,
+    fixed_only: bool,
 }
 
 /// A graph on the CPU and one GPU, ready to run.
@@ -206,8 +221,13 @@ impl<'a> HybridParts<'a> {
 
 impl HybridEngine {
     /// Builds the graph of `parts` split between the CPU and the GPU by `split` (see the
-    /// module docs); `eligible` is [`HybridParts::eligible`].
-    pub fn build(parts: &HybridParts, eligible: &[bool], split: Policy) -> Result<HybridEngine> {
+    /// module docs); `eligible` is [`HybridParts::eligible`] of `fixed`.
+    pub fn build(
+        parts: &HybridParts,
+        eligible: &[bool],
+        fixed: &FixedValues,
+        split: Policy,
+    ) -> Result<HybridEngine> {
         let inputs = parts.inputs;
         let gpu_first: Vec<Side> = eligible
             .iter()
@@ -222,6 +242,7 @@ impl HybridEngine {
             measured_ms: Vec::new(),
             device_bytes: 0,
             demoted: 0,
+            fixed_only: false,
         };
         let first = parts.plan(&gpu_first)?;
         let all_on_gpu = first.segments().iter().all(|s| s.side == Side::Device);
@@ -231,20 +252,60 @@ impl HybridEngine {
             // A graph that runs whole on the GPU is left there.
             Policy::Auto if all_on_gpu => {}
             Policy::Auto => {
-                let (sides, demoted) = parts.demote_slower_segments(&best, &gpu_first)?;
+                let (demoted_sides, demoted) = parts.demote_slower_segments(&best, &gpu_first)?;
+                let fixed_only: Vec<Side> = gpu_first
+                    .iter()
+                    .zip(&parts.graph.nodes)
+                    .map(|(&side, node)| {
+                        if side == Side::Device && fixed.node_has_fixed_shapes(node) {
+                            Side::Device
+                        } else {
+                            Side::Host
+                        }
+                    })
+                    .collect();
+                let mut candidates = vec![AutoCandidate {
+                    label: GPU_FIRST.into(),
+                    sides: gpu_first.clone(),
+                    plan: best,
+                    demoted: 0,
+                    fixed_only: false,
+                }];
                 if demoted > 0 {
-                    let candidate = parts.plan(&sides)?;
-                    let first_ms = median_run_ms(&best, inputs)?;
-                    let demoted_ms = median_run_ms(&candidate, inputs)?;
-                    choice.measured_ms =
-                        vec![(Policy::Sequential, first_ms), (Policy::Auto, demoted_ms)];
-                    if demoted_ms < first_ms {
-                        best = candidate;
-                        choice.policy = Policy::Auto;
-                        choice.sides = sides;
-                        choice.demoted = demoted;
+                    candidates.push(AutoCandidate {
+                        label: format!("{GPU_FIRST}, {demoted} segments the CPU runs faster on it"),
+                        plan: parts.plan(&demoted_sides)?,
+                        sides: demoted_sides,
+                        demoted,
+                        fixed_only: false,
+                    });
+                }
+                if fixed_only != gpu_first {
+                    candidates.push(AutoCandidate {
+                        label: format!("{GPU_FIRST}, fixed shapes only"),
+                        plan: parts.plan(&fixed_only)?,
+                        sides: fixed_only,
+                        demoted: 0,
+                        fixed_only: true,
+                    });
+                }
+                let mut fastest = 0;
+                for (i, c) in candidates.iter().enumerate() {
+                    let ms = median_run_ms(&c.plan, inputs)?;
+                    tracing::info!(candidate = %c.label, ms, "Auto timed a CPU + GPU split");
+                    choice.measured_ms.push((c.label.clone(), ms));
+                    if ms < choice.measured_ms[fastest].1 {
+                        fastest = i;
                     }
                 }
+                let kept = candidates.swap_remove(fastest);
+                if fastest > 0 {
+                    choice.policy = Policy::Auto;
+                }
+                choice.sides = kept.sides;
+                choice.demoted = kept.demoted;
+                choice.fixed_only = kept.fixed_only;
+                best = kept.plan;
             }
             Policy::Qd | Policy::Sd | Policy::CommSd | Policy::Milp => {
                 let (sides, node_us) = parts.overflow(&best, eligible, split)?;
@@ -352,15 +413,25 @@ impl HybridParts<'_> {
                 Ok(start.elapsed().as_secs_f64() * 1e3)
             };
             // The first host run (fresh memory) decides alone when it is far slower.
-            if once()? > 4.0 * device_ms {
+            let first_ms = once()?;
+            if first_ms > 4.0 * device_ms {
+                tracing::info!(
+                    nodes = segment.nodes.len(),
+                    first = %self.graph.nodes[segment.nodes[0]].name,
+                    device_ms,
+                    host_ms = first_ms,
+                    "Auto timed a GPU segment against the CPU (one CPU run)"
+                );
                 continue;
             }
             let host_ms = median_ms_of(SEGMENT_RUNS, &|| host.run(inputs.clone()).map(drop))?;
-            tracing::debug!(
+            tracing::info!(
                 nodes = segment.nodes.len(),
+                first = %self.graph.nodes[segment.nodes[0]].name,
+                input_bytes = bytes(&inputs),
                 device_ms,
                 host_ms,
-                "GPU segment timed"
+                "Auto timed a GPU segment against the CPU"
             );
             if host_ms < device_ms {
                 for &n in &segment.nodes {
@@ -441,6 +512,15 @@ impl HybridParts<'_> {
         }
         Ok(costs)
     }
+}
+
+/// Bytes of the tensors among `values`.
+fn bytes(values: &[Value]) -> usize {
+    values
+        .iter()
+        .filter_map(Value::as_tensor)
+        .map(|t| t.len() * t.dtype().size_of())
+        .sum()
 }
 
 /// The median wall time of a whole run of `plan` on `inputs`, ms (after one untimed run).

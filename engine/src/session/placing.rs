@@ -415,7 +415,7 @@ pub(crate) fn build_gpu(
         let report = gpu_report(graph, devices, &engine, ordinal, streams)?;
         return Ok(Engine::Gpu { engine, report });
     }
-    let engine = HybridEngine::build(&parts, &eligible, split)?;
+    let engine = HybridEngine::build(&parts, &eligible, &fixed, split)?;
     let choice = engine.choice();
     tracing::info!(
         gpu_nodes = choice.sides.iter().filter(|s| **s == crate::hybrid::Side::Device).count(),
@@ -556,6 +556,7 @@ fn hybrid_report(
         "{} on cpu + cuda{ordinal}: {} of {} nodes on the GPU ({} could run there), {} GPU and {} CPU segments",
         match choice.policy {
             Policy::Sequential => "GPU first".to_string(),
+            Policy::Auto if choice.fixed_only => "Auto (GPU first, fixed shapes only)".to_string(),
             Policy::Auto => format!(
                 "Auto (GPU first, {} GPU segments the CPU ran faster moved to it)",
                 choice.demoted

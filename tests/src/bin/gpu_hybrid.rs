@@ -84,6 +84,8 @@ struct Split {
     output_diffs: Vec<(String, f64)>,
     /// How the GPU segments compiled per shape ran, over all runs (`None`: one GPU plan).
     shape_stats: Option<String>,
+    /// Per segment, in order: its device, node count, commonest ops and first node.
+    segments: Vec<String>,
     pass: bool,
     error: Option<String>,
 }
@@ -155,6 +157,7 @@ fn split(
         build_s,
         run_ms,
         shape_stats: session.shape_stats().map(|s| format!("{s:?}")),
+        segments: segments(&report.nodes),
         detections: got
             .first()
             .map_or(0, |t| t.shape().first().copied().unwrap_or(0)),
@@ -163,6 +166,36 @@ fn split(
         pass: max_rel_diff <= TOLERANCE,
         error: None,
     })
+}
+
+/// One line per segment of a placement report's nodes (name, op, device, segment).
+fn segments(nodes: &[(String, String, String, usize)]) -> Vec<String> {
+    let count = nodes.iter().map(|n| n.3 + 1).max().unwrap_or(0);
+    (0..count)
+        .map(|s| {
+            let members: Vec<_> = nodes.iter().filter(|n| n.3 == s).collect();
+            let mut ops: Vec<(String, usize)> = Vec::new();
+            for n in &members {
+                match ops.iter_mut().find(|(op, _)| *op == n.1) {
+                    Some(e) => e.1 += 1,
+                    None => ops.push((n.1.clone(), 1)),
+                }
+            }
+            ops.sort_by(|a, b| b.1.cmp(&a.1));
+            let ops: Vec<String> = ops
+                .iter()
+                .take(5)
+                .map(|(o, c)| format!("{c} {o}"))
+                .collect();
+            format!(
+                "{s} {}: {} nodes ({}), first {}",
+                members.first().map_or("", |n| n.2.as_str()),
+                members.len(),
+                ops.join(", "),
+                members.first().map_or("", |n| n.0.as_str())
+            )
+        })
+        .collect()
 }
 
 fn run_model(args: &Args, path: &Path, image: &Tensor) -> Result<ModelResult> {
@@ -188,6 +221,7 @@ fn run_model(args: &Args, path: &Path, image: &Tensor) -> Result<ModelResult> {
                 max_rel_diff: f64::NAN,
                 output_diffs: Vec::new(),
                 shape_stats: None,
+                segments: Vec::new(),
                 pass: false,
                 error: Some(format!("{e:#}")),
             })
@@ -273,6 +307,11 @@ fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
 }
 
 fn main() -> Result<()> {
+    // `RUST_LOG=spillway=info` shows what `Auto` timed.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let args = args()?;
     let gpu = match probe::probe().and_then(|p| p.gpu(0).cloned()) {
         Ok(info) => info.name.clone(),
