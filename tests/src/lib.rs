@@ -255,6 +255,38 @@ pub fn relative_l2(expected: &Tensor, actual: &Tensor) -> Result<f64, String> {
     Ok(if norm == 0.0 { diff } else { diff / norm })
 }
 
+/// The smallest intersection over union of the masks `p > 0.5` of `want` and `got`, one mask
+/// per index of the first dimension (1 when both are empty); an error when the shapes differ.
+pub fn min_mask_iou(want: &Tensor, got: &Tensor) -> Result<f64, String> {
+    if want.shape() != got.shape() {
+        return Err(format!(
+            "shape {:?} against {:?}",
+            got.shape(),
+            want.shape()
+        ));
+    }
+    let w = want.to_f64_vec().map_err(|e| e.to_string())?;
+    let g = got.to_f64_vec().map_err(|e| e.to_string())?;
+    let masks = want.shape().first().copied().unwrap_or(1).max(1);
+    let plane = w.len() / masks;
+    let mut worst = 1f64;
+    for m in 0..masks {
+        let (mut inter, mut union) = (0usize, 0usize);
+        for (a, b) in w[m * plane..(m + 1) * plane]
+            .iter()
+            .zip(&g[m * plane..(m + 1) * plane])
+        {
+            let (a, b) = (*a > 0.5, *b > 0.5);
+            inter += usize::from(a && b);
+            union += usize::from(a || b);
+        }
+        if union > 0 {
+            worst = worst.min(inter as f64 / union as f64);
+        }
+    }
+    Ok(worst)
+}
+
 /// Largest |want − got| over the largest |want| (the absolute difference when `want` is all
 /// zero); NaN against NaN counts as equal, NaN against a number as infinitely far.
 pub fn max_relative_difference(want: &Tensor, got: &Tensor) -> Result<f64, String> {

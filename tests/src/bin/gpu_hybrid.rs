@@ -7,7 +7,8 @@
 //! provider places them), `CommSd` (SIR+'s overflow from measured CPU and GPU times) and
 //! `Auto` (GPU first with the GPU segments the CPU runs faster moved to it); `--splits` picks
 //! some of them. Each is checked against a CPU session on the photo (same
-//! detections, largest difference relative to each output's largest magnitude ≤ 1e-3) and
+//! detections, largest difference relative to each output's largest magnitude ≤ 1e-3, masks
+//! by IoU ≥ 0.99 as the detection check compares them) and
 //! timed: median wall time of `Session::run` over `--runs` runs, GPU memory of its plans. A
 //! CPU session (every core) is timed too. Writes `gpu_hybrid.{md,json}`; exits 1 when a
 //! split's outputs are wrong, 2 when CUDA is unavailable.
@@ -21,10 +22,13 @@ use spillway::{Devices, OptimizationLevel, Session, SessionOutputs};
 use spillway_kernels::Tensor;
 use spillway_kernels::cuda::probe;
 use spillway_placement::Policy;
-use spillway_tests::{max_relative_difference, median_wall_ms};
+use spillway_tests::{max_relative_difference, median_wall_ms, min_mask_iou};
 
 /// Relative tolerance of an output against the CPU's (TF32 off).
 const TOLERANCE: f64 = 1e-3;
+
+/// The smallest IoU of a mask against the CPU's (the detection check's criterion).
+const MASK_IOU: f64 = 0.99;
 
 struct Args {
     out: PathBuf,
@@ -86,6 +90,8 @@ struct Split {
     shape_stats: Option<String>,
     /// Per segment, in order: its device, node count, commonest ops and first node.
     segments: Vec<String>,
+    /// The smallest IoU of a detection's mask (`p > 0.5`) with the CPU's, for a model with masks.
+    mask_iou: Option<f64>,
     pass: bool,
     error: Option<String>,
 }
@@ -144,6 +150,17 @@ fn split(
         .map(|(name, (w, g))| Ok((name, relative_difference(w, g)?)))
         .collect::<Result<Vec<_>>>()?;
     let max_rel_diff = output_diffs.iter().fold(0f64, |m, (_, d)| m.max(*d));
+    // Pasted mask probabilities follow the boxes' sub-pixel position, so masks are compared
+    // as the detection check compares them: IoU of `p > 0.5` per detection.
+    let masks = output_diffs.iter().position(|(n, _)| n == "masks");
+    let mask_iou = masks
+        .map(|i| min_mask_iou(&want[i], &got[i]).map_err(anyhow::Error::msg))
+        .transpose()?;
+    let others_pass = output_diffs
+        .iter()
+        .enumerate()
+        .all(|(i, (_, d))| Some(i) == masks || *d <= TOLERANCE);
+    let pass = others_pass && mask_iou.is_none_or(|iou| iou >= MASK_IOU);
     Ok(Split {
         name: format!("{policy:?}"),
         report: report.policy.clone(),
@@ -163,7 +180,8 @@ fn split(
             .map_or(0, |t| t.shape().first().copied().unwrap_or(0)),
         max_rel_diff,
         output_diffs,
-        pass: max_rel_diff <= TOLERANCE,
+        mask_iou,
+        pass,
         error: None,
     })
 }
@@ -222,6 +240,7 @@ fn run_model(args: &Args, path: &Path, image: &Tensor) -> Result<ModelResult> {
                 output_diffs: Vec::new(),
                 shape_stats: None,
                 segments: Vec::new(),
+                mask_iou: None,
                 pass: false,
                 error: Some(format!("{e:#}")),
             })
@@ -247,7 +266,7 @@ fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
         "# CPU + GPU in one inference (SIR+ overflow), {gpu}\n\n\
          `gpu_hybrid` on `{}`, {} streams per GPU segment, median of {} runs of `Session::run` \
          (wall, uploads and downloads included). GPU first = every node with a GPU kernel whose \
-         shapes are fixed or follow from its input shapes on the GPU. Outputs vs a CPU session on the same photo (≤ {TOLERANCE:e}).\n\n\
+         shapes are fixed or follow from its input shapes on the GPU. Outputs vs a CPU session on the same photo (≤ {TOLERANCE:e}; masks: IoU of `p > 0.5` ≥ {MASK_IOU} per detection).\n\n\
          | model | split | placement | GPU nodes | run ms | vs GPU first | GPU MiB | vs GPU first | \
          detections (CPU) | max rel diff | pass | build s |\n\
          |---|---|---|---|---:|---:|---:|---:|---|---:|---|---:|\n",
@@ -294,8 +313,11 @@ fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
                 .iter()
                 .map(|(n, d)| format!("{n} {d:.1e}"))
                 .collect();
+            let iou = s
+                .mask_iou
+                .map_or(String::new(), |iou| format!(", smallest mask IoU {iou:.4}"));
             md += &format!(
-                "- {} {}: {}; {}\n",
+                "- {} {}: {}{iou}; {}\n",
                 r.model,
                 s.name,
                 diffs.join(", "),
