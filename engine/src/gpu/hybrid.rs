@@ -137,7 +137,7 @@ pub struct HybridChoice {
     pub segments: (usize, usize),
     /// Per node: measured CPU and GPU µs (empty unless a split policy measured them; a node
     /// with no GPU kernel has no GPU time).
-    pub node_us: Vec<(f64, Option<f64>)>,
+    pub node_us: Vec<NodeTimes>,
     /// Per candidate `Auto` measured: (what it is, median ms of a whole run).
     pub measured_ms: Vec<(String, f64)>,
     /// Device memory of the GPU segments, bytes.
@@ -147,6 +147,9 @@ pub struct HybridChoice {
     /// Whether `Auto` kept only the nodes of fixed shapes on the GPU.
     pub fixed_only: bool,
 }
+
+/// A node's measured CPU µs and GPU µs (`None`: no GPU kernel).
+pub type NodeTimes = (f64, Option<f64>);
 
 /// What `Auto` calls the GPU-first split.
 const GPU_FIRST: &str = "GPU first";
@@ -450,7 +453,7 @@ impl HybridParts<'_> {
         first: &HybridPlan,
         eligible: &[bool],
         policy: Policy,
-    ) -> Result<(Vec<Side>, Vec<(f64, Option<f64>)>)> {
+    ) -> Result<(Vec<Side>, Vec<NodeTimes>)> {
         let costs = self.costs(first, eligible)?;
         let node_us = costs
             .ops

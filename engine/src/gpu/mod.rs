@@ -20,7 +20,7 @@ pub use assignment::StreamAssignment;
 pub use capture::CapturedPlan;
 pub use costs::cost_graph;
 pub use engine::{GpuChoice, GpuEngine, open_gpu};
-pub use hybrid::{HybridChoice, HybridEngine, HybridParts};
+pub use hybrid::{HybridChoice, HybridEngine, HybridParts, NodeTimes};
 pub use memory::ValueMemory;
 pub use plan::GpuPlan;
 pub use timing::median_ms;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use spillway_kernels::cuda::cudarc::driver::CudaEvent;
 use spillway_kernels::cuda::cudarc::driver::sys::CUevent_flags;
-use spillway_kernels::cuda::host::{tensor_bytes, tensor_from_bytes};
+use spillway_kernels::cuda::host::{tensor_bytes, tensor_from_bytes, write_tensor_bytes};
 use spillway_kernels::cuda::memory::PinnedBuffer;
 use spillway_kernels::cuda::memory::aligned;
 use spillway_kernels::cuda::ops::{self, GpuIo, GpuKernel, GpuNode, TensorDesc};
@@ -350,12 +350,14 @@ impl GpuPlan {
                 });
             }
             let what = || format!("uploading input '{}'", b.name);
-            let bytes = tensor_bytes(t).ok_or_else(|| step_error(what(), "unsupported dtype"))?;
             // The previous run's copy of this buffer finished: that run waited for its outputs.
             let host = pinned.as_mut_slice().map_err(|e| step_error(what(), e))?;
-            host[..bytes.len()].copy_from_slice(&bytes);
+            // Straight into page-locked memory: a detector's RoI features are tens of MiB, and
+            // a buffer that size is fresh pages (page faults) on every run.
+            let len = write_tensor_bytes(t, host)
+                .ok_or_else(|| step_error(what(), "unsupported dtype"))?;
             self.gpu
-                .upload(&host[..bytes.len()], b.region)
+                .upload(&host[..len], b.region)
                 .map_err(|e| step_error(what(), e))?;
         }
         let copy = self.gpu.copy_in_stream();

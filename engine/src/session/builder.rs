@@ -68,10 +68,14 @@ impl SessionBuilder {
     /// predicts one lane with every core and runs that when it is faster; the placement report
     /// says which it chose.
     ///
-    /// With a GPU among the devices, every node runs on it and the policy assigns its streams:
-    /// `Sequential` one stream; `Lios`, `Opara`, `Greedy` or `Heft` from the nodes' measured
-    /// GPU times; `Auto` (the default) measures one stream and each of those and keeps the
-    /// fastest.
+    /// With a GPU among the devices and a model it runs whole, every node runs on it and the
+    /// policy assigns its streams: `Sequential` one stream; `Lios`, `Opara`, `Greedy` or `Heft`
+    /// from the nodes' measured GPU times; `Auto` (the default) measures one stream and each
+    /// of those and keeps the fastest. A model it cannot run whole is split between the CPU
+    /// and the GPU: `Sequential` puts every node it can on the GPU, `Qd`, `Sd`, `CommSd` and
+    /// `Milp` overflow nodes to the CPU (SIR+), and `Auto` times GPU first, GPU first with the
+    /// GPU segments the CPU runs faster moved to it, and GPU first on fixed shapes only, and
+    /// keeps the fastest.
     pub fn with_placement(mut self, policy: Policy) -> Self {
         self.placement = Some(policy);
         self

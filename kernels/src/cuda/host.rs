@@ -7,6 +7,15 @@ use crate::{DType, Element, Tensor, dispatch_copy};
 
 /// The tensor's elements as contiguous bytes; `None` for strings, which have no device form.
 pub fn tensor_bytes(t: &Tensor) -> Option<Vec<u8>> {
+    let mut bytes = vec![0u8; t.len() * t.dtype().size_of()];
+    write_tensor_bytes(t, &mut bytes)?;
+    Some(bytes)
+}
+
+/// Writes the tensor's elements as contiguous bytes (what [`tensor_bytes`] gives) to the start
+/// of `out`, without an intermediate buffer when the tensor is laid out row-major; returns how
+/// many bytes it wrote. `None` for strings and when `out` is too short.
+pub fn write_tensor_bytes(t: &Tensor, out: &mut [u8]) -> Option<usize> {
     dispatch_copy!(t, a => {
         let standard = a.as_standard_layout();
         let slice = standard.as_slice()?;
@@ -15,7 +24,8 @@ pub fn tensor_bytes(t: &Tensor) -> Option<Vec<u8>> {
         let bytes = unsafe {
             std::slice::from_raw_parts(slice.as_ptr().cast::<u8>(), std::mem::size_of_val(slice))
         };
-        Some(bytes.to_vec())
+        out.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(bytes.len())
     }, _other => None)
 }
 
@@ -89,6 +99,16 @@ mod tests {
         };
         let bytes = tensor_bytes(&transposed).unwrap();
         assert_eq!(read::<i32>(&bytes), [1, 3, 2, 4]);
+    }
+
+    #[test]
+    fn bytes_are_written_in_place_and_a_short_buffer_is_refused() {
+        let t = Tensor::from_shape_vec(&[3], vec![1.0f32, -2.0, 4.5]).unwrap();
+        let mut out = vec![7u8; 16];
+        assert_eq!(write_tensor_bytes(&t, &mut out), Some(12));
+        assert_eq!(&out[..12], tensor_bytes(&t).unwrap().as_slice());
+        assert_eq!(&out[12..], [7; 4]);
+        assert_eq!(write_tensor_bytes(&t, &mut [0u8; 11]), None);
     }
 
     #[test]

@@ -199,7 +199,7 @@ fn segments(nodes: &[(String, String, String, usize)]) -> Vec<String> {
                     None => ops.push((n.1.clone(), 1)),
                 }
             }
-            ops.sort_by(|a, b| b.1.cmp(&a.1));
+            ops.sort_by_key(|o| std::cmp::Reverse(o.1));
             let ops: Vec<String> = ops
                 .iter()
                 .take(5)
