@@ -1,5 +1,8 @@
 //! Study: which nodes of a detector keep data-dependent shapes after specializing to a photo,
-//! and what each costs on the CPU. `host_nodes MODEL.onnx PHOTO`.
+//! and what each costs on the CPU (each node timed alone by the profiler, on fresh memory, so
+//! memory-bound nodes look slower than in a run). `host_nodes MODEL.onnx PHOTO`: totals, the
+//! time per op type split by fixed shapes or not, and the slowest nodes of data-dependent
+//! shapes.
 use spillway::Devices;
 use spillway::graph::passes::{Level, optimize};
 use spillway::hybrid::{FixedValues, specialize};
@@ -8,6 +11,7 @@ use spillway::value::Value;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    anyhow::ensure!(args.len() == 3, "usage: host_nodes MODEL.onnx PHOTO");
     let mut graph = spillway::onnx::load_file(args[1].as_ref())?;
     optimize(&mut graph, Level::Basic)?;
     let img = spillway::detect::to_chw_tensor(&spillway::detect::read_rgb(args[2].as_ref())?)?;
