@@ -234,17 +234,23 @@ pub fn assert_close(
     }
 }
 
-/// Relative L2 error ‖a − e‖ / ‖e‖ of two numeric tensors of the same shape (0 when both are 0).
-pub fn relative_l2(expected: &Tensor, actual: &Tensor) -> Result<f64, String> {
-    if expected.shape() != actual.shape() {
+/// The elements of two numeric tensors as `f64`, when their shapes agree.
+fn same_shape_values(want: &Tensor, got: &Tensor) -> Result<(Vec<f64>, Vec<f64>), String> {
+    if want.shape() != got.shape() {
         return Err(format!(
             "shape: expected {:?}, got {:?}",
-            expected.shape(),
-            actual.shape()
+            want.shape(),
+            got.shape()
         ));
     }
-    let e = expected.to_f64_vec().map_err(|e| e.to_string())?;
-    let a = actual.to_f64_vec().map_err(|e| e.to_string())?;
+    let w = want.to_f64_vec().map_err(|e| e.to_string())?;
+    let g = got.to_f64_vec().map_err(|e| e.to_string())?;
+    Ok((w, g))
+}
+
+/// Relative L2 error ‖a − e‖ / ‖e‖ of two numeric tensors of the same shape (0 when both are 0).
+pub fn relative_l2(expected: &Tensor, actual: &Tensor) -> Result<f64, String> {
+    let (e, a) = same_shape_values(expected, actual)?;
     let diff: f64 = e
         .iter()
         .zip(&a)
@@ -258,15 +264,7 @@ pub fn relative_l2(expected: &Tensor, actual: &Tensor) -> Result<f64, String> {
 /// The smallest intersection over union of the masks `p > 0.5` of `want` and `got`, one mask
 /// per index of the first dimension (1 when both are empty); an error when the shapes differ.
 pub fn min_mask_iou(want: &Tensor, got: &Tensor) -> Result<f64, String> {
-    if want.shape() != got.shape() {
-        return Err(format!(
-            "shape {:?} against {:?}",
-            got.shape(),
-            want.shape()
-        ));
-    }
-    let w = want.to_f64_vec().map_err(|e| e.to_string())?;
-    let g = got.to_f64_vec().map_err(|e| e.to_string())?;
+    let (w, g) = same_shape_values(want, got)?;
     let masks = want.shape().first().copied().unwrap_or(1).max(1);
     let plane = w.len() / masks;
     let mut worst = 1f64;
@@ -290,15 +288,7 @@ pub fn min_mask_iou(want: &Tensor, got: &Tensor) -> Result<f64, String> {
 /// Largest |want − got| over the largest |want| (the absolute difference when `want` is all
 /// zero); NaN against NaN counts as equal, NaN against a number as infinitely far.
 pub fn max_relative_difference(want: &Tensor, got: &Tensor) -> Result<f64, String> {
-    if want.shape() != got.shape() {
-        return Err(format!(
-            "shape {:?} against {:?}",
-            got.shape(),
-            want.shape()
-        ));
-    }
-    let w = want.to_f64_vec().map_err(|e| e.to_string())?;
-    let g = got.to_f64_vec().map_err(|e| e.to_string())?;
+    let (w, g) = same_shape_values(want, got)?;
     let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
     let worst = w
         .iter()
