@@ -231,7 +231,6 @@ impl HybridEngine {
         fixed: &FixedValues,
         split: Policy,
     ) -> Result<HybridEngine> {
-        let inputs = parts.inputs;
         let gpu_first: Vec<Side> = eligible
             .iter()
             .map(|&e| if e { Side::Device } else { Side::Host })
@@ -254,62 +253,7 @@ impl HybridEngine {
             Policy::Sequential => {}
             // A graph that runs whole on the GPU is left there.
             Policy::Auto if all_on_gpu => {}
-            Policy::Auto => {
-                let (demoted_sides, demoted) = parts.demote_slower_segments(&best, &gpu_first)?;
-                let fixed_only: Vec<Side> = gpu_first
-                    .iter()
-                    .zip(&parts.graph.nodes)
-                    .map(|(&side, node)| {
-                        if side == Side::Device && fixed.node_has_fixed_shapes(node) {
-                            Side::Device
-                        } else {
-                            Side::Host
-                        }
-                    })
-                    .collect();
-                let mut candidates = vec![AutoCandidate {
-                    label: GPU_FIRST.into(),
-                    sides: gpu_first.clone(),
-                    plan: best,
-                    demoted: 0,
-                    fixed_only: false,
-                }];
-                if demoted > 0 {
-                    candidates.push(AutoCandidate {
-                        label: format!("{GPU_FIRST}, {demoted} segments the CPU runs faster on it"),
-                        plan: parts.plan(&demoted_sides)?,
-                        sides: demoted_sides,
-                        demoted,
-                        fixed_only: false,
-                    });
-                }
-                if fixed_only != gpu_first {
-                    candidates.push(AutoCandidate {
-                        label: format!("{GPU_FIRST}, fixed shapes only"),
-                        plan: parts.plan(&fixed_only)?,
-                        sides: fixed_only,
-                        demoted: 0,
-                        fixed_only: true,
-                    });
-                }
-                let mut fastest = 0;
-                for (i, c) in candidates.iter().enumerate() {
-                    let ms = median_run_ms(&c.plan, inputs)?;
-                    tracing::info!(candidate = %c.label, ms, "Auto timed a CPU + GPU split");
-                    choice.measured_ms.push((c.label.clone(), ms));
-                    if ms < choice.measured_ms[fastest].1 {
-                        fastest = i;
-                    }
-                }
-                let kept = candidates.swap_remove(fastest);
-                if fastest > 0 {
-                    choice.policy = Policy::Auto;
-                }
-                choice.sides = kept.sides;
-                choice.demoted = kept.demoted;
-                choice.fixed_only = kept.fixed_only;
-                best = kept.plan;
-            }
+            Policy::Auto => best = parts.auto(best, &gpu_first, fixed, &mut choice)?,
             Policy::Qd | Policy::Sd | Policy::CommSd | Policy::Milp => {
                 let (sides, node_us) = parts.overflow(&best, eligible, split)?;
                 best = parts.plan(&sides)?;
@@ -380,6 +324,72 @@ impl HybridParts<'_> {
             })
         };
         compile_split(self.graph, sides, self.inputs, self.values, &compiler)
+    }
+
+    /// `Auto`'s split (see the module docs), from the GPU-first split `gpu_first` and its plan
+    /// `first`; records what it timed and kept in `choice`.
+    fn auto(
+        &self,
+        first: HybridPlan,
+        gpu_first: &[Side],
+        fixed: &FixedValues,
+        choice: &mut HybridChoice,
+    ) -> Result<HybridPlan> {
+        let (demoted_sides, demoted) = self.demote_slower_segments(&first, gpu_first)?;
+        let fixed_only: Vec<Side> = gpu_first
+            .iter()
+            .zip(&self.graph.nodes)
+            .map(|(&side, node)| {
+                if side == Side::Device && fixed.node_has_fixed_shapes(node) {
+                    Side::Device
+                } else {
+                    Side::Host
+                }
+            })
+            .collect();
+        let mut candidates = vec![AutoCandidate {
+            label: GPU_FIRST.into(),
+            sides: gpu_first.to_vec(),
+            plan: first,
+            demoted: 0,
+            fixed_only: false,
+        }];
+        if demoted > 0 {
+            candidates.push(AutoCandidate {
+                label: format!("{GPU_FIRST}, {demoted} segments the CPU runs faster moved to it"),
+                plan: self.plan(&demoted_sides)?,
+                sides: demoted_sides,
+                demoted,
+                fixed_only: false,
+            });
+        }
+        if fixed_only != gpu_first {
+            candidates.push(AutoCandidate {
+                label: format!("{GPU_FIRST}, fixed shapes only"),
+                plan: self.plan(&fixed_only)?,
+                sides: fixed_only,
+                demoted: 0,
+                fixed_only: true,
+            });
+        }
+        let mut fastest = (0, f64::INFINITY);
+        for (i, c) in candidates.iter().enumerate() {
+            let ms = median_run_ms(&c.plan, self.inputs)?;
+            tracing::info!(candidate = %c.label, ms, "Auto timed a CPU + GPU split");
+            choice.measured_ms.push((c.label.clone(), ms));
+            if ms < fastest.1 {
+                fastest = (i, ms);
+            }
+        }
+        let fastest = fastest.0;
+        let kept = candidates.swap_remove(fastest);
+        if fastest > 0 {
+            choice.policy = Policy::Auto;
+        }
+        choice.sides = kept.sides;
+        choice.demoted = kept.demoted;
+        choice.fixed_only = kept.fixed_only;
+        Ok(kept.plan)
     }
 
     /// `sides` (GPU first) with every GPU segment of `plan` (its plan) that the CPU runs faster
