@@ -147,7 +147,7 @@ impl Kernel for RoiAlign {
         let out_shape = [num_rois, c, self.pooled_h, self.pooled_w];
         let out = match (x, rois) {
             (Tensor::F32(xa), Tensor::F32(ra)) => {
-                let y = self.forward(&contiguous(xa), &contiguous(ra), &batch, geo)?;
+                let y = self.forward_f32(&contiguous(xa), &contiguous(ra), &batch, geo)?;
                 tensor_from_vec(&out_shape, y)?
             }
             (Tensor::F64(xa), Tensor::F64(ra)) => {
@@ -157,13 +157,13 @@ impl Kernel for RoiAlign {
             (Tensor::F16(xa), Tensor::F16(ra)) => {
                 let xs: Vec<f32> = xa.iter().map(|v| v.to_f32()).collect();
                 let rs: Vec<f32> = ra.iter().map(|v| v.to_f32()).collect();
-                let y = self.forward(&xs, &rs, &batch, geo)?;
+                let y = self.forward_f32(&xs, &rs, &batch, geo)?;
                 tensor_from_vec(&out_shape, y.into_iter().map(f16::from_f32).collect())?
             }
             (Tensor::BF16(xa), Tensor::BF16(ra)) => {
                 let xs: Vec<f32> = xa.iter().map(|v| v.to_f32()).collect();
                 let rs: Vec<f32> = ra.iter().map(|v| v.to_f32()).collect();
-                let y = self.forward(&xs, &rs, &batch, geo)?;
+                let y = self.forward_f32(&xs, &rs, &batch, geo)?;
                 tensor_from_vec(&out_shape, y.into_iter().map(bf16::from_f32).collect())?
             }
             (other, _) => {
@@ -234,7 +234,116 @@ fn merge_taps<F: Float>(samples: &[Sample<F>], per_bin: usize) -> (Vec<(usize, F
     (taps, bounds)
 }
 
+/// Channels per channels-last block: a block of a detector's finest FPN level (200 × 272
+/// positions) is 7 MiB.
+const CHANNEL_BLOCK: usize = 32;
+
+thread_local! {
+    /// The calling thread's channels-last block of the feature map, kept between calls.
+    static CHANNELS_LAST: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// `dst[p · width + ch] = src[ch · plane + p]`: `width` planes of `plane` values, channels-last,
+/// a few positions at a time so that their rows of every channel stay in cache.
+fn transpose_into(src: &[f32], plane: usize, width: usize, dst: &mut [f32]) {
+    const POSITIONS: usize = 256;
+    dst.par_chunks_mut(POSITIONS * width)
+        .enumerate()
+        .for_each(|(i, dst)| {
+            let first = i * POSITIONS;
+            let n = dst.len() / width;
+            for ch in 0..width {
+                for (j, &v) in src[ch * plane + first..][..n].iter().enumerate() {
+                    dst[j * width + ch] = v;
+                }
+            }
+        });
+}
+
 impl RoiAlign {
+    /// [`RoiAlign::forward`] for `f32`: average pooling of many bins over one map goes
+    /// channels-last ([`RoiAlign::forward_channels_last`]).
+    fn forward_f32(
+        &self,
+        x: &[f32],
+        rois: &[f32],
+        batch: &[usize],
+        geo: Geometry,
+    ) -> Result<Vec<f32>> {
+        let bins = self.pooled_h.saturating_mul(self.pooled_w);
+        let plane = geo.h * geo.w;
+        // Transposing costs about two passes over the map; each bin's taps then load whole
+        // channel rows instead of one value per channel.
+        if self.max_mode || batch.len().saturating_mul(bins).saturating_mul(3) < plane {
+            return self.forward(x, rois, batch, geo);
+        }
+        self.forward_channels_last(x, rois, batch, geo)
+    }
+
+    /// Average mode on channels-last copies of the map, [`CHANNEL_BLOCK`] channels at a time
+    /// (each image the rois read, block by block): a bin is the sum of its taps' channel rows,
+    /// in the tap order [`RoiAlign::pool_channel`] uses, so every output is the same to the bit.
+    fn forward_channels_last(
+        &self,
+        x: &[f32],
+        rois: &[f32],
+        batch: &[usize],
+        geo: Geometry,
+    ) -> Result<Vec<f32>> {
+        let bins = self.pooled_h * self.pooled_w;
+        let per_roi = geo.c * bins;
+        let mut out = crate::output_buffer::overwritable::<f32>(0, batch.len() * per_roi);
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let plans = (0..batch.len())
+            .into_par_iter()
+            .map(|r| self.plan(&rois[r * 4..r * 4 + 4], geo))
+            .collect::<Result<Vec<_>>>()?;
+        let plane = geo.h * geo.w;
+        let mut images: Vec<usize> = batch.to_vec();
+        images.sort_unstable();
+        images.dedup();
+        // Taken out of the thread-local while in use: rayon may run another RoiAlign on this
+        // thread meanwhile, which then allocates its own.
+        let mut block = CHANNELS_LAST.take();
+        for &image in &images {
+            for first in (0..geo.c).step_by(CHANNEL_BLOCK) {
+                let width = CHANNEL_BLOCK.min(geo.c - first);
+                let src = &x[(image * geo.c + first) * plane..][..width * plane];
+                block.clear();
+                block.resize(plane * width, 0.0);
+                transpose_into(src, plane, width, &mut block);
+                let block = &block;
+                out.par_chunks_mut(per_roi)
+                    .zip(&plans)
+                    .zip(batch)
+                    .filter(|(_, b)| **b == image)
+                    .for_each(|((dst, plan), _)| {
+                        let mut sum = [0f32; CHANNEL_BLOCK];
+                        let sum = &mut sum[..width];
+                        for b in 0..bins {
+                            sum.fill(0.0);
+                            if plan.per_bin > 0 {
+                                let taps = &plan.taps[plan.tap_bounds[b]..plan.tap_bounds[b + 1]];
+                                for &(p, w) in taps {
+                                    for (a, &v) in sum.iter_mut().zip(&block[p * width..][..width])
+                                    {
+                                        *a = *a + w * v;
+                                    }
+                                }
+                            }
+                            for (ch, &v) in sum.iter().enumerate() {
+                                dst[(first + ch) * bins + b] = v;
+                            }
+                        }
+                    });
+            }
+        }
+        CHANNELS_LAST.set(block);
+        Ok(out)
+    }
+
     fn forward<F: Float + Send + Sync + Default + 'static>(
         &self,
         x: &[F],
@@ -433,5 +542,61 @@ fn bilinear<F: Float + Default>(
             y_high * geo.w + x_high,
         ],
         weight: [hy * hx, hy * lx, ly * hx, ly * lx],
+    }
+}
+
+#[cfg(test)]
+mod channels_last_tests {
+    use super::*;
+
+    /// xorshift floats in [-1, 1).
+    fn noise(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn channels_last_pools_every_bin_to_the_bit() {
+        let geo = Geometry {
+            c: 19,
+            h: 13,
+            w: 17,
+        };
+        let x = noise(2 * geo.c * geo.h * geo.w, 7);
+        // Inside, across the border, outside, degenerate and reversed rois, on both images.
+        let mut rois = vec![
+            0.0, 0.0, 16.0, 12.0, -3.0, -2.0, 5.5, 4.25, 10.0, 9.0, 30.0, 40.0, 2.0, 2.0, 2.0, 2.0,
+            8.0, 6.0, 1.0, 1.0, -20.0, -20.0, -10.0, -10.0,
+        ];
+        let coords = noise(4 * 30, 11);
+        rois.extend(coords.iter().map(|v| (v + 1.0) * 9.0));
+        let batch: Vec<usize> = (0..rois.len() / 4).map(|r| r % 2).collect();
+        for half_pixel in [false, true] {
+            for sampling_ratio in [0, 1, 2, 3] {
+                for (pooled_h, pooled_w, spatial_scale) in [(7, 7, 1.0), (3, 5, 0.5), (1, 1, 2.0)] {
+                    let op = RoiAlign {
+                        max_mode: false,
+                        half_pixel,
+                        pooled_h,
+                        pooled_w,
+                        sampling_ratio,
+                        spatial_scale,
+                    };
+                    let want = op.forward(&x, &rois, &batch, geo).unwrap();
+                    let got = op.forward_channels_last(&x, &rois, &batch, geo).unwrap();
+                    assert_eq!(want.len(), got.len());
+                    for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+                        assert_eq!(a.to_bits(), b.to_bits(), "element {i}: {a} against {b}");
+                    }
+                }
+            }
+        }
     }
 }
