@@ -329,7 +329,7 @@ impl RoiAlign {
                                 for &(p, w) in taps {
                                     for (a, &v) in sum.iter_mut().zip(&block[p * width..][..width])
                                     {
-                                        *a = *a + w * v;
+                                        *a += w * v;
                                     }
                                 }
                             }
