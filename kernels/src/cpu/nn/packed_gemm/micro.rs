@@ -468,6 +468,110 @@ pub unsafe fn position_tile<const NV: usize, const R: usize>(
     }
 }
 
+/// [`position_tile`] on AVX2 + FMA: `NV` vectors of 8 channels × `R ≤ 8` positions (`NV · R ≤
+/// 12`: with the weights and the broadcast, every register but one), the weights `w` in rows
+/// of `NV · 8` channels; the same contract otherwise, with AVX2 + FMA for AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn position_tile_avx2<const NV: usize, const R: usize>(
+    kc: usize,
+    w: *const f32,
+    img: *const f32,
+    offsets: *const usize,
+    pos: &[usize; POSITIONS],
+    c: *mut f32,
+    ldc: usize,
+    (live_ch, live_pos): (usize, usize),
+    accumulate: bool,
+    bias: Option<&[f32]>,
+) {
+    let pos = *pos;
+    let mut acc = [[_mm256_setzero_ps(); R]; NV];
+    // SAFETY: every read stays inside the operands (caller's contract).
+    unsafe {
+        if let Some(bias) = bias {
+            for (v, row) in acc.iter_mut().enumerate() {
+                *row = [_mm256_loadu_ps(bias.as_ptr().add(v * 8)); R];
+            }
+        }
+        for p in 0..kc {
+            let base = img.add(*offsets.add(p));
+            let wp = w.add(p * NV * 8);
+            let wv: [__m256; NV] = std::array::from_fn(|v| _mm256_loadu_ps(wp.add(v * 8)));
+            for i in 0..R {
+                let x = _mm256_broadcast_ss(&*base.add(pos[i]));
+                for v in 0..NV {
+                    acc[v][i] = _mm256_fmadd_ps(x, wv[v], acc[v][i]);
+                }
+            }
+        }
+        for (v, row) in acc.iter().enumerate() {
+            let first = v * 8;
+            if first >= live_ch {
+                break;
+            }
+            let lanes = std::array::from_fn(|i| match i < R {
+                true => row[i],
+                false => _mm256_setzero_ps(),
+            });
+            let channels = transpose8(lanes);
+            for (j, &out) in channels.iter().enumerate().take(live_ch - first) {
+                store_first(c.add((first + j) * ldc), out, live_pos, accumulate);
+            }
+        }
+    }
+}
+
+/// Writes (or adds, when `accumulate`) the first `n ≤ 8` lanes of `v` to `dst`, without masked
+/// stores (slow on AMD Zen): six lanes (a full AVX2 position tile) as four and two.
+///
+/// # Safety
+/// `dst` is valid for `n` floats; the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn store_first(dst: *mut f32, v: __m256, n: usize, accumulate: bool) {
+    // SAFETY: every access is to the first `n` floats of `dst` (caller's contract).
+    unsafe {
+        if n == 6 {
+            let (mut lo, mut hi) = (_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            // Lanes 4 and 5 as one unaligned 64-bit load and store.
+            let tail = dst.add(4).cast::<__m128i>();
+            if accumulate {
+                lo = _mm_add_ps(lo, _mm_loadu_ps(dst));
+                hi = _mm_add_ps(hi, _mm_castsi128_ps(_mm_loadl_epi64(tail)));
+            }
+            _mm_storeu_ps(dst, lo);
+            _mm_storel_epi64(tail, _mm_castps_si128(hi));
+            return;
+        }
+        let mut lanes = [0.0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), v);
+        for (i, &x) in lanes.iter().enumerate().take(n) {
+            let d = dst.add(i);
+            *d = if accumulate { *d + x } else { x };
+        }
+    }
+}
+
+/// Off x86-64 no instruction set has position tiles ([`Isa::detect`] finds none).
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn position_tile_avx2<const NV: usize, const R: usize>(
+    _: usize,
+    _: *const f32,
+    _: *const f32,
+    _: *const usize,
+    _: &[usize; POSITIONS],
+    _: *mut f32,
+    _: usize,
+    _: (usize, usize),
+    _: bool,
+    _: Option<&[f32]>,
+) {
+    unreachable!("position tiles need AVX2 or AVX-512");
+}
+
 /// Off x86-64 no instruction set has position tiles ([`Isa::detect`] finds none).
 #[cfg(not(target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
@@ -483,7 +587,7 @@ pub unsafe fn position_tile<const NV: usize, const R: usize>(
     _: bool,
     _: Option<&[f32]>,
 ) {
-    unreachable!("position tiles need AVX-512");
+    unreachable!("position tiles need AVX2 or AVX-512");
 }
 
 /// The 8 × 8 transpose of eight rows of eight floats.

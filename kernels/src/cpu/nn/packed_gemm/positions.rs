@@ -1,6 +1,7 @@
 //! Convolutions as position tiles: the product transposed, `Cᵀ = im2colᵀ · Aᵀ`, so that a
-//! micro-tile is 7 or 8 output positions (broadcast, read in place from the padded image) ×
-//! 32 or 16 output channels (vectors of the weights, packed transposed once).
+//! micro-tile is a few output positions (broadcast, read in place from the padded image) ×
+//! two vectors of output channels (the weights, packed transposed once): on AVX-512, 7 or 8
+//! positions × 32 channels, on AVX2 6 positions × 16 channels (a last panel half as wide).
 //!
 //! The other paths tile output *columns* 32 at a time: a 7×7 output (49 positions) fills two
 //! tiles, 64 columns, and an in-place read of a padded image also computes the padding's
@@ -21,8 +22,15 @@ use super::{Isa, KC, PackedA, TASKS_PER_THREAD, split};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
-/// Output channels per full panel of the transposed weights (two zmm).
-const PANEL: usize = 32;
+/// Output channels per full panel of the transposed weights: two vectors.
+fn full_panel(isa: Isa) -> usize {
+    match isa {
+        Isa::Avx512 => 32,
+        Isa::Avx2 => 16,
+    }
+}
+/// Positions per AVX2 tile.
+const AVX2_HEIGHT: usize = 6;
 /// Floats of `C` a task finishes at a time (a group of position tiles × a block of the task's
 /// channels), about a quarter of L2: the block's outputs stay in cache across depth blocks and
 /// for the epilogue.
@@ -31,8 +39,8 @@ const GROUP_FLOATS: usize = 64 * 1024;
 const GROUP_POSITIONS: usize = 512;
 
 /// The weights `A` (`m × k`) transposed into panels for [`micro::position_tile`]: for each `KC`
-/// block of depth, panels of 32 channels (the last one 16 wide when 16 suffice), `kc` rows
-/// of the panel's width each.
+/// block of depth, full panels of channels ([`full_panel`]; the last one half as wide when
+/// that suffices), `kc` rows of the panel's width each.
 #[derive(Debug, Clone, Default)]
 pub(super) struct TransposedA(OnceLock<Vec<f32>>);
 
@@ -43,15 +51,18 @@ impl PartialEq for TransposedA {
     }
 }
 
-/// The width of channel panel `jp` of `m` channels: 32, or 16 for a last panel of ≤ 16.
-fn panel_width(m: usize, jp: usize) -> usize {
-    let rest = m - jp * PANEL;
-    if rest <= 16 { 16 } else { PANEL }
+/// The width of channel panel `jp` of `m` channels in panels of `full`: `full`, or half of it
+/// for a last panel that half holds.
+fn panel_width(full: usize, m: usize, jp: usize) -> usize {
+    let rest = m - jp * full;
+    if rest <= full / 2 { full / 2 } else { full }
 }
 
-/// Channels of `m` once padded to whole panels.
-fn padded_channels(m: usize) -> usize {
-    (0..m.div_ceil(PANEL)).map(|jp| panel_width(m, jp)).sum()
+/// Channels of `m` once padded to whole panels of `full`.
+fn padded_channels(full: usize, m: usize) -> usize {
+    (0..m.div_ceil(full))
+        .map(|jp| panel_width(full, m, jp))
+        .sum()
 }
 
 /// What writing one column tile costs, in depth steps of its multiply-adds (each tile is
@@ -70,14 +81,12 @@ const MARGIN_PERCENT: usize = 97;
 /// computes (empty lanes included; for the packed path, what packing costs too) plus its tile
 /// writes.
 pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize, k: usize) -> bool {
-    if isa != Isa::Avx512 {
-        return false;
-    }
     let (mr, nr) = isa.tile();
     let [oh, ow] = im.out;
-    let height = tile_height(oh * ow);
+    let height = tile_height(isa, oh * ow);
     let writes = |per_block: usize| k + k.div_ceil(KC) * per_block;
-    let ours = padded_channels(m) * (oh * ow).div_ceil(height) * height * writes(POSITION_WRITE);
+    let channels = padded_channels(full_panel(isa), m);
+    let ours = channels * (oh * ow).div_ceil(height) * height * writes(POSITION_WRITE);
     let columns = if direct::applies(im, m) {
         let width = direct::padded_width(im);
         let rows = (super::NC / width).max(1);
@@ -91,11 +100,14 @@ pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize, k: usize) -> bool {
     100 * ours < MARGIN_PERCENT * m.div_ceil(mr) * mr * columns * writes(COLUMN_WRITE)
 }
 
-/// Positions per tile for `count` outputs: 7 where that leaves clearly fewer lanes empty
-/// than 8 (a 7×7 output is seven tiles of 7, against 49 of 56 lanes in tiles of 8), else 8.
-fn tile_height(count: usize) -> usize {
+/// Positions per tile for `count` outputs. AVX2: 6 (twelve accumulators). AVX-512: 7 where
+/// that leaves clearly fewer lanes empty than 8 (a 7×7 output is seven tiles of 7, against 49
+/// of 56 lanes in tiles of 8), else 8.
+fn tile_height(isa: Isa, count: usize) -> usize {
     let lanes = |height: usize| count.div_ceil(height) * height;
-    if 100 * lanes(7) < 97 * lanes(8) {
+    if isa == Isa::Avx2 {
+        AVX2_HEIGHT
+    } else if 100 * lanes(7) < 97 * lanes(8) {
         7
     } else {
         POSITIONS
@@ -108,14 +120,15 @@ impl PackedA {
         self.transposed.0.get_or_init(|| {
             let (m, k) = (self.m, self.k);
             let (mr, _) = self.isa.tile();
-            let mut out = Vec::with_capacity(padded_channels(m) * k);
+            let full = full_panel(self.isa);
+            let mut out = Vec::with_capacity(padded_channels(full, m) * k);
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
-                for jp in 0..m.div_ceil(PANEL) {
-                    let width = panel_width(m, jp);
+                for jp in 0..m.div_ceil(full) {
+                    let width = panel_width(full, m, jp);
                     for p in 0..kc {
                         out.extend((0..width).map(|j| {
-                            let row = jp * PANEL + j;
+                            let row = jp * full + j;
                             if row < m {
                                 self.panel(pc, kc, row / mr)[p * mr + row % mr]
                             } else {
@@ -129,8 +142,7 @@ impl PackedA {
         })
     }
 
-    /// `c = self · im2col(im) (+ bias)` in position tiles, with the AVX-512 kernel (the
-    /// instruction set [`pays`] requires); the rest as [`PackedA::multiply`].
+    /// `c = self · im2col(im) (+ bias)` in position tiles; the rest as [`PackedA::multiply`].
     pub(super) fn multiply_positions(
         &self,
         im: &Image2d<'_>,
@@ -139,10 +151,9 @@ impl PackedA {
         bias: Option<&[f32]>,
         epilogue: Option<&Epilogue<'_, f32>>,
     ) {
-        assert_eq!(self.isa, Isa::Avx512, "position tiles need AVX-512");
         let weights = self.transposed();
-        let m = self.m;
-        let mut padded_bias = vec![0.0f32; m.div_ceil(PANEL) * PANEL];
+        let (m, full) = (self.m, full_panel(self.isa));
+        let mut padded_bias = vec![0.0f32; m.div_ceil(full) * full];
         if let Some(b) = bias {
             padded_bias[..m].copy_from_slice(&b[..m]);
         }
@@ -153,7 +164,7 @@ impl PackedA {
             let count = oh * ow;
             // Each tile's positions as offsets from the image's start, 8 entries per tile; the
             // empty lanes repeat the last position (read, never written).
-            let height = tile_height(count);
+            let height = tile_height(self.isa, count);
             let tiles = count.div_ceil(height);
             let pos: Vec<usize> = (0..tiles * POSITIONS)
                 .map(|e| {
@@ -164,6 +175,7 @@ impl PackedA {
                 .collect();
             let task = Task {
                 a: self,
+                full,
                 weights,
                 img,
                 pos: &pos,
@@ -174,7 +186,7 @@ impl PackedA {
                 c: SendPtr(c.as_mut_ptr()),
                 ldc,
             };
-            let panels = m.div_ceil(PANEL);
+            let panels = m.div_ceil(full);
             let threads = super::threads();
             if m * self.k * count < super::PARALLEL_WORK || threads < 2 {
                 task.run((0, panels), (0, tiles));
@@ -212,6 +224,8 @@ fn balance(units: usize, threads: usize) -> f64 {
 /// One product in position tiles, ready to run over rectangles of channel panels × tiles.
 struct Task<'a> {
     a: &'a PackedA,
+    /// Channels per full weight panel.
+    full: usize,
     weights: &'a [f32],
     img: &'a PaddedImage<'a>,
     /// Positions per tile (7 or 8), `count` in all.
@@ -227,9 +241,9 @@ struct Task<'a> {
 impl Task<'_> {
     /// Channel panels `panels.0..panels.1` × position tiles `tiles.0..tiles.1` of `C`.
     fn run(&self, panels: (usize, usize), tiles: (usize, usize)) {
-        let (m, k) = (self.a.m, self.a.k);
-        let padded = padded_channels(m);
-        let ch = (panels.0 * PANEL, (panels.1 * PANEL).min(m));
+        let (m, k, full) = (self.a.m, self.a.k, self.full);
+        let padded = padded_channels(full, m);
+        let ch = (panels.0 * full, (panels.1 * full).min(m));
         // Groups of at least GROUP_POSITIONS positions, their channels in blocks that keep a
         // block's outputs within GROUP_FLOATS: each weight panel, streamed once per group,
         // then serves many tiles (with all 1024 channels of ssd300's dilated convolution in
@@ -238,7 +252,7 @@ impl Task<'_> {
             .max(GROUP_POSITIONS / self.height)
             .min(tiles.1 - tiles.0)
             .max(1);
-        let panels_per_block = (GROUP_FLOATS / (per_group * self.height * PANEL)).max(1);
+        let panels_per_block = (GROUP_FLOATS / (per_group * self.height * full)).max(1);
         let mut pos = [0usize; POSITIONS];
         for g0 in (tiles.0..tiles.1).step_by(per_group) {
             let g1 = (g0 + per_group).min(tiles.1);
@@ -248,18 +262,18 @@ impl Task<'_> {
                     let kc = KC.min(k - pc);
                     let block = &self.weights[pc * padded..];
                     for jp in b0..b1 {
-                        let width = panel_width(m, jp);
-                        let panel = &block[jp * kc * PANEL..][..kc * width];
-                        let bias = self.bias.filter(|_| pc == 0).map(|b| &b[jp * PANEL..]);
+                        let width = panel_width(full, m, jp);
+                        let panel = &block[jp * kc * full..][..kc * width];
+                        let bias = self.bias.filter(|_| pc == 0).map(|b| &b[jp * full..]);
                         for t in g0..g1 {
                             pos.copy_from_slice(&self.pos[t * POSITIONS..(t + 1) * POSITIONS]);
                             let live = (
-                                width.min(m - jp * PANEL),
+                                width.min(m - jp * full),
                                 self.height.min(self.count - t * self.height),
                             );
                             // SAFETY: this tile's channels × positions of C are this task's.
                             unsafe {
-                                let c = self.c.get().add(jp * PANEL * self.ldc + t * self.height);
+                                let c = self.c.get().add(jp * full * self.ldc + t * self.height);
                                 self.tile(panel, (pc, kc), &pos, c, live, bias)
                             };
                         }
@@ -267,7 +281,7 @@ impl Task<'_> {
                 }
                 if let Some(e) = self.epilogue {
                     let cols = (g0 * self.height, (g1 * self.height).min(self.count));
-                    for i in b0 * PANEL..(b1 * PANEL).min(m) {
+                    for i in b0 * full..(b1 * full).min(m) {
                         let at = i * self.ldc + cols.0;
                         // SAFETY: row i, this group's positions: this task's rectangle.
                         let row = unsafe {
@@ -280,7 +294,8 @@ impl Task<'_> {
         }
     }
 
-    /// One position tile against the weights `panel` (`kc` rows of 16 or 32 channels) of the
+    /// One position tile against the weights `panel` (`kc` rows of a full or half panel's
+    /// channels) of the
     /// depth block `(pc, kc)`, written to `c` (`live` channels × positions).
     ///
     /// # Safety
@@ -297,17 +312,19 @@ impl Task<'_> {
     ) {
         let (w, data, ldc) = (panel.as_ptr(), self.img.data.as_ptr(), self.ldc);
         let offsets = self.img.offsets[pc..pc + kc].as_ptr();
-        let wide = panel.len() == kc * PANEL;
-        let kernel: micro::PositionTile = match (wide, self.height) {
-            (true, 7) => micro::position_tile::<2, 7>,
-            (true, _) => micro::position_tile::<2, 8>,
-            (false, 7) => micro::position_tile::<1, 7>,
-            (false, _) => micro::position_tile::<1, 8>,
+        let wide = panel.len() == kc * self.full;
+        let kernel: micro::PositionTile = match (self.a.isa, wide, self.height) {
+            (Isa::Avx2, true, _) => micro::position_tile_avx2::<2, AVX2_HEIGHT>,
+            (Isa::Avx2, false, _) => micro::position_tile_avx2::<1, AVX2_HEIGHT>,
+            (Isa::Avx512, true, 7) => micro::position_tile::<2, 7>,
+            (Isa::Avx512, true, _) => micro::position_tile::<2, 8>,
+            (Isa::Avx512, false, 7) => micro::position_tile::<1, 7>,
+            (Isa::Avx512, false, _) => micro::position_tile::<1, 8>,
         };
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
         // lies inside the padded image; `c` holds the live channels × positions (the caller's
-        // rectangle); AVX-512 is checked by `multiply_positions`.
+        // rectangle); the kernel's instruction set is the packing's, which the CPU has.
         unsafe { kernel(kc, w, data, offsets, pos, c, ldc, live, pc > 0, bias) }
     }
 }

@@ -1,18 +1,6 @@
 use super::*;
 use crate::cpu::nn::epilogue::Activation;
-
-/// A seeded uniform stream in [-1, 1).
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
+use crate::test_values::uniform as values;
 
 /// `C = A · B` by the definition, in f64.
 fn reference(a: &[f32], b: &[f32], ldb: usize, m: usize, k: usize, n: usize) -> Vec<f64> {
@@ -323,9 +311,7 @@ fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
         ];
         let mut paths = every_isa.to_vec();
         let positions = |c: &mut [f32]| packed.multiply_positions(im, c, n, Some(&bias), None);
-        if isa == Isa::Avx512 {
-            paths.push(("positions", &positions));
-        }
+        paths.push(("positions", &positions));
         for (path, run) in paths {
             let mut c = vec![f32::NAN; m * n];
             pool.install(|| run(&mut c));
@@ -354,9 +340,7 @@ fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
         let mut finished = every_isa.to_vec();
         let positions_finished =
             |c: &mut [f32]| packed.multiply_positions(im, c, n, Some(&bias), Some(&epilogue));
-        if isa == Isa::Avx512 {
-            finished.push(("positions + epilogue", &positions_finished));
-        }
+        finished.push(("positions + epilogue", &positions_finished));
         for (path, run) in finished {
             let mut c = vec![f32::NAN; m * n];
             pool.install(|| run(&mut c));
