@@ -14,6 +14,8 @@ pub mod kernel;
 pub mod low_precision;
 pub mod output_buffer;
 pub mod tensor;
+#[cfg(test)]
+mod test_values;
 
 pub use attrs::{AttrValue, Attributes};
 pub use dtype::{DType, Element};

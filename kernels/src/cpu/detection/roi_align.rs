@@ -549,19 +549,6 @@ fn bilinear<F: Float + Default>(
 mod channels_last_tests {
     use super::*;
 
-    /// xorshift floats in [-1, 1).
-    fn noise(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect()
-    }
-
     #[test]
     fn channels_last_pools_every_bin_to_the_bit() {
         let geo = Geometry {
@@ -569,13 +556,13 @@ mod channels_last_tests {
             h: 13,
             w: 17,
         };
-        let x = noise(2 * geo.c * geo.h * geo.w, 7);
+        let x = crate::test_values::uniform(2 * geo.c * geo.h * geo.w, 7);
         // Inside, across the border, outside, degenerate and reversed rois, on both images.
         let mut rois = vec![
             0.0, 0.0, 16.0, 12.0, -3.0, -2.0, 5.5, 4.25, 10.0, 9.0, 30.0, 40.0, 2.0, 2.0, 2.0, 2.0,
             8.0, 6.0, 1.0, 1.0, -20.0, -20.0, -10.0, -10.0,
         ];
-        let coords = noise(4 * 30, 11);
+        let coords = crate::test_values::uniform(4 * 30, 11);
         rois.extend(coords.iter().map(|v| (v + 1.0) * 9.0));
         let batch: Vec<usize> = (0..rois.len() / 4).map(|r| r % 2).collect();
         for half_pixel in [false, true] {

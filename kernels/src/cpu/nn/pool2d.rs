@@ -451,3 +451,74 @@ pub fn window_counts(rows: &AxisWindows, cols: &AxisWindows, include_pad: bool) 
         .flat_map(|oh| (0..cols.spans.len()).map(move |ow| count(rows, oh) * count(cols, ow)))
         .collect()
 }
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// Stride-2 windows `kernel` wide along an axis `n` long, `pad` before it, `out` of them.
+    fn stride2(n: usize, kernel: usize, pad: usize, out: usize) -> AxisWindows {
+        let spans = (0..out)
+            .map(|o| {
+                let first = (2 * o) as i64 - pad as i64;
+                let begin = first.clamp(0, n as i64) as usize;
+                let end = (first + kernel as i64).clamp(0, n as i64) as usize;
+                (begin, end.max(begin))
+            })
+            .collect();
+        AxisWindows {
+            spans,
+            padded: vec![kernel; out],
+            kernel,
+            stride: 2,
+            pad_begin: pad,
+        }
+    }
+
+    #[test]
+    fn stride2_max_pool_takes_each_windows_largest_value() {
+        let vectors = is_x86_feature_detected!("avx512f");
+        let sizes = [(1, 2), (5, 7), (8, 9), (13, 4), (14, 33), (3, 40), (9, 17)];
+        for (h, w) in sizes {
+            for (kernel, pad, ceil) in [(2, 0, false), (2, 0, true), (3, 1, false), (3, 0, true)] {
+                let outs = [h, w].map(|n: usize| {
+                    let span = n + 2 * pad - kernel.min(n + 2 * pad);
+                    (if ceil { span.div_ceil(2) } else { span / 2 }) + 1
+                });
+                let (rows, cols) = (
+                    stride2(h, kernel, pad, outs[0]),
+                    stride2(w, kernel, pad, outs[1]),
+                );
+                // Two planes of values in [-10, 10); every 7th NaN, which never wins a window.
+                let x: Vec<f32> = crate::test_values::uniform(2 * h * w, (h * w) as u64)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| if i % 7 == 3 { f32::NAN } else { 10.0 * v })
+                    .collect();
+                let [oh, ow] = outs;
+                let mut y = vec![0.0f32; 2 * oh * ow];
+                let done = max_pool_stride2_f32(&x, (h, w), &rows, &cols, &mut y);
+                assert_eq!(
+                    done, vectors,
+                    "the fast path runs where the CPU has vectors"
+                );
+                if !done {
+                    continue;
+                }
+                for (idx, &got) in y.iter().enumerate() {
+                    let (plane, i, j) = (idx / (oh * ow), idx / ow % oh, idx % ow);
+                    let (rs, cs) = (rows.spans[i], cols.spans[j]);
+                    let want = (rs.0..rs.1)
+                        .flat_map(|r| (cs.0..cs.1).map(move |c| (r, c)))
+                        .map(|(r, c)| x[plane * h * w + r * w + c])
+                        .fold(f32::NEG_INFINITY, |acc, v| if v > acc { v } else { acc });
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{h}x{w} kernel {kernel} pad {pad} ceil {ceil}: output {idx}"
+                    );
+                }
+            }
+        }
+    }
+}
