@@ -3,9 +3,9 @@
 //! two vectors of output channels (the weights, packed transposed once): on AVX-512, 7 or 8
 //! positions × 32 channels, on AVX2 6 positions × 16 channels (a last panel half as wide).
 //!
-//! The other paths tile output *columns* 32 at a time: a 7×7 output (49 positions) fills two
-//! tiles, 64 columns, and an in-place read of a padded image also computes the padding's
-//! columns (a 3×3 on 14² computes 16 columns per row of 14). Here a tile's positions are any
+//! The other paths tile output *columns* 32 at a time (16 on AVX2): on AVX-512 a 7×7 output
+//! (49 positions) fills two tiles, 64 columns, and an in-place read of a padded image also
+//! computes the padding's columns (a 3×3 on 14² computes 16 columns per row of 14). Here a tile's positions are any
 //! real outputs — each broadcast has its own address — so only the last tile of the image
 //! and the last panel of channels are partly empty. Each tile is transposed in registers on
 //! its way to the channel-major output, which costs more than a column tile's plain stores:
@@ -29,6 +29,7 @@ fn full_panel(isa: Isa) -> usize {
         Isa::Avx2 => 16,
     }
 }
+
 /// Positions per AVX2 tile.
 const AVX2_HEIGHT: usize = 6;
 /// Floats of `C` a task finishes at a time (a group of position tiles × a block of the task's
