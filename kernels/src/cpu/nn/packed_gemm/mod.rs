@@ -10,6 +10,7 @@
 
 mod direct;
 mod micro;
+mod position_tile;
 mod positions;
 mod source;
 

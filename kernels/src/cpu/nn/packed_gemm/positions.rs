@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 use super::direct::{self, PaddedImage};
-use super::micro::{self, POSITIONS};
+use super::position_tile::{self, AVX2_HEIGHT, POSITIONS};
 use super::source::Image2d;
 use super::{Isa, KC, PackedA, TASKS_PER_THREAD, split};
 use crate::cpu::nn::epilogue::Epilogue;
@@ -30,8 +30,6 @@ fn full_panel(isa: Isa) -> usize {
     }
 }
 
-/// Positions per AVX2 tile.
-const AVX2_HEIGHT: usize = 6;
 /// Floats of `C` a task finishes at a time (a group of position tiles × a block of the task's
 /// channels), about a quarter of L2: the block's outputs stay in cache across depth blocks and
 /// for the epilogue.
@@ -39,7 +37,7 @@ const GROUP_FLOATS: usize = 64 * 1024;
 /// The fewest positions in a group of position tiles (fewer when the task has fewer).
 const GROUP_POSITIONS: usize = 512;
 
-/// The weights `A` (`m × k`) transposed into panels for [`micro::position_tile`]: for each `KC`
+/// The weights `A` (`m × k`) transposed into panels for [`position_tile::position_tile`]: for each `KC`
 /// block of depth, full panels of channels ([`full_panel`]; the last one half as wide when
 /// that suffices), `kc` rows of the panel's width each.
 #[derive(Debug, Clone, Default)]
@@ -314,14 +312,7 @@ impl Task<'_> {
         let (w, data, ldc) = (panel.as_ptr(), self.img.data.as_ptr(), self.ldc);
         let offsets = self.img.offsets[pc..pc + kc].as_ptr();
         let wide = panel.len() == kc * self.full;
-        let kernel: micro::PositionTile = match (self.a.isa, wide, self.height) {
-            (Isa::Avx2, true, _) => micro::position_tile_avx2::<2, AVX2_HEIGHT>,
-            (Isa::Avx2, false, _) => micro::position_tile_avx2::<1, AVX2_HEIGHT>,
-            (Isa::Avx512, true, 7) => micro::position_tile::<2, 7>,
-            (Isa::Avx512, true, _) => micro::position_tile::<2, 8>,
-            (Isa::Avx512, false, 7) => micro::position_tile::<1, 7>,
-            (Isa::Avx512, false, _) => micro::position_tile::<1, 8>,
-        };
+        let kernel = position_tile::kernel_for(self.a.isa, wide, self.height);
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
         // lies inside the padded image; `c` holds the live channels × positions (the caller's

@@ -1,0 +1,249 @@
+//! Position tiles (a transposed micro-tile: output positions broadcast, output channels in
+//! the vectors), one kernel per instruction set, and the kernel a tile shape takes
+//! ([`kernel_for`]). `positions.rs` drives them.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use super::Isa;
+
+/// Positions per AVX2 tile.
+pub const AVX2_HEIGHT: usize = 6;
+
+/// The most output positions per tile of [`position_tile`] (one ymm of a channel's outputs).
+pub const POSITIONS: usize = 8;
+
+/// The signature of [`position_tile`]'s instances.
+pub type PositionTile = unsafe fn(
+    usize,
+    *const f32,
+    *const f32,
+    *const usize,
+    &[usize; POSITIONS],
+    *mut f32,
+    usize,
+    (usize, usize),
+    bool,
+    Option<&[f32]>,
+);
+
+/// One position tile (a transposed micro-tile: output positions broadcast, output channels
+/// in the vectors): for channels `j < NV·16` and positions `i < R`,
+/// `C[j, i] (+)= Σ_p w[p·NV·16 + j] · img[offsets[p] + pos[i]]`, started from `bias[j]` when
+/// given. Writes channels `0..live_ch` × positions `0..live_pos` of `c` (channel rows at
+/// stride `ldc`, positions contiguous), transposing the tile in registers.
+///
+/// # Safety
+/// The CPU supports AVX-512F; `R ≤ 8`; `w` holds `kc · NV · 16` floats; `offsets` holds `kc`
+/// entries and `img + offsets[p] + pos[i]` is valid for every `p < kc`, `i < R`; `c` is valid
+/// for `live_ch` rows × `live_pos ≤ R` columns at stride `ldc`, with `live_ch ≤ NV · 16`;
+/// `bias`, when given, holds `NV · 16` values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn position_tile<const NV: usize, const R: usize>(
+    kc: usize,
+    w: *const f32,
+    img: *const f32,
+    offsets: *const usize,
+    pos: &[usize; POSITIONS],
+    c: *mut f32,
+    ldc: usize,
+    (live_ch, live_pos): (usize, usize),
+    accumulate: bool,
+    bias: Option<&[f32]>,
+) {
+    let pos = *pos;
+    let mut acc = [[_mm512_setzero_ps(); POSITIONS]; NV];
+    // Lanes past `live_pos` are neither read nor written.
+    let live = _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(live_pos as i32),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+    );
+    // SAFETY: every read stays inside the operands (caller's contract).
+    unsafe {
+        if let Some(bias) = bias {
+            for (v, row) in acc.iter_mut().enumerate() {
+                *row = [_mm512_loadu_ps(bias.as_ptr().add(v * 16)); POSITIONS];
+            }
+        }
+        for p in 0..kc {
+            let base = img.add(*offsets.add(p));
+            let wp = w.add(p * NV * 16);
+            let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
+            for i in 0..R {
+                let x = _mm512_set1_ps(*base.add(pos[i]));
+                for v in 0..NV {
+                    acc[v][i] = _mm512_fmadd_ps(x, wv[v], acc[v][i]);
+                }
+            }
+        }
+        for (v, row) in acc.iter().enumerate() {
+            for half in 0..2 {
+                let first = v * 16 + half * 8;
+                if first >= live_ch {
+                    break;
+                }
+                let lanes = row.map(|z| match half {
+                    0 => _mm512_castps512_ps256(z),
+                    _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(z))),
+                });
+                let channels = transpose8(lanes);
+                for (j, &out) in channels.iter().enumerate().take(live_ch - first) {
+                    let dst = c.add((first + j) * ldc);
+                    if live_pos == POSITIONS {
+                        let out = match accumulate {
+                            true => _mm256_add_ps(out, _mm256_loadu_ps(dst)),
+                            false => out,
+                        };
+                        _mm256_storeu_ps(dst, out);
+                    } else {
+                        let out = match accumulate {
+                            true => _mm256_add_ps(out, _mm256_maskload_ps(dst, live)),
+                            false => out,
+                        };
+                        _mm256_maskstore_ps(dst, live, out);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`position_tile`] on AVX2 + FMA: `NV` vectors of 8 channels × `R ≤ 8` positions (`NV · R ≤
+/// 12`: with the weights and the broadcast, every register but one), the weights `w` in rows
+/// of `NV · 8` channels; the same contract otherwise, with AVX2 + FMA for AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn position_tile_avx2<const NV: usize, const R: usize>(
+    kc: usize,
+    w: *const f32,
+    img: *const f32,
+    offsets: *const usize,
+    pos: &[usize; POSITIONS],
+    c: *mut f32,
+    ldc: usize,
+    (live_ch, live_pos): (usize, usize),
+    accumulate: bool,
+    bias: Option<&[f32]>,
+) {
+    let pos = *pos;
+    let mut acc = [[_mm256_setzero_ps(); R]; NV];
+    // SAFETY: every read stays inside the operands (caller's contract).
+    unsafe {
+        if let Some(bias) = bias {
+            for (v, row) in acc.iter_mut().enumerate() {
+                *row = [_mm256_loadu_ps(bias.as_ptr().add(v * 8)); R];
+            }
+        }
+        for p in 0..kc {
+            let base = img.add(*offsets.add(p));
+            let wp = w.add(p * NV * 8);
+            let wv: [__m256; NV] = std::array::from_fn(|v| _mm256_loadu_ps(wp.add(v * 8)));
+            for i in 0..R {
+                let x = _mm256_broadcast_ss(&*base.add(pos[i]));
+                for v in 0..NV {
+                    acc[v][i] = _mm256_fmadd_ps(x, wv[v], acc[v][i]);
+                }
+            }
+        }
+        for (v, row) in acc.iter().enumerate() {
+            let first = v * 8;
+            if first >= live_ch {
+                break;
+            }
+            let lanes = std::array::from_fn(|i| match i < R {
+                true => row[i],
+                false => _mm256_setzero_ps(),
+            });
+            let channels = transpose8(lanes);
+            for (j, &out) in channels.iter().enumerate().take(live_ch - first) {
+                store_first(c.add((first + j) * ldc), out, live_pos, accumulate);
+            }
+        }
+    }
+}
+
+/// Writes (or adds, when `accumulate`) the first `n ≤ 8` lanes of `v` to `dst`, without masked
+/// stores (slow on AMD Zen): six lanes (a full AVX2 position tile) as four and two.
+///
+/// # Safety
+/// `dst` is valid for `n` floats; the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn store_first(dst: *mut f32, v: __m256, n: usize, accumulate: bool) {
+    // SAFETY: every access is to the first `n` floats of `dst` (caller's contract).
+    unsafe {
+        if n == 6 {
+            let (mut lo, mut hi) = (_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            // Lanes 4 and 5 as one unaligned 64-bit load and store.
+            let tail = dst.add(4).cast::<__m128i>();
+            if accumulate {
+                lo = _mm_add_ps(lo, _mm_loadu_ps(dst));
+                hi = _mm_add_ps(hi, _mm_castsi128_ps(_mm_loadl_epi64(tail)));
+            }
+            _mm_storeu_ps(dst, lo);
+            _mm_storel_epi64(tail, _mm_castps_si128(hi));
+            return;
+        }
+        let mut lanes = [0.0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), v);
+        for (i, &x) in lanes.iter().enumerate().take(n) {
+            let d = dst.add(i);
+            *d = if accumulate { *d + x } else { x };
+        }
+    }
+}
+
+/// The 8 × 8 transpose of eight rows of eight floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+    let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+    let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    [
+        _mm256_permute2f128_ps::<0x20>(s0, s4),
+        _mm256_permute2f128_ps::<0x20>(s1, s5),
+        _mm256_permute2f128_ps::<0x20>(s2, s6),
+        _mm256_permute2f128_ps::<0x20>(s3, s7),
+        _mm256_permute2f128_ps::<0x31>(s0, s4),
+        _mm256_permute2f128_ps::<0x31>(s1, s5),
+        _mm256_permute2f128_ps::<0x31>(s2, s6),
+        _mm256_permute2f128_ps::<0x31>(s3, s7),
+    ]
+}
+
+/// The kernel for `isa`, a full (`wide`) or half panel of channels and `height` positions per
+/// tile (6 on AVX2; 7 or 8 on AVX-512).
+#[cfg(target_arch = "x86_64")]
+pub fn kernel_for(isa: Isa, wide: bool, height: usize) -> PositionTile {
+    match (isa, wide, height) {
+        (Isa::Avx2, true, _) => position_tile_avx2::<2, AVX2_HEIGHT>,
+        (Isa::Avx2, false, _) => position_tile_avx2::<1, AVX2_HEIGHT>,
+        (Isa::Avx512, true, 7) => position_tile::<2, 7>,
+        (Isa::Avx512, true, _) => position_tile::<2, 8>,
+        (Isa::Avx512, false, 7) => position_tile::<1, 7>,
+        (Isa::Avx512, false, _) => position_tile::<1, 8>,
+    }
+}
+
+/// Off x86-64 no instruction set has position tiles ([`Isa::detect`] finds none).
+#[cfg(not(target_arch = "x86_64"))]
+pub fn kernel_for(isa: Isa, _: bool, _: usize) -> PositionTile {
+    unreachable!("no position tiles for {isa:?} off x86-64")
+}
