@@ -418,7 +418,12 @@ impl HybridParts<'_> {
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let device_ms = median_ms_of(SEGMENT_RUNS, &|| planned.run(inputs.clone()).map(drop))?;
+            // Its outputs go back to the plan's pool, as in a whole run.
+            let device_ms = median_ms_of(SEGMENT_RUNS, &|| {
+                planned
+                    .run(inputs.clone())
+                    .map(|outputs| planned.recycle(outputs))
+            })?;
             let host = HostSegment::compile(&segment_graph(self.graph, segment))?;
             let once = || -> Result<f64> {
                 let start = Instant::now();

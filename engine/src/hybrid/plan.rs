@@ -5,9 +5,11 @@
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use spillway_kernels::Tensor;
+use spillway_kernels::buffer_pool::Pool;
+use spillway_kernels::output_buffer::{self, Buffer};
 
 use super::segments::{Segment, Side};
 use super::shape_cache::ShapeStats;
@@ -78,12 +80,27 @@ pub struct PlannedSegment {
     inputs: Vec<ValueId>,
     outputs: Vec<ValueId>,
     work: Box<dyn SegmentWork>,
+    /// The plan's buffers of dead values between segments, where a device segment's downloads
+    /// take their memory.
+    pool: Arc<Pool>,
 }
 
 impl PlannedSegment {
     /// Runs the segment alone on its inputs (in its order).
     pub fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
-        self.work.run(inputs)
+        match self.side {
+            // Its downloads are host tensors of up to a hundred MiB (a detector's RoI
+            // features): fresh memory would fault its pages in on every run.
+            Side::Device => output_buffer::offer(&mut [], Some(&self.pool), || {
+                self.work.run(inputs)
+            }),
+            Side::Host => self.work.run(inputs),
+        }
+    }
+
+    /// Gives the memory of `values`, which nothing reads any more, to the plan's pool.
+    pub fn recycle(&self, values: Vec<Value>) {
+        recycle(&self.pool, values);
     }
 
     /// Each node's device time measured alone, µs, in the segment's order (`None` on the host).
@@ -104,6 +121,20 @@ pub struct HybridPlan {
     constants: HashMap<ValueId, Tensor>,
     /// Per value passed between segments: how many segments read it.
     readers: HashMap<ValueId, usize>,
+    /// Memory of the values between segments that died in the last run (see
+    /// [`PlannedSegment::run`]).
+    pool: Arc<Pool>,
+}
+
+/// Gives the storage of each tensor in `values` that nothing else shares to `pool`.
+fn recycle(pool: &Pool, values: impl IntoIterator<Item = Value>) {
+    for v in values {
+        if let Value::Tensor(t) = v
+            && let Some(buffer) = Buffer::reclaim(t)
+        {
+            pool.give(buffer);
+        }
+    }
 }
 
 /// The values of one run, shared by its two threads.
@@ -132,6 +163,7 @@ impl HybridPlan {
                 *readers.entry(v).or_default() += 1;
             }
         }
+        let pool = Arc::new(Pool::new());
         HybridPlan {
             segments: segments
                 .into_iter()
@@ -141,6 +173,7 @@ impl HybridPlan {
                     inputs: s.inputs,
                     outputs: s.outputs,
                     work,
+                    pool: pool.clone(),
                 })
                 .collect(),
             inputs: graph.inputs.clone(),
@@ -157,6 +190,7 @@ impl HybridPlan {
                 .filter_map(|v| graph.constants.get(v).map(|t| (*v, t.clone())))
                 .collect(),
             readers,
+            pool,
         }
     }
 
@@ -214,6 +248,15 @@ impl HybridPlan {
             self.run_side(Side::Device, &state, &ready);
         }
         let mut state = state.into_inner().unwrap_or_else(|p| p.into_inner());
+        // What no segment read after all (a failed run) goes back to the pool too.
+        let unread: Vec<ValueId> = (state.values.keys().copied())
+            .filter(|v| !self.outputs.contains(v))
+            .collect();
+        recycle(
+            &self.pool,
+            unread.iter().filter_map(|v| state.values.remove(v)),
+        );
+        self.pool.end_run(None);
         if let Some(e) = state.error.take() {
             return Err(e);
         }
@@ -248,7 +291,7 @@ impl HybridPlan {
                     .map(|v| run.values[v].clone())
                     .collect()
             };
-            let result = catch_unwind(AssertUnwindSafe(|| segment.work.run(args)))
+            let result = catch_unwind(AssertUnwindSafe(|| segment.run(args)))
                 .unwrap_or_else(|_| Err(Error::Internal("a segment panicked".into())));
             let mut run = lock(state);
             match result {
@@ -261,7 +304,7 @@ impl HybridPlan {
                             *r
                         });
                         if left == Some(0) && !self.outputs.contains(v) {
-                            run.values.remove(v);
+                            recycle(&self.pool, run.values.remove(v));
                         }
                     }
                 }

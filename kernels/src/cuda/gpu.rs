@@ -1,6 +1,7 @@
 //! [`Gpu`]: one CUDA device opened for a session — its context, compute streams, copy
 //! streams, per-stream cuBLAS and cuDNN handles, the compiled-kernel cache and an event pool.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -66,6 +67,8 @@ pub struct Gpu {
     dnn: Vec<Mutex<DnnHandle>>,
     functions: Mutex<HashMap<String, Arc<CudaFunction>>>,
     events: Mutex<Vec<CudaEvent>>,
+    /// Build-time choices by key (see [`Gpu::cached`]).
+    choices: Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl Gpu {
@@ -101,7 +104,25 @@ impl Gpu {
             dnn,
             functions: Mutex::new(HashMap::new()),
             events: Mutex::new(Vec::new()),
+            choices: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The choice kept under `key`, made by `make` the first time it is asked for (a
+    /// convolution's algorithm, searched once per shape and kept while the GPU is open).
+    pub fn cached<T: Clone + Send + Sync + 'static>(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> CudaResult<T>,
+    ) -> CudaResult<T> {
+        let lock = || self.choices.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(known) = lock().get(key).and_then(|c| c.downcast_ref::<T>()) {
+            return Ok(known.clone());
+        }
+        // Made without the lock: a search may take a while, and other builds go on.
+        let made = make()?;
+        lock().insert(key.to_string(), Arc::new(made.clone()));
+        Ok(made)
     }
 
     /// What the probe reported about this GPU.

@@ -29,13 +29,22 @@ pub fn write_tensor_bytes(t: &Tensor, out: &mut [u8]) -> Option<usize> {
     }, _other => None)
 }
 
-fn read<T: Element + Copy>(bytes: &[u8]) -> Vec<T> {
-    bytes
-        .chunks_exact(std::mem::size_of::<T>())
-        // SAFETY: each chunk has exactly size_of::<T>() bytes and T is a plain number type
-        // for which every bit pattern is valid.
-        .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<T>()) })
-        .collect()
+/// The elements of `bytes` (a whole number of `T`s), in storage from
+/// [`crate::output_buffer`]: a pooled buffer when the caller offers a pool (a large download
+/// then lands in memory already mapped, not in fresh pages to fault in), else a new one.
+fn read<T: Element + Copy + 'static>(bytes: &[u8]) -> Vec<T> {
+    let len = bytes.len() / std::mem::size_of::<T>();
+    crate::output_buffer::build(0, len, |dst| {
+        // SAFETY: `dst` holds `len` slots of `T`, exactly `bytes.len()` bytes, and `T` is a
+        // plain number type for which every bit pattern is valid.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                dst.as_mut_ptr().cast::<u8>(),
+                len * std::mem::size_of::<T>(),
+            )
+        }
+    })
 }
 
 /// A tensor of `dtype` and `shape` from the bytes [`tensor_bytes`] gives.
@@ -53,7 +62,7 @@ pub fn tensor_from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> CudaRes
         DType::F16 => Tensor::from_shape_vec(shape, read::<f16>(bytes)),
         DType::BF16 => Tensor::from_shape_vec(shape, read::<bf16>(bytes)),
         DType::I8 => Tensor::from_shape_vec(shape, read::<i8>(bytes)),
-        DType::U8 => Tensor::from_shape_vec(shape, bytes.to_vec()),
+        DType::U8 => Tensor::from_shape_vec(shape, read::<u8>(bytes)),
         DType::I16 => Tensor::from_shape_vec(shape, read::<i16>(bytes)),
         DType::U16 => Tensor::from_shape_vec(shape, read::<u16>(bytes)),
         DType::I32 => Tensor::from_shape_vec(shape, read::<i32>(bytes)),

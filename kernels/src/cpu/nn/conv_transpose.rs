@@ -57,14 +57,17 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         "pads",
         "strides",
     ])?;
-    let group = super::conv::group_attr(spec.attrs)?;
-    Ok(Box::new(ConvTranspose {
+    Ok(Box::new(parse(spec)?))
+}
+
+fn parse(spec: &NodeSpec<'_>) -> Result<ConvTranspose> {
+    Ok(ConvTranspose {
         window: WindowAttrs::parse(spec.attrs)?,
-        group,
+        group: super::conv::group_attr(spec.attrs)?,
         output_padding: nonneg(spec, "output_padding")?,
         output_shape: nonneg(spec, "output_shape")?,
         packed: WeightCache::default(),
-    }))
+    })
 }
 
 /// `col = W_gᵀ · X_g` for group `g`: `(g, X_g, col)`.
@@ -143,14 +146,15 @@ fn place_tiles<T: Real>(col: &[T], sweep: &Sweep<'_>, bias: Option<&[T]>, y: &mu
         });
 }
 
-/// Output extent and begin padding per spatial dim.
+/// Output extent, and the padding cut from the begin and the end of the full result, per
+/// spatial dim.
 fn geometry(
     ct: &ConvTranspose,
     input: &[usize],
     kernel: &[usize],
     strides: &[usize],
     dilations: &[usize],
-) -> Result<(Vec<usize>, Vec<i64>)> {
+) -> Result<(Vec<usize>, Vec<i64>, Vec<i64>)> {
     let n = input.len();
     let out_pad = ct.output_padding.clone().unwrap_or_else(|| vec![0; n]);
     if out_pad.len() != n {
@@ -182,14 +186,15 @@ fn geometry(
     };
     if let Some(target) = target {
         let upper = ct.window.auto_pad == AutoPad::SameUpper;
-        let begin = (0..n)
+        let begin: Vec<i64> = (0..n)
             .map(|i| {
                 let total = full[i] - target[i] as i64;
                 let half = total.div_euclid(2);
                 if upper { half } else { total - half }
             })
             .collect();
-        return Ok((target, begin));
+        let end = (0..n).map(|i| full[i] - target[i] as i64 - begin[i]).collect();
+        return Ok((target, begin, end));
     }
     let pads = match (&ct.window.pads, ct.window.auto_pad) {
         (Some(p), AutoPad::NotSet) if p.len() == 2 * n => p.clone(),
@@ -211,7 +216,8 @@ fn geometry(
         }
         out.push(o as usize);
     }
-    Ok((out, pads[..n].iter().map(|&p| p as i64).collect()))
+    let as_i64 = |p: &[usize]| p.iter().map(|&p| p as i64).collect();
+    Ok((out, as_i64(&pads[..n]), as_i64(&pads[n..])))
 }
 
 impl Kernel for ConvTranspose {
@@ -245,7 +251,62 @@ impl Kernel for ConvTranspose {
     }
 }
 
+/// Where a `ConvTranspose`'s windows fall for one input size: what another device's kernel
+/// needs to compute the same operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransposedWindows {
+    /// Stride per spatial dim.
+    pub strides: Vec<usize>,
+    /// Dilation per spatial dim.
+    pub dilations: Vec<usize>,
+    /// Output extent per spatial dim.
+    pub out: Vec<usize>,
+    /// Padding cut from the start of the full (unpadded) result per spatial dim.
+    pub pad_begin: Vec<i64>,
+    /// Padding cut from its end (with `output_padding` or `output_shape`, not `pad_begin`).
+    pub pad_end: Vec<i64>,
+}
+
+/// The windows of `ConvTranspose` node `spec` for input spatial dims `image` and weights of
+/// spatial shape `kernel`, and its `group`.
+pub fn transposed_windows(
+    spec: &NodeSpec<'_>,
+    image: &[usize],
+    kernel: &[usize],
+) -> Result<(TransposedWindows, usize)> {
+    let built = parse(spec)?;
+    Ok((built.windows(image, kernel)?, built.group))
+}
+
 impl ConvTranspose {
+    /// Checks the window attributes against `kernel` and resolves them for `image`.
+    fn windows(&self, image: &[usize], kernel: &[usize]) -> Result<TransposedWindows> {
+        let n = kernel.len();
+        if let Some(k) = &self.window.kernel_shape
+            && k.as_slice() != kernel
+        {
+            return Err(KernelError::Shape(format!(
+                "kernel_shape {k:?} differs from the weights' spatial shape {kernel:?}"
+            )));
+        }
+        let strides = self.window.strides.clone().unwrap_or_else(|| vec![1; n]);
+        let dilations = self.window.dilations.clone().unwrap_or_else(|| vec![1; n]);
+        if strides.len() != n || dilations.len() != n {
+            return Err(KernelError::BadAttribute {
+                name: "strides/dilations".into(),
+                reason: format!("expected {n} values"),
+            });
+        }
+        let (out, pad_begin, pad_end) = geometry(self, image, kernel, &strides, &dilations)?;
+        Ok(TransposedWindows {
+            strides,
+            dilations,
+            out,
+            pad_begin,
+            pad_end,
+        })
+    }
+
     /// The transposed convolution in `T`, with `product(g, X_g, col)` writing
     /// `col = W_gᵀ · X_g` for group `g` (`X_g`: `cg × positions`, `col`: `mg·klen × positions`).
     fn typed<T: Real>(
@@ -279,24 +340,14 @@ impl ConvTranspose {
             )));
         }
         let kernel = &wd[2..];
-        let n = kernel.len();
-        if let Some(k) = &self.window.kernel_shape
-            && k.as_slice() != kernel
-        {
-            return Err(KernelError::Shape(format!(
-                "kernel_shape {k:?} differs from the weights' spatial shape {kernel:?}"
-            )));
-        }
-        let strides = self.window.strides.clone().unwrap_or_else(|| vec![1; n]);
-        let dilations = self.window.dilations.clone().unwrap_or_else(|| vec![1; n]);
-        if strides.len() != n || dilations.len() != n {
-            return Err(KernelError::BadAttribute {
-                name: "strides/dilations".into(),
-                reason: format!("expected {n} values"),
-            });
-        }
         let image = &xd[2..];
-        let (out, pad_begin) = geometry(self, image, kernel, &strides, &dilations)?;
+        let TransposedWindows {
+            strides,
+            dilations,
+            out,
+            pad_begin,
+            ..
+        } = self.windows(image, kernel)?;
         let ilen: usize = image.iter().product();
         let olen: usize = out.iter().product();
         let klen: usize = kernel.iter().product();

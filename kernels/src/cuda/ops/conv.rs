@@ -1,5 +1,6 @@
-//! Conv through cuDNN: descriptors and the algorithm are chosen once, when the node's kernel
-//! is built (cuDNN's heuristics ranking, the first algorithm that fits the workspace limit),
+//! Conv and ConvTranspose through cuDNN (ConvTranspose as the backward-data pass of the
+//! convolution from its output's shape to its input's): descriptors and the algorithm are
+//! chosen once, when the node's kernel is built (cuDNN's heuristics ranking, the first algorithm that fits the workspace limit),
 //! the workspace comes from the arena, and the bias is added by a generated epilogue kernel.
 //! TF32 is used only when the GPU was opened with `tf32`.
 
@@ -8,8 +9,9 @@ use std::ffi::c_int;
 use cudarc::cudnn::result as dnn;
 use cudarc::cudnn::sys;
 
-use super::{GpuIo, GpuKernel, GpuNode};
+use super::{GpuIo, GpuKernel, GpuNode, TensorDesc};
 use crate::DType;
+use crate::cpu::nn::conv_transpose::transposed_windows;
 use crate::cpu::nn::spatial::WindowAttrs;
 use crate::cuda::codegen::{KernelSource, launch_shape, normalize};
 use crate::cuda::error::{CudaError, CudaResult};
@@ -28,7 +30,9 @@ fn dnn_err(what: &'static str) -> impl Fn(dnn::CudnnError) -> CudaError {
 /// The cuDNN descriptors of one convolution, destroyed with it.
 #[derive(Debug)]
 struct Descriptors {
+    /// The described convolution's input (`ConvTranspose`'s output).
     x: sys::cudnnTensorDescriptor_t,
+    /// Its output (`ConvTranspose`'s input).
     y: sys::cudnnTensorDescriptor_t,
     w: sys::cudnnFilterDescriptor_t,
     conv: sys::cudnnConvolutionDescriptor_t,
@@ -52,11 +56,21 @@ impl Drop for Descriptors {
     }
 }
 
+/// The cuDNN pass a [`CudnnConv`] runs, with its algorithm.
+#[derive(Debug, Clone, Copy)]
+enum Algo {
+    /// `Conv`: the forward pass from `x` to `y`.
+    Forward(sys::cudnnConvolutionFwdAlgo_t),
+    /// `ConvTranspose`: the backward-data pass of the convolution from `y` to `x` (descriptor
+    /// `x` describes that convolution's input, the node's output).
+    Transposed(sys::cudnnConvolutionBwdDataAlgo_t),
+}
+
 /// A convolution with its chosen algorithm.
 #[derive(Debug)]
 struct CudnnConv {
     desc: Descriptors,
-    algo: sys::cudnnConvolutionFwdAlgo_t,
+    algo: Algo,
     workspace: usize,
     bias: Option<(KernelSource, usize, usize, usize)>,
 }
@@ -83,38 +97,93 @@ fn dims(shape: &[usize]) -> CudaResult<Vec<c_int>> {
     Ok(d)
 }
 
-pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
-    let spec = node.spec;
-    spec.attrs.only(crate::cpu::nn::conv::ATTRIBUTES)?;
-    let x = node.input(0)?;
-    let w = node.input(1)?;
-    let y = node.output(0)?;
-    if x.dtype != DType::F32 || w.dtype != DType::F32 {
-        return Err(node.unsupported(format!("element type {:?}", x.dtype)));
-    }
-    if !(3..=5).contains(&x.shape.len()) || w.shape.len() != x.shape.len() {
-        return Err(node.unsupported(format!("X {:?}, W {:?}", x.shape, w.shape)));
-    }
-    let group = spec.attrs.int("group", 1)?;
-    let geo = WindowAttrs::parse(spec.attrs)?.resolve(&x.shape[2..], Some(&w.shape[2..]), false)?;
+/// Padding, strides, dilations (as cuDNN ints, one per spatial dim) and group count of a
+/// convolution.
+struct Window {
+    pads: Vec<c_int>,
+    strides: Vec<c_int>,
+    dilations: Vec<c_int>,
+    group: usize,
+}
+
+fn ints(values: impl IntoIterator<Item = i64>) -> CudaResult<Vec<c_int>> {
+    values
+        .into_iter()
+        .map(|v| c_int::try_from(v).map_err(|_| CudaError::Unsupported(format!("{v} exceeds int"))))
+        .collect()
+}
+
+/// `Conv`'s window on `x` with weights `w`.
+fn forward_window(node: &GpuNode<'_>, x: &TensorDesc, w: &TensorDesc) -> CudaResult<Window> {
+    let attrs = node.spec.attrs;
+    let geo = WindowAttrs::parse(attrs)?.resolve(&x.shape[2..], Some(&w.shape[2..]), false)?;
     if geo.pad_begin != geo.pad_end {
         return Err(node.unsupported(format!(
             "asymmetric pads {:?}/{:?}",
             geo.pad_begin, geo.pad_end
         )));
     }
-    let mut pads: Vec<c_int> = geo.pad_begin.iter().map(|&p| p as c_int).collect();
-    let mut strides: Vec<c_int> = geo.strides.iter().map(|&p| p as c_int).collect();
-    let mut dilations: Vec<c_int> = geo.dilations.iter().map(|&p| p as c_int).collect();
-    if x.shape.len() == 3 {
-        pads.insert(0, 0);
-        strides.insert(0, 1);
-        dilations.insert(0, 1);
+    let wide = |v: &[usize]| v.iter().map(|&n| n as i64).collect::<Vec<_>>();
+    Ok(Window {
+        pads: ints(wide(&geo.pad_begin))?,
+        strides: ints(wide(&geo.strides))?,
+        dilations: ints(wide(&geo.dilations))?,
+        group: attrs.int("group", 1)? as usize,
+    })
+}
+
+/// `ConvTranspose`'s window on `x` with weights `w`, producing `y`. cuDNN runs it as the
+/// backward-data pass of the convolution that maps `y`'s shape to `x`'s, so that convolution
+/// must exist: symmetric pads, and an `output_padding` that the forward pass rounds away.
+fn transposed_window(
+    node: &GpuNode<'_>,
+    x: &TensorDesc,
+    w: &TensorDesc,
+    y: &TensorDesc,
+) -> CudaResult<Window> {
+    let (image, kernel) = (&x.shape[2..], &w.shape[2..]);
+    let (win, group) = transposed_windows(node.spec, image, kernel)?;
+    if win.pad_begin != win.pad_end || win.pad_begin.iter().any(|&p| p < 0) {
+        return Err(node.unsupported(format!(
+            "pads {:?}/{:?} (cuDNN needs them symmetric)",
+            win.pad_begin, win.pad_end
+        )));
     }
-    let (xd, wd, yd) = (dims(&x.shape)?, dims(&w.shape)?, dims(&y.shape)?);
+    if win.out != y.shape[2..] || y.shape[1] != w.shape[1] * group {
+        return Err(node.unsupported(format!("output {:?} for X {:?}", y.shape, x.shape)));
+    }
+    for i in 0..image.len() {
+        let span = win.out[i] as i64 + 2 * win.pad_begin[i]
+            - (kernel[i] as i64 - 1) * win.dilations[i] as i64
+            - 1;
+        if span < 0 || span / win.strides[i] as i64 + 1 != image[i] as i64 {
+            return Err(node.unsupported(format!(
+                "output size {:?} is not one cuDNN's forward pass maps back to {:?}",
+                win.out, image
+            )));
+        }
+    }
+    let wide = |v: &[usize]| v.iter().map(|&n| n as i64).collect::<Vec<_>>();
+    Ok(Window {
+        pads: ints(win.pad_begin.iter().copied())?,
+        strides: ints(wide(&win.strides))?,
+        dilations: ints(wide(&win.dilations))?,
+        group,
+    })
+}
+
+/// Descriptors of a convolution between `x` and `y` (for `ConvTranspose`: its input and
+/// output, which are the described convolution's output and input).
+fn describe(
+    gpu: &Gpu,
+    forward_in: &[c_int],
+    w: &[c_int],
+    forward_out: &[c_int],
+    window: &Window,
+) -> CudaResult<Descriptors> {
     let f32_type = sys::cudnnDataType_t::CUDNN_DATA_FLOAT;
     // SAFETY: fresh descriptors set from checked, consistent shapes; freed by `Descriptors`.
-    let desc = unsafe {
+    unsafe {
         let desc = Descriptors {
             x: dnn::create_tensor_descriptor().map_err(dnn_err("creating a descriptor"))?,
             y: dnn::create_tensor_descriptor().map_err(dnn_err("creating a descriptor"))?,
@@ -122,52 +191,141 @@ pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKern
             conv: dnn::create_convolution_descriptor().map_err(dnn_err("creating a descriptor"))?,
         };
         let set = dnn_err("describing the convolution");
-        dnn::set_tensornd_descriptor(
-            desc.x,
-            f32_type,
-            xd.len() as c_int,
-            xd.as_ptr(),
-            contiguous(&xd).as_ptr(),
-        )
-        .map_err(&set)?;
-        dnn::set_tensornd_descriptor(
-            desc.y,
-            f32_type,
-            yd.len() as c_int,
-            yd.as_ptr(),
-            contiguous(&yd).as_ptr(),
-        )
-        .map_err(&set)?;
+        for (t, d) in [(desc.x, forward_in), (desc.y, forward_out)] {
+            dnn::set_tensornd_descriptor(
+                t,
+                f32_type,
+                d.len() as c_int,
+                d.as_ptr(),
+                contiguous(d).as_ptr(),
+            )
+            .map_err(&set)?;
+        }
         dnn::set_filternd_descriptor(
             desc.w,
             f32_type,
             sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW,
-            wd.len() as c_int,
-            wd.as_ptr(),
+            w.len() as c_int,
+            w.as_ptr(),
         )
         .map_err(&set)?;
         dnn::set_convolutionnd_descriptor(
             desc.conv,
-            pads.len() as c_int,
-            pads.as_ptr(),
-            strides.as_ptr(),
-            dilations.as_ptr(),
+            window.pads.len() as c_int,
+            window.pads.as_ptr(),
+            window.strides.as_ptr(),
+            window.dilations.as_ptr(),
             sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
             f32_type,
         )
         .map_err(&set)?;
-        dnn::set_convolution_group_count(desc.conv, group as i32).map_err(&set)?;
+        dnn::set_convolution_group_count(desc.conv, window.group as i32).map_err(&set)?;
         let math = if gpu.options().tf32 {
             sys::cudnnMathType_t::CUDNN_DEFAULT_MATH
         } else {
             sys::cudnnMathType_t::CUDNN_FMA_MATH
         };
         dnn::set_convolution_math_type(desc.conv, math).map_err(&set)?;
-        desc
-    };
+        Ok(desc)
+    }
+}
+
+/// The forward algorithm for `desc`: the fastest that cuDNN's search measures on this GPU
+/// (within the workspace limit, and without TF32 unless the GPU allows it), else the first of
+/// its heuristics' ranking that fits. Searched once per shape on each GPU (`key`).
+fn forward_algo(
+    gpu: &Gpu,
+    node: &GpuNode<'_>,
+    desc: &Descriptors,
+    key: &str,
+) -> CudaResult<(Algo, usize)> {
+    gpu.cached(key, || {
+        // The search runs kernels, in the calling thread's current context.
+        gpu.context()
+            .bind_to_thread()
+            .map_err(crate::cuda::error::driver("binding the context"))?;
+        let handle = gpu.dnn(0);
+        let usable = |p: &sys::cudnnConvolutionFwdAlgoPerf_t| {
+            p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
+                && p.memory <= WORKSPACE_LIMIT
+                && (gpu.options().tf32 || p.mathType == sys::cudnnMathType_t::CUDNN_FMA_MATH)
+        };
+        let mut found = [sys::cudnnConvolutionFwdAlgoPerf_t {
+            algo: sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+            status: sys::cudnnStatus_t::CUDNN_STATUS_NOT_SUPPORTED,
+            time: 0.0,
+            memory: 0,
+            determinism: sys::cudnnDeterminism_t::CUDNN_NON_DETERMINISTIC,
+            mathType: sys::cudnnMathType_t::CUDNN_DEFAULT_MATH,
+            reserved: [0; 3],
+        }; 8];
+        let mut returned: c_int = 0;
+        // SAFETY: the descriptors are valid and `found` has room for the 8 results asked for;
+        // the search allocates its own buffers and waits for its runs.
+        let searched = unsafe {
+            sys::cudnnFindConvolutionForwardAlgorithm(
+                handle.0,
+                desc.x,
+                desc.w,
+                desc.conv,
+                desc.y,
+                found.len() as c_int,
+                &mut returned,
+                found.as_mut_ptr(),
+            )
+        }
+        .result()
+        .ok()
+        .and_then(|()| found[..returned.max(0) as usize].iter().find(|p| usable(p)));
+        let choice = match searched {
+            Some(best) => best.algo,
+            None => {
+                let mut returned: c_int = 0;
+                // SAFETY: as above.
+                unsafe {
+                    dnn::get_convolution_forward_algorithm(
+                        handle.0,
+                        desc.x,
+                        desc.w,
+                        desc.conv,
+                        desc.y,
+                        found.len() as c_int,
+                        &mut returned,
+                        found.as_mut_ptr(),
+                    )
+                }
+                .map_err(dnn_err("choosing an algorithm"))?;
+                found[..returned.max(0) as usize]
+                    .iter()
+                    .find(|p| {
+                        p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
+                            && p.memory <= WORKSPACE_LIMIT
+                    })
+                    .ok_or_else(|| node.unsupported("cuDNN offers no algorithm for this shape"))?
+                    .algo
+            }
+        };
+        // SAFETY: as above.
+        let workspace = unsafe {
+            dnn::get_convolution_forward_workspace_size(
+                handle.0, desc.x, desc.w, desc.conv, desc.y, choice,
+            )
+        }
+        .map_err(dnn_err("sizing the workspace"))?;
+        Ok((Algo::Forward(choice), workspace))
+    })
+}
+
+/// The first of cuDNN's ranked backward-data algorithms that succeeds within the workspace
+/// limit (`desc.x` is the gradient's side, `ConvTranspose`'s input).
+fn transposed_algo(
+    gpu: &Gpu,
+    node: &GpuNode<'_>,
+    desc: &Descriptors,
+) -> CudaResult<(Algo, usize)> {
     let handle = gpu.dnn(0);
-    let mut found = [sys::cudnnConvolutionFwdAlgoPerf_t {
-        algo: sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+    let mut found = [sys::cudnnConvolutionBwdDataAlgoPerf_t {
+        algo: sys::cudnnConvolutionBwdDataAlgo_t::CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
         status: sys::cudnnStatus_t::CUDNN_STATUS_NOT_SUPPORTED,
         time: 0.0,
         memory: 0,
@@ -178,12 +336,12 @@ pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKern
     let mut returned: c_int = 0;
     // SAFETY: the descriptors are valid and `found` has room for the 8 results asked for.
     unsafe {
-        dnn::get_convolution_forward_algorithm(
+        dnn::get_convolution_backward_data_algorithm(
             handle.0,
-            desc.x,
             desc.w,
-            desc.conv,
             desc.y,
+            desc.conv,
+            desc.x,
             found.len() as c_int,
             &mut returned,
             found.as_mut_ptr(),
@@ -198,17 +356,64 @@ pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKern
         .ok_or_else(|| node.unsupported("cuDNN offers no algorithm for this shape"))?;
     // SAFETY: as above.
     let workspace = unsafe {
-        dnn::get_convolution_forward_workspace_size(
+        dnn::get_convolution_backward_data_workspace_size(
             handle.0,
-            desc.x,
             desc.w,
-            desc.conv,
             desc.y,
+            desc.conv,
+            desc.x,
             choice.algo,
         )
     }
     .map_err(dnn_err("sizing the workspace"))?;
-    drop(handle);
+    Ok((Algo::Transposed(choice.algo), workspace))
+}
+
+/// Builds `Conv` or `ConvTranspose`.
+pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
+    let spec = node.spec;
+    let transposed = spec.op_type == "ConvTranspose";
+    if !transposed {
+        spec.attrs.only(crate::cpu::nn::conv::ATTRIBUTES)?;
+    }
+    let x = node.input(0)?;
+    let w = node.input(1)?;
+    let y = node.output(0)?;
+    if x.dtype != DType::F32 || w.dtype != DType::F32 {
+        return Err(node.unsupported(format!("element type {:?}", x.dtype)));
+    }
+    if !(3..=5).contains(&x.shape.len()) || w.shape.len() != x.shape.len() {
+        return Err(node.unsupported(format!("X {:?}, W {:?}", x.shape, w.shape)));
+    }
+    let mut window = if transposed {
+        transposed_window(node, x, w, y)?
+    } else {
+        forward_window(node, x, w)?
+    };
+    if x.shape.len() == 3 {
+        window.pads.insert(0, 0);
+        window.strides.insert(0, 1);
+        window.dilations.insert(0, 1);
+    }
+    let (xd, wd, yd) = (dims(&x.shape)?, dims(&w.shape)?, dims(&y.shape)?);
+    let (desc, (algo, workspace)) = if transposed {
+        // The described convolution runs from `y`'s shape to `x`'s.
+        let desc = describe(gpu, &yd, &wd, &xd, &window)?;
+        let algo = transposed_algo(gpu, node, &desc)?;
+        (desc, algo)
+    } else {
+        let desc = describe(gpu, &xd, &wd, &yd, &window)?;
+        let key = format!(
+            "Conv {xd:?} {wd:?} {yd:?} pads {:?} strides {:?} dilations {:?} group {} tf32 {}",
+            window.pads,
+            window.strides,
+            window.dilations,
+            window.group,
+            gpu.options().tf32
+        );
+        let algo = forward_algo(gpu, node, &desc, &key)?;
+        (desc, algo)
+    };
     let bias = match node.inputs.get(2).and_then(Option::as_ref) {
         Some(b) if b.shape == [y.shape[1]] => Some((
             normalize::bias_add_source(DType::F32, false)
@@ -222,7 +427,7 @@ pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKern
     };
     Ok(Box::new(CudnnConv {
         desc,
-        algo: choice.algo,
+        algo,
         workspace,
         bias,
     }))
@@ -251,24 +456,44 @@ impl GpuKernel for CudnnConv {
             .bind_to_thread()
             .map_err(crate::cuda::error::driver("binding the context"))?;
         let handle = gpu.dnn(stream);
+        let (alpha, beta) = ((&alpha as *const f32).cast(), (&beta as *const f32).cast());
+        let workspace = workspace_ptr as *mut _;
         // SAFETY: the regions hold tensors of the described shapes (the engine's plan sizes
         // them); the handle is bound to `stream`.
         unsafe {
-            dnn::convolution_forward(
-                handle.0,
-                (&alpha as *const f32).cast(),
-                self.desc.x,
-                x.ptr as *const _,
-                self.desc.w,
-                w.ptr as *const _,
-                self.desc.conv,
-                self.algo,
-                workspace_ptr as *mut _,
-                workspace_len,
-                (&beta as *const f32).cast(),
-                self.desc.y,
-                y.ptr as *mut _,
-            )
+            match self.algo {
+                Algo::Forward(algo) => dnn::convolution_forward(
+                    handle.0,
+                    alpha,
+                    self.desc.x,
+                    x.ptr as *const _,
+                    self.desc.w,
+                    w.ptr as *const _,
+                    self.desc.conv,
+                    algo,
+                    workspace,
+                    workspace_len,
+                    beta,
+                    self.desc.y,
+                    y.ptr as *mut _,
+                ),
+                // The node's input is the gradient side (`desc.y`), its output `desc.x`.
+                Algo::Transposed(algo) => dnn::convolution_backward_data(
+                    handle.0,
+                    alpha,
+                    self.desc.w,
+                    w.ptr as *const _,
+                    self.desc.y,
+                    x.ptr as *const _,
+                    self.desc.conv,
+                    algo,
+                    workspace,
+                    workspace_len,
+                    beta,
+                    self.desc.x,
+                    y.ptr as *mut _,
+                ),
+            }
         }
         .map_err(dnn_err("running the convolution"))?;
         drop(handle);
