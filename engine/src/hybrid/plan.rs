@@ -328,3 +328,97 @@ impl HybridPlan {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::hybrid::test_graphs::{graph_with, node};
+
+    /// Elements of a tensor large enough to be pooled.
+    const LARGE: usize = 2 * spillway_kernels::buffer_pool::MIN_POOLED_BYTES / 4;
+
+    /// A segment that writes a large tensor in storage from `output_buffer` (as a device
+    /// segment's download does) and notes where that storage lies.
+    #[derive(Debug)]
+    struct Writes {
+        seen: Arc<Mutex<Vec<usize>>>,
+        value: f32,
+    }
+
+    impl SegmentWork for Writes {
+        fn run(&self, _inputs: Vec<Value>) -> Result<Vec<Value>> {
+            let data = output_buffer::build::<f32>(0, LARGE, |d| {
+                d.iter_mut().for_each(|x| {
+                    x.write(self.value);
+                })
+            });
+            lock(&self.seen).push(data.as_ptr() as usize);
+            let t = Tensor::from_shape_vec(&[LARGE], data).expect("shape");
+            Ok(vec![Value::Tensor(t)])
+        }
+    }
+
+    /// A segment that sums its one input.
+    #[derive(Debug)]
+    struct Sums;
+
+    impl SegmentWork for Sums {
+        fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+            let Some(Value::Tensor(t)) = inputs.first() else {
+                return Err(Error::Internal("no input".into()));
+            };
+            let sum = t
+                .view::<f32>()
+                .map_err(|e| Error::Internal(e.to_string()))?
+                .sum();
+            Ok(vec![Value::Tensor(Tensor::scalar(sum))])
+        }
+    }
+
+    #[test]
+    fn a_device_segments_downloads_reuse_the_memory_of_values_that_died_in_the_last_run() {
+        // x(0) → A(host) → 1 → B(device) → 2 → C(host) → 3
+        let mut g = graph_with(4);
+        g.inputs = vec![ValueId::new(0)];
+        g.outputs = vec![ValueId::new(3)];
+        g.nodes = vec![node("A", &[0], &[1]), node("B", &[1], &[2]), node("C", &[2], &[3])];
+        let sides = [Side::Host, Side::Device, Side::Host];
+        let host_seen = Arc::new(Mutex::new(Vec::new()));
+        let device_seen = Arc::new(Mutex::new(Vec::new()));
+        let works: Vec<Box<dyn SegmentWork>> = vec![
+            Box::new(Writes {
+                seen: host_seen.clone(),
+                value: 1.0,
+            }),
+            Box::new(Writes {
+                seen: device_seen.clone(),
+                value: 0.5,
+            }),
+            Box::new(Sums),
+        ];
+        let segments = super::super::partition(&g, &sides);
+        assert_eq!(segments.len(), 3);
+        let plan = HybridPlan::new(&g, segments.into_iter().zip(works).collect(), vec![None]);
+        for _ in 0..3 {
+            let out = plan.run(vec![Value::Tensor(Tensor::scalar(0.0f32))]).expect("run");
+            let Some(Value::Tensor(sum)) = out.first() else {
+                panic!("no output");
+            };
+            assert_eq!(sum.to_f64_vec().expect("f32"), vec![0.5 * LARGE as f64]);
+        }
+        let (host, device) = (lock(&host_seen).clone(), lock(&device_seen).clone());
+        // Runs after the first: B's output lies where run 1 left a dead value (A's output
+        // or B's own), not in fresh memory.
+        for run in 1..3 {
+            let earlier = [host[run - 1], device[run - 1]];
+            assert!(
+                earlier.contains(&device[run]),
+                "run {run}: B wrote at {:#x}, the last run's dead values were at {earlier:x?}",
+                device[run]
+            );
+        }
+        assert!(plan.pool.bytes() > 0, "the pool keeps what the last run gave back");
+    }
+}

@@ -230,9 +230,12 @@ fn describe(
     }
 }
 
-/// The forward algorithm for `desc`: the fastest that cuDNN's search measures on this GPU
-/// (within the workspace limit, and without TF32 unless the GPU allows it), else the first of
-/// its heuristics' ranking that fits. Searched once per shape on each GPU (`key`).
+/// The first of cuDNN's heuristically ranked forward algorithms for `desc` that succeeds
+/// within the workspace limit, chosen once per shape on each GPU (`key`).
+///
+/// cuDNN's measured search (`cudnnFindConvolutionForwardAlgorithm`) was tried here and not
+/// kept: on an H200 its choices made whole-model CUDA Graph replays 1.4–1.8× slower than the
+/// heuristics' (see `benches/results/gpu-2026-11-26-h200.md`).
 fn forward_algo(
     gpu: &Gpu,
     node: &GpuNode<'_>,
@@ -240,16 +243,7 @@ fn forward_algo(
     key: &str,
 ) -> CudaResult<(Algo, usize)> {
     gpu.cached(key, || {
-        // The search runs kernels, in the calling thread's current context.
-        gpu.context()
-            .bind_to_thread()
-            .map_err(crate::cuda::error::driver("binding the context"))?;
         let handle = gpu.dnn(0);
-        let usable = |p: &sys::cudnnConvolutionFwdAlgoPerf_t| {
-            p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
-                && p.memory <= WORKSPACE_LIMIT
-                && (gpu.options().tf32 || p.mathType == sys::cudnnMathType_t::CUDNN_FMA_MATH)
-        };
         let mut found = [sys::cudnnConvolutionFwdAlgoPerf_t {
             algo: sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
             status: sys::cudnnStatus_t::CUDNN_STATUS_NOT_SUPPORTED,
@@ -260,10 +254,9 @@ fn forward_algo(
             reserved: [0; 3],
         }; 8];
         let mut returned: c_int = 0;
-        // SAFETY: the descriptors are valid and `found` has room for the 8 results asked for;
-        // the search allocates its own buffers and waits for its runs.
-        let searched = unsafe {
-            sys::cudnnFindConvolutionForwardAlgorithm(
+        // SAFETY: the descriptors are valid and `found` has room for the 8 results asked for.
+        unsafe {
+            dnn::get_convolution_forward_algorithm(
                 handle.0,
                 desc.x,
                 desc.w,
@@ -274,37 +267,15 @@ fn forward_algo(
                 found.as_mut_ptr(),
             )
         }
-        .result()
-        .ok()
-        .and_then(|()| found[..returned.max(0) as usize].iter().find(|p| usable(p)));
-        let choice = match searched {
-            Some(best) => best.algo,
-            None => {
-                let mut returned: c_int = 0;
-                // SAFETY: as above.
-                unsafe {
-                    dnn::get_convolution_forward_algorithm(
-                        handle.0,
-                        desc.x,
-                        desc.w,
-                        desc.conv,
-                        desc.y,
-                        found.len() as c_int,
-                        &mut returned,
-                        found.as_mut_ptr(),
-                    )
-                }
-                .map_err(dnn_err("choosing an algorithm"))?;
-                found[..returned.max(0) as usize]
-                    .iter()
-                    .find(|p| {
-                        p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
-                            && p.memory <= WORKSPACE_LIMIT
-                    })
-                    .ok_or_else(|| node.unsupported("cuDNN offers no algorithm for this shape"))?
-                    .algo
-            }
-        };
+        .map_err(dnn_err("choosing an algorithm"))?;
+        let choice = found[..returned.max(0) as usize]
+            .iter()
+            .find(|p| {
+                p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
+                    && p.memory <= WORKSPACE_LIMIT
+            })
+            .ok_or_else(|| node.unsupported("cuDNN offers no algorithm for this shape"))?
+            .algo;
         // SAFETY: as above.
         let workspace = unsafe {
             dnn::get_convolution_forward_workspace_size(
