@@ -91,9 +91,9 @@ impl PlannedSegment {
         match self.side {
             // Its downloads are host tensors of up to a hundred MiB (a detector's RoI
             // features): fresh memory would fault its pages in on every run.
-            Side::Device => output_buffer::offer(&mut [], Some(&self.pool), || {
-                self.work.run(inputs)
-            }),
+            Side::Device => {
+                output_buffer::offer(&mut [], Some(&self.pool), || self.work.run(inputs))
+            }
             Side::Host => self.work.run(inputs),
         }
     }
@@ -339,22 +339,20 @@ mod tests {
     /// Elements of a tensor large enough to be pooled.
     const LARGE: usize = 2 * spillway_kernels::buffer_pool::MIN_POOLED_BYTES / 4;
 
-    /// A segment that writes a large tensor in storage from `output_buffer` (as a device
-    /// segment's download does) and notes where that storage lies.
+    /// A segment that writes a large tensor of `value`s in storage from `output_buffer` (as a
+    /// device segment's download does) and notes what that storage held before: zeros when
+    /// newly allocated, an earlier value's elements when reused.
     #[derive(Debug)]
     struct Writes {
-        seen: Arc<Mutex<Vec<usize>>>,
+        seen: Arc<Mutex<Vec<f32>>>,
         value: f32,
     }
 
     impl SegmentWork for Writes {
         fn run(&self, _inputs: Vec<Value>) -> Result<Vec<Value>> {
-            let data = output_buffer::build::<f32>(0, LARGE, |d| {
-                d.iter_mut().for_each(|x| {
-                    x.write(self.value);
-                })
-            });
-            lock(&self.seen).push(data.as_ptr() as usize);
+            let mut data = output_buffer::overwritable::<f32>(0, LARGE);
+            lock(&self.seen).push(data[LARGE / 2]);
+            data.fill(self.value);
             let t = Tensor::from_shape_vec(&[LARGE], data).expect("shape");
             Ok(vec![Value::Tensor(t)])
         }
@@ -383,7 +381,11 @@ mod tests {
         let mut g = graph_with(4);
         g.inputs = vec![ValueId::new(0)];
         g.outputs = vec![ValueId::new(3)];
-        g.nodes = vec![node("A", &[0], &[1]), node("B", &[1], &[2]), node("C", &[2], &[3])];
+        g.nodes = vec![
+            node("A", &[0], &[1]),
+            node("B", &[1], &[2]),
+            node("C", &[2], &[3]),
+        ];
         let sides = [Side::Host, Side::Device, Side::Host];
         let host_seen = Arc::new(Mutex::new(Vec::new()));
         let device_seen = Arc::new(Mutex::new(Vec::new()));
@@ -402,23 +404,27 @@ mod tests {
         assert_eq!(segments.len(), 3);
         let plan = HybridPlan::new(&g, segments.into_iter().zip(works).collect(), vec![None]);
         for _ in 0..3 {
-            let out = plan.run(vec![Value::Tensor(Tensor::scalar(0.0f32))]).expect("run");
+            let out = plan
+                .run(vec![Value::Tensor(Tensor::scalar(0.0f32))])
+                .expect("run");
             let Some(Value::Tensor(sum)) = out.first() else {
                 panic!("no output");
             };
             assert_eq!(sum.to_f64_vec().expect("f32"), vec![0.5 * LARGE as f64]);
         }
-        let (host, device) = (lock(&host_seen).clone(), lock(&device_seen).clone());
-        // Runs after the first: B's output lies where run 1 left a dead value (A's output
-        // or B's own), not in fresh memory.
-        for run in 1..3 {
-            let earlier = [host[run - 1], device[run - 1]];
-            assert!(
-                earlier.contains(&device[run]),
-                "run {run}: B wrote at {:#x}, the last run's dead values were at {earlier:x?}",
-                device[run]
-            );
-        }
-        assert!(plan.pool.bytes() > 0, "the pool keeps what the last run gave back");
+        // A (on the host) allocates every time; B (on the device) does in the first run only,
+        // and then writes into the memory of a value that died in the run before (A's 1.0s
+        // or its own 0.5s).
+        assert_eq!(*lock(&host_seen), vec![0.0; 3]);
+        let device = lock(&device_seen).clone();
+        assert_eq!(device[0], 0.0);
+        assert!(
+            device[1..].iter().all(|v| [1.0, 0.5].contains(v)),
+            "{device:?}"
+        );
+        assert!(
+            plan.pool.bytes() > 0,
+            "the pool keeps what the last run gave back"
+        );
     }
 }

@@ -240,10 +240,13 @@ fn cases() -> Vec<Case> {
     let transposed = |x: &[usize], w: &[usize], bias: bool, a: &[(&str, AttrValue)], seed| {
         let mut inputs = vec![f(x, seed), f(w, seed + 1)];
         if bias {
-            let group = a.iter().find(|(k, _)| *k == "group").map_or(1, |(_, v)| match v {
-                AttrValue::Int(g) => *g as usize,
-                _ => 1,
-            });
+            let group = a
+                .iter()
+                .find(|(k, _)| *k == "group")
+                .map_or(1, |(_, v)| match v {
+                    AttrValue::Int(g) => *g as usize,
+                    _ => 1,
+                });
             inputs.push(f(&[w[1] * group], seed + 2));
         }
         case("ConvTranspose", 11, a, inputs)

@@ -193,7 +193,9 @@ fn geometry(
                 if upper { half } else { total - half }
             })
             .collect();
-        let end = (0..n).map(|i| full[i] - target[i] as i64 - begin[i]).collect();
+        let end = (0..n)
+            .map(|i| full[i] - target[i] as i64 - begin[i])
+            .collect();
         return Ok((target, begin, end));
     }
     let pads = match (&ct.window.pads, ct.window.auto_pad) {

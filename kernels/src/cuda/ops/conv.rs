@@ -1,7 +1,8 @@
 //! Conv and ConvTranspose through cuDNN (ConvTranspose as the backward-data pass of the
 //! convolution from its output's shape to its input's): descriptors and the algorithm are
-//! chosen once, when the node's kernel is built (cuDNN's heuristics ranking, the first algorithm that fits the workspace limit),
-//! the workspace comes from the arena, and the bias is added by a generated epilogue kernel.
+//! chosen once, when the node's kernel is built (cuDNN's heuristics ranking, the first
+//! algorithm that fits the workspace limit, kept per shape on each GPU), the workspace comes
+//! from the arena, and the bias is added by a generated epilogue kernel.
 //! TF32 is used only when the GPU was opened with `tf32`.
 
 use std::ffi::c_int;
@@ -106,11 +107,20 @@ struct Window {
     group: usize,
 }
 
-fn ints(values: impl IntoIterator<Item = i64>) -> CudaResult<Vec<c_int>> {
+/// `values` as cuDNN ints.
+fn ints<T: Copy + Into<i64>>(values: &[T]) -> CudaResult<Vec<c_int>> {
     values
-        .into_iter()
-        .map(|v| c_int::try_from(v).map_err(|_| CudaError::Unsupported(format!("{v} exceeds int"))))
+        .iter()
+        .map(|&v| {
+            let v: i64 = v.into();
+            c_int::try_from(v).map_err(|_| CudaError::Unsupported(format!("{v} exceeds int")))
+        })
         .collect()
+}
+
+/// Dims, strides and the like as `i64`s (`usize` has no `Into<i64>`).
+fn wide(values: &[usize]) -> Vec<i64> {
+    values.iter().map(|&n| n as i64).collect()
 }
 
 /// `Conv`'s window on `x` with weights `w`.
@@ -123,11 +133,10 @@ fn forward_window(node: &GpuNode<'_>, x: &TensorDesc, w: &TensorDesc) -> CudaRes
             geo.pad_begin, geo.pad_end
         )));
     }
-    let wide = |v: &[usize]| v.iter().map(|&n| n as i64).collect::<Vec<_>>();
     Ok(Window {
-        pads: ints(wide(&geo.pad_begin))?,
-        strides: ints(wide(&geo.strides))?,
-        dilations: ints(wide(&geo.dilations))?,
+        pads: ints(&wide(&geo.pad_begin))?,
+        strides: ints(&wide(&geo.strides))?,
+        dilations: ints(&wide(&geo.dilations))?,
         group: attrs.int("group", 1)? as usize,
     })
 }
@@ -163,11 +172,10 @@ fn transposed_window(
             )));
         }
     }
-    let wide = |v: &[usize]| v.iter().map(|&n| n as i64).collect::<Vec<_>>();
     Ok(Window {
-        pads: ints(win.pad_begin.iter().copied())?,
-        strides: ints(wide(&win.strides))?,
-        dilations: ints(wide(&win.dilations))?,
+        pads: ints(&win.pad_begin)?,
+        strides: ints(&wide(&win.strides))?,
+        dilations: ints(&wide(&win.dilations))?,
         group,
     })
 }
@@ -271,8 +279,7 @@ fn forward_algo(
         let choice = found[..returned.max(0) as usize]
             .iter()
             .find(|p| {
-                p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
-                    && p.memory <= WORKSPACE_LIMIT
+                p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS && p.memory <= WORKSPACE_LIMIT
             })
             .ok_or_else(|| node.unsupported("cuDNN offers no algorithm for this shape"))?
             .algo;
@@ -289,11 +296,7 @@ fn forward_algo(
 
 /// The first of cuDNN's ranked backward-data algorithms that succeeds within the workspace
 /// limit (`desc.x` is the gradient's side, `ConvTranspose`'s input).
-fn transposed_algo(
-    gpu: &Gpu,
-    node: &GpuNode<'_>,
-    desc: &Descriptors,
-) -> CudaResult<(Algo, usize)> {
+fn transposed_algo(gpu: &Gpu, node: &GpuNode<'_>, desc: &Descriptors) -> CudaResult<(Algo, usize)> {
     let handle = gpu.dnn(0);
     let mut found = [sys::cudnnConvolutionBwdDataAlgoPerf_t {
         algo: sys::cudnnConvolutionBwdDataAlgo_t::CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
