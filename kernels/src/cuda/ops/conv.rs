@@ -238,109 +238,146 @@ fn describe(
     }
 }
 
-/// The first of cuDNN's heuristically ranked forward algorithms for `desc` that succeeds
-/// within the workspace limit, chosen once per shape on each GPU (`key`).
+/// cuDNN's heuristic ranking of the algorithms for one pass (forward, or backward-data).
+trait Ranking: Copy {
+    /// The pass's algorithm type.
+    type Algo: Copy;
+
+    /// A result slot before cuDNN fills it.
+    fn empty() -> Self;
+
+    /// The ranked algorithm, whether it runs, and the workspace it asks for.
+    fn result(&self) -> (Self::Algo, sys::cudnnStatus_t, usize);
+
+    /// Ranks the algorithms for `desc` into `found`, setting `returned`.
+    ///
+    /// # Safety
+    /// `handle` and the descriptors must be live.
+    unsafe fn rank(
+        handle: sys::cudnnHandle_t,
+        desc: &Descriptors,
+        found: &mut [Self],
+        returned: &mut c_int,
+    ) -> Result<(), dnn::CudnnError>;
+
+    /// The workspace `algo` needs for `desc`.
+    ///
+    /// # Safety
+    /// As for [`Ranking::rank`].
+    unsafe fn workspace(
+        handle: sys::cudnnHandle_t,
+        desc: &Descriptors,
+        algo: Self::Algo,
+    ) -> Result<usize, dnn::CudnnError>;
+}
+
+/// Implements [`Ranking`] for the results type `$perf` of algorithms `$algo` (`$first` fills
+/// empty slots), ranked by `$rank` and sized by `$size`, which both take the descriptors
+/// `$desc` of `$d` in that order.
+macro_rules! ranking {
+    ($perf:ty, $algo:ty, $first:expr, $rank:path, $size:path, |$d:ident| $($desc:expr),+) => {
+        impl Ranking for $perf {
+            type Algo = $algo;
+
+            fn empty() -> Self {
+                Self {
+                    algo: $first,
+                    status: sys::cudnnStatus_t::CUDNN_STATUS_NOT_SUPPORTED,
+                    time: 0.0,
+                    memory: 0,
+                    determinism: sys::cudnnDeterminism_t::CUDNN_NON_DETERMINISTIC,
+                    mathType: sys::cudnnMathType_t::CUDNN_DEFAULT_MATH,
+                    reserved: [0; 3],
+                }
+            }
+
+            fn result(&self) -> (Self::Algo, sys::cudnnStatus_t, usize) {
+                (self.algo, self.status, self.memory)
+            }
+
+            unsafe fn rank(
+                handle: sys::cudnnHandle_t,
+                $d: &Descriptors,
+                found: &mut [Self],
+                returned: &mut c_int,
+            ) -> Result<(), dnn::CudnnError> {
+                let n = found.len() as c_int;
+                // SAFETY: the caller's; `found` has room for the `n` results asked for.
+                unsafe { $rank(handle, $($desc),+, n, returned, found.as_mut_ptr()) }
+            }
+
+            unsafe fn workspace(
+                handle: sys::cudnnHandle_t,
+                $d: &Descriptors,
+                algo: Self::Algo,
+            ) -> Result<usize, dnn::CudnnError> {
+                // SAFETY: the caller's.
+                unsafe { $size(handle, $($desc),+, algo) }
+            }
+        }
+    };
+}
+
+ranking!(
+    sys::cudnnConvolutionFwdAlgoPerf_t,
+    sys::cudnnConvolutionFwdAlgo_t,
+    sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+    dnn::get_convolution_forward_algorithm,
+    dnn::get_convolution_forward_workspace_size,
+    |d| d.x,
+    d.w,
+    d.conv,
+    d.y
+);
+
+// The backward-data pass: `desc.y` is the gradient's side (`ConvTranspose`'s input).
+ranking!(
+    sys::cudnnConvolutionBwdDataAlgoPerf_t,
+    sys::cudnnConvolutionBwdDataAlgo_t,
+    sys::cudnnConvolutionBwdDataAlgo_t::CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+    dnn::get_convolution_backward_data_algorithm,
+    dnn::get_convolution_backward_data_workspace_size,
+    |d| d.w,
+    d.y,
+    d.conv,
+    d.x
+);
+
+/// The first of cuDNN's heuristically ranked algorithms for `desc` that runs within the
+/// workspace limit, and its workspace; chosen once per shape on each GPU (`key`).
 ///
-/// cuDNN's measured search (`cudnnFindConvolutionForwardAlgorithm`) was tried here and not
-/// kept: on an H200 its choices made whole-model CUDA Graph replays 1.4–1.8× slower than the
-/// heuristics' (see `benches/results/gpu-2026-11-26-h200.md`).
-fn forward_algo(
+/// cuDNN's measured search (`cudnnFindConvolutionForwardAlgorithm`) was tried for the forward
+/// pass and not kept: on an H200 its choices made whole-model CUDA Graph replays 1.4–1.7×
+/// slower than the heuristics' (see `benches/results/gpu-2026-11-26-h200.md`).
+fn choose<R: Ranking>(
     gpu: &Gpu,
     node: &GpuNode<'_>,
     desc: &Descriptors,
     key: &str,
-) -> CudaResult<(Algo, usize)> {
+) -> CudaResult<(R::Algo, usize)>
+where
+    R::Algo: Send + Sync + 'static,
+{
     gpu.cached(key, || {
         let handle = gpu.dnn(0);
-        let mut found = [sys::cudnnConvolutionFwdAlgoPerf_t {
-            algo: sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-            status: sys::cudnnStatus_t::CUDNN_STATUS_NOT_SUPPORTED,
-            time: 0.0,
-            memory: 0,
-            determinism: sys::cudnnDeterminism_t::CUDNN_NON_DETERMINISTIC,
-            mathType: sys::cudnnMathType_t::CUDNN_DEFAULT_MATH,
-            reserved: [0; 3],
-        }; 8];
+        let mut found = [R::empty(); 8];
         let mut returned: c_int = 0;
-        // SAFETY: the descriptors are valid and `found` has room for the 8 results asked for.
-        unsafe {
-            dnn::get_convolution_forward_algorithm(
-                handle.0,
-                desc.x,
-                desc.w,
-                desc.conv,
-                desc.y,
-                found.len() as c_int,
-                &mut returned,
-                found.as_mut_ptr(),
-            )
-        }
-        .map_err(dnn_err("choosing an algorithm"))?;
-        let choice = found[..returned.max(0) as usize]
+        // SAFETY: the handle and descriptors are live.
+        unsafe { R::rank(handle.0, desc, &mut found, &mut returned) }
+            .map_err(dnn_err("choosing an algorithm"))?;
+        let algo = found[..returned.max(0) as usize]
             .iter()
-            .find(|p| {
-                p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS && p.memory <= WORKSPACE_LIMIT
+            .map(R::result)
+            .find(|&(_, status, memory)| {
+                status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS && memory <= WORKSPACE_LIMIT
             })
             .ok_or_else(|| node.unsupported("cuDNN offers no algorithm for this shape"))?
-            .algo;
+            .0;
         // SAFETY: as above.
-        let workspace = unsafe {
-            dnn::get_convolution_forward_workspace_size(
-                handle.0, desc.x, desc.w, desc.conv, desc.y, choice,
-            )
-        }
-        .map_err(dnn_err("sizing the workspace"))?;
-        Ok((Algo::Forward(choice), workspace))
+        let workspace = unsafe { R::workspace(handle.0, desc, algo) }
+            .map_err(dnn_err("sizing the workspace"))?;
+        Ok((algo, workspace))
     })
-}
-
-/// The first of cuDNN's ranked backward-data algorithms that succeeds within the workspace
-/// limit (`desc.x` is the gradient's side, `ConvTranspose`'s input).
-fn transposed_algo(gpu: &Gpu, node: &GpuNode<'_>, desc: &Descriptors) -> CudaResult<(Algo, usize)> {
-    let handle = gpu.dnn(0);
-    let mut found = [sys::cudnnConvolutionBwdDataAlgoPerf_t {
-        algo: sys::cudnnConvolutionBwdDataAlgo_t::CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
-        status: sys::cudnnStatus_t::CUDNN_STATUS_NOT_SUPPORTED,
-        time: 0.0,
-        memory: 0,
-        determinism: sys::cudnnDeterminism_t::CUDNN_NON_DETERMINISTIC,
-        mathType: sys::cudnnMathType_t::CUDNN_DEFAULT_MATH,
-        reserved: [0; 3],
-    }; 8];
-    let mut returned: c_int = 0;
-    // SAFETY: the descriptors are valid and `found` has room for the 8 results asked for.
-    unsafe {
-        dnn::get_convolution_backward_data_algorithm(
-            handle.0,
-            desc.w,
-            desc.y,
-            desc.conv,
-            desc.x,
-            found.len() as c_int,
-            &mut returned,
-            found.as_mut_ptr(),
-        )
-    }
-    .map_err(dnn_err("choosing an algorithm"))?;
-    let choice = found[..returned.max(0) as usize]
-        .iter()
-        .find(|p| {
-            p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS && p.memory <= WORKSPACE_LIMIT
-        })
-        .ok_or_else(|| node.unsupported("cuDNN offers no algorithm for this shape"))?;
-    // SAFETY: as above.
-    let workspace = unsafe {
-        dnn::get_convolution_backward_data_workspace_size(
-            handle.0,
-            desc.w,
-            desc.y,
-            desc.conv,
-            desc.x,
-            choice.algo,
-        )
-    }
-    .map_err(dnn_err("sizing the workspace"))?;
-    Ok((Algo::Transposed(choice.algo), workspace))
 }
 
 /// Builds `Conv` or `ConvTranspose`.
@@ -370,23 +407,30 @@ pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKern
         window.dilations.insert(0, 1);
     }
     let (xd, wd, yd) = (dims(&x.shape)?, dims(&w.shape)?, dims(&y.shape)?);
-    let (desc, (algo, workspace)) = if transposed {
+    let (forward_in, forward_out) = if transposed {
         // The described convolution runs from `y`'s shape to `x`'s.
-        let desc = describe(gpu, &yd, &wd, &xd, &window)?;
-        let algo = transposed_algo(gpu, node, &desc)?;
-        (desc, algo)
+        (&yd, &xd)
     } else {
-        let desc = describe(gpu, &xd, &wd, &yd, &window)?;
-        let key = format!(
-            "Conv {xd:?} {wd:?} {yd:?} pads {:?} strides {:?} dilations {:?} group {} tf32 {}",
-            window.pads,
-            window.strides,
-            window.dilations,
-            window.group,
-            gpu.options().tf32
-        );
-        let algo = forward_algo(gpu, node, &desc, &key)?;
-        (desc, algo)
+        (&xd, &yd)
+    };
+    let desc = describe(gpu, forward_in, &wd, forward_out, &window)?;
+    let key = format!(
+        "{} {xd:?} {wd:?} {yd:?} pads {:?} strides {:?} dilations {:?} group {} tf32 {}",
+        spec.op_type,
+        window.pads,
+        window.strides,
+        window.dilations,
+        window.group,
+        gpu.options().tf32
+    );
+    let (algo, workspace) = if transposed {
+        let (algo, workspace) =
+            choose::<sys::cudnnConvolutionBwdDataAlgoPerf_t>(gpu, node, &desc, &key)?;
+        (Algo::Transposed(algo), workspace)
+    } else {
+        let (algo, workspace) =
+            choose::<sys::cudnnConvolutionFwdAlgoPerf_t>(gpu, node, &desc, &key)?;
+        (Algo::Forward(algo), workspace)
     };
     let bias = match node.inputs.get(2).and_then(Option::as_ref) {
         Some(b) if b.shape == [y.shape[1]] => Some((
