@@ -109,7 +109,7 @@ impl Gpu {
     }
 
     /// The choice kept under `key`, made by `make` the first time it is asked for (a
-    /// convolution's algorithm, searched once per shape and kept while the GPU is open).
+    /// convolution's algorithm, chosen once per shape and kept while the GPU is open).
     pub fn cached<T: Clone + Send + Sync + 'static>(
         &self,
         key: &str,
@@ -119,7 +119,7 @@ impl Gpu {
         if let Some(known) = lock().get(key).and_then(|c| c.downcast_ref::<T>()) {
             return Ok(known.clone());
         }
-        // Made without the lock: a search may take a while, and other builds go on.
+        // Made without the lock, so that other builds go on meanwhile.
         let made = make()?;
         lock().insert(key.to_string(), Arc::new(made.clone()));
         Ok(made)
