@@ -383,10 +383,8 @@ where
 /// Builds `Conv` or `ConvTranspose`.
 pub(super) fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
     let spec = node.spec;
+    // Attributes were checked by the CPU kernel's builder (`ops::build`).
     let transposed = spec.op_type == "ConvTranspose";
-    if !transposed {
-        spec.attrs.only(crate::cpu::nn::conv::ATTRIBUTES)?;
-    }
     let x = node.input(0)?;
     let w = node.input(1)?;
     let y = node.output(0)?;
