@@ -14,11 +14,14 @@
 //! instead of sleeping ([`with_workers_awake`]). A rayon worker with nothing to do sleeps after
 //! a few microseconds, and waking it again took 20–80 µs on these virtual machines
 //! (`examples/wake_latency.rs`), paid by every kernel that starts after a serial stretch (a
-//! `Concat`, a padded-image copy). ONNX Runtime's intra-op threads spin the same way.
+//! `Concat`, a padded-image copy). ONNX Runtime's intra-op threads spin the same way. A
+//! worker that finds nothing for a millisecond stops spinning ([`IDLE_SPIN`]: without that
+//! bound, runs from several threads at once could deadlock).
 //! `SPILLWAY_SPIN=0` lets them sleep.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// The process-wide kernel pool, built on first use; `None` when it cannot be built (the
 /// caller then runs on rayon's global pool).
@@ -92,20 +95,36 @@ pub fn with_workers_awake<R>(op: impl FnOnce() -> R) -> R {
     })
 }
 
-/// Executes the pool's pending jobs as they appear until `done` is set, yielding the CPU to
-/// other processes now and then.
+/// How long a spinning worker goes without finding work before it gives up and returns to
+/// rayon's idle loop (where it sleeps). Gaps between a run's parallel kernels are shorter.
+///
+/// The bound is what keeps concurrent runs from deadlocking, not only a saving: a spinner
+/// executes whatever the pool offers, so it can end up on top of a job that its own run waits
+/// for (a piece of the run's loop, stolen before the spinner started; another run taken while
+/// spinning, whose spinners nest the same way), and then only its return lets that job finish.
+const IDLE_SPIN: Duration = Duration::from_millis(1);
+
+/// Executes the pool's pending jobs as they appear until `done` is set or nothing has
+/// appeared for [`IDLE_SPIN`], yielding the CPU to other processes now and then.
 fn take_work_until(done: &AtomicBool) {
     let mut idle = 0u32;
+    let mut idle_since = None;
     while !done.load(Ordering::Acquire) {
         if let Some(rayon::Yield::Executed) = rayon::yield_now() {
             idle = 0;
-        } else {
-            idle = idle.wrapping_add(1);
+            idle_since = None;
+            continue;
+        }
+        idle = idle.wrapping_add(1);
+        if idle.is_multiple_of(64) {
+            if idle_since.get_or_insert_with(Instant::now).elapsed() >= IDLE_SPIN {
+                return;
+            }
             if idle.is_multiple_of(4096) {
                 std::thread::yield_now();
             }
-            std::hint::spin_loop();
         }
+        std::hint::spin_loop();
     }
 }
 
@@ -234,6 +253,64 @@ mod tests {
                 .sum::<usize>()
         });
         assert_eq!(total, (0..4).sum::<usize>() * 999 * 1000 / 2);
+    }
+
+    /// Runs from several threads at once on a pool wider than the CPUs, each a chain of
+    /// parallel loops with nested joins: spinners of one run pick up other runs and pieces of
+    /// their own run's loops, nested on their stacks. Before spinners returned when idle, this
+    /// deadlocked within a few dozen runs (found on a 16-core GPU machine, then here with 4
+    /// workers); a watchdog turns a hang into a failure.
+    #[test]
+    fn concurrent_runs_with_nested_loops_never_hang() {
+        let (sender, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let pool = pool(6);
+            let total: usize = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|t| {
+                        let pool = &pool;
+                        scope.spawn(move || {
+                            (0..150)
+                                .map(|r| {
+                                    pool.install(|| {
+                                        with_workers_awake(|| {
+                                            (0..4)
+                                                .map(|_| {
+                                                    (0..24usize)
+                                                        .into_par_iter()
+                                                        .with_max_len(1)
+                                                        .map(|i| {
+                                                            let (a, b) = rayon::join(
+                                                                || i * t,
+                                                                || {
+                                                                    (0..50usize)
+                                                                        .into_par_iter()
+                                                                        .sum::<usize>()
+                                                                },
+                                                            );
+                                                            a + b + r
+                                                        })
+                                                        .sum::<usize>()
+                                                })
+                                                .sum::<usize>()
+                                        })
+                                    })
+                                })
+                                .sum::<usize>()
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            let _ = sender.send(total);
+        });
+        let total = finished
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("concurrent runs hung");
+        // Per run: 4 loops of 24 × (i·t + 1225 + r).
+        let per = |t: usize, r: usize| 4 * (276 * t + 24 * (1225 + r));
+        let want: usize = (0..4).flat_map(|t| (0..150).map(move |r| per(t, r))).sum();
+        assert_eq!(total, want);
     }
 
     #[test]
