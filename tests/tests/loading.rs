@@ -220,3 +220,51 @@ fn memory_plan_reuses_bytes_without_overlap() {
     assert!(plan.peak_bytes >= 2 * 16 * 32 * 32 * 4);
     assert!(plan.peak_bytes < plan.naive_bytes, "the plan reuses memory");
 }
+
+/// A model with a symbolic batch has its memory planned for the shapes each run brings: the
+/// second run of a shape writes its intermediates into the memory the first one left (before,
+/// with no size known, they came from the allocator on every run), and runs alternating
+/// between batch sizes stay right: each image of a batch of 3 matches its run alone.
+#[test]
+fn runs_plan_memory_for_their_input_shapes() {
+    let session = Session::builder()
+        .commit_from_file(
+            spillway_tests::workspace_root().join("models/small/inception_block.onnx"),
+        )
+        .unwrap();
+    let image = |seed| spillway_tests::seeded_f32(&[1, 3, 64, 64], seed);
+    let batch = |seeds: &[u64]| {
+        let data: Vec<f32> = seeds
+            .iter()
+            .flat_map(|&s| image(s).to_f64_vec().unwrap())
+            .map(|v| v as f32)
+            .collect();
+        Tensor::from_shape_vec(&[seeds.len(), 3, 64, 64], data).unwrap()
+    };
+    let (_, first) = session.run_with_stats([("input", batch(&[1, 2]))]).unwrap();
+    let (_, second) = session.run_with_stats([("input", batch(&[3, 4]))]).unwrap();
+    assert!(
+        second.reused_outputs > 0 && second.reused_outputs >= first.reused_outputs,
+        "first run {first:?}, second {second:?}"
+    );
+    let alone: Vec<Vec<f64>> = [5, 6, 7]
+        .iter()
+        .map(|&s| {
+            session.run([("input", image(s))]).unwrap()[0]
+                .to_f64_vec()
+                .unwrap()
+        })
+        .collect();
+    let together = session.run([("input", batch(&[5, 6, 7]))]).unwrap()[0]
+        .to_f64_vec()
+        .unwrap();
+    for (i, want) in alone.iter().enumerate() {
+        let got = &together[i * want.len()..(i + 1) * want.len()];
+        for (a, b) in got.iter().zip(want) {
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                "image {i}: {a} vs {b} alone"
+            );
+        }
+    }
+}

@@ -4,6 +4,12 @@
 //! that buffer. Values of unknown size go back to the run's pool instead, which hands them
 //! to later outputs by best fit. The buffers and the pool stay with the plan between runs (one
 //! set per concurrent run).
+//!
+//! A model's static plan can only size what the graph fixes. When its inputs have symbolic
+//! dimensions (a batch axis, an image size), a plan made [`SequentialPlan::for_input_shapes`]
+//! plans the buffers again for the input shapes each run brings ([`ShapeLayouts`]): with the
+//! shapes known, the values that follow from them get shared buffers too, instead of the
+//! allocator's fresh pages on every run.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
@@ -15,7 +21,7 @@ use spillway_kernels::{Kernel, KernelError};
 
 use super::{RunOptions, TraceEvent, Work};
 use crate::error::{Error, Result};
-use crate::graph::{Graph, Node, ValueId};
+use crate::graph::{Dim, Graph, Node, ValueId, shape_inference};
 use crate::memory::shared;
 use crate::value::Value;
 
@@ -40,14 +46,74 @@ pub struct SequentialPlan {
     /// Constants by value index; `None` for values computed at run time.
     constants: Vec<Option<Value>>,
     outputs: Vec<ValueId>,
-    /// The shared buffer of each value (by value index), from the static plan.
+    /// The memory of each value, from the static plan.
+    layout: Arc<Layout>,
+    /// Layouts for the input shapes of recent runs, when the plan makes them.
+    shape_layouts: Option<ShapeLayouts>,
+    /// Buffer sets left by finished runs, taken by the next ones, with the layout each follows.
+    idle_buffers: Mutex<Vec<(Arc<Layout>, BufferSet)>>,
+}
+
+/// Which memory each value of a run uses.
+#[derive(Debug)]
+struct Layout {
+    /// The shared buffer of each value (by value index).
     buffer_of: Vec<Option<usize>>,
     /// Whether each value's memory comes from the pool (its size is unknown before the run).
     pooled: Vec<bool>,
-    /// How many shared buffers the plan has.
+    /// How many shared buffers there are.
     buffer_count: usize,
-    /// Buffer sets left by finished runs, taken by the next ones.
-    idle_buffers: Mutex<Vec<BufferSet>>,
+}
+
+impl From<shared::SharedBuffers> for Layout {
+    fn from(buffers: shared::SharedBuffers) -> Layout {
+        Layout {
+            buffer_count: buffers.bytes.len(),
+            buffer_of: buffers.buffer_of,
+            pooled: buffers.pooled,
+        }
+    }
+}
+
+/// How many input-shape layouts a plan keeps (the least recently used goes first).
+const SHAPE_LAYOUTS: usize = 8;
+
+/// Layouts planned for the input shapes of recent runs: the graph (its shapes inferred again
+/// from each run's input shapes) and the layouts by input shapes, most recent last.
+#[derive(Debug)]
+struct ShapeLayouts {
+    graph: Graph,
+    recent: Mutex<Vec<(Vec<Vec<usize>>, Arc<Layout>)>>,
+}
+
+impl ShapeLayouts {
+    /// The layout for `inputs`' shapes (graph inputs in order): a recent one, or one planned now.
+    fn layout_for(&self, shapes: Vec<Vec<usize>>) -> Arc<Layout> {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = recent.iter().position(|(s, _)| *s == shapes) {
+            let entry = recent.remove(at);
+            let layout = entry.1.clone();
+            recent.push(entry);
+            return layout;
+        }
+        let began = Instant::now();
+        let mut graph = self.graph.clone();
+        for (&id, shape) in graph.inputs.clone().iter().zip(&shapes) {
+            graph.values[id.index()].shape = Some(shape.iter().map(|&d| Dim::Fixed(d)).collect());
+        }
+        shape_inference::infer(&mut graph);
+        let layout = Arc::new(Layout::from(shared::plan(&graph)));
+        tracing::debug!(
+            ?shapes,
+            ms = began.elapsed().as_secs_f64() * 1e3,
+            "memory planned for new input shapes"
+        );
+        if recent.len() == SHAPE_LAYOUTS {
+            recent.remove(0);
+        }
+        recent.push((shapes, layout.clone()));
+        layout
+    }
 }
 
 /// One run's memory: the shared buffers by index (`None` while a value holds the memory), and
@@ -126,16 +192,55 @@ impl SequentialPlan {
         for (id, t) in &graph.constants {
             constants[id.index()] = Some(Value::Tensor(t.clone()));
         }
-        let buffers = shared::plan(graph);
         Ok(SequentialPlan {
             steps,
             constants,
             outputs: graph.outputs.clone(),
-            buffer_of: buffers.buffer_of,
-            pooled: buffers.pooled,
-            buffer_count: buffers.bytes.len(),
+            layout: Arc::new(Layout::from(shared::plan(graph))),
+            shape_layouts: None,
             idle_buffers: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Lets runs plan their memory for their own input shapes when `graph` (the graph this
+    /// plan was compiled from) leaves some intermediate's size to them: tensor inputs with
+    /// symbolic dimensions and values the static plan could not size. A plan for shapes it has
+    /// not met costs one shape inference over the graph; the last few are kept.
+    pub fn for_input_shapes(mut self, graph: &Graph) -> Self {
+        let symbolic = graph.inputs.iter().any(|&v| {
+            let info = graph.value(v);
+            info.kind.is_tensor() && info.fixed_shape().is_none()
+        });
+        if symbolic && self.layout.pooled.iter().any(|&p| p) {
+            self.shape_layouts = Some(ShapeLayouts {
+                graph: graph.clone(),
+                recent: Mutex::new(Vec::new()),
+            });
+        }
+        self
+    }
+
+    /// The layout a run on `inputs` follows.
+    fn layout_for(&self, inputs: &[(ValueId, Value)]) -> Arc<Layout> {
+        let Some(layouts) = &self.shape_layouts else {
+            return self.layout.clone();
+        };
+        let shapes: Option<Vec<Vec<usize>>> = layouts
+            .graph
+            .inputs
+            .iter()
+            .map(|id| {
+                inputs
+                    .iter()
+                    .find(|(v, _)| v == id)
+                    .and_then(|(_, value)| value.as_tensor())
+                    .map(|t| t.shape().to_vec())
+            })
+            .collect();
+        match shapes {
+            Some(shapes) => layouts.layout_for(shapes),
+            None => self.layout.clone(),
+        }
     }
 
     /// Runs the plan on inputs already validated by the session; returns the graph outputs in order.
@@ -166,16 +271,31 @@ impl SequentialPlan {
         keep: bool,
         options: &RunOptions,
     ) -> Result<SequentialRun> {
+        let layout = self.layout_for(&inputs);
         let idle = self
             .idle_buffers
             .lock()
             .ok()
             .and_then(|mut sets| sets.pop());
-        let mut buffers = idle.unwrap_or_else(|| BufferSet {
-            buffers: (0..self.buffer_count).map(|_| None).collect(),
-            pool: Arc::default(),
-        });
-        let mut result = self.run_steps(inputs, keep, options, &mut buffers);
+        let mut buffers = match idle {
+            Some((l, set)) if Arc::ptr_eq(&l, &layout) => set,
+            // A set of other shapes: its buffers go to the pool, where this run's values of
+            // any buffer may take them (the end of the run frees what none took).
+            Some((_, set)) => {
+                for buffer in set.buffers.into_iter().flatten() {
+                    set.pool.give(buffer);
+                }
+                BufferSet {
+                    buffers: (0..layout.buffer_count).map(|_| None).collect(),
+                    pool: set.pool,
+                }
+            }
+            None => BufferSet {
+                buffers: (0..layout.buffer_count).map(|_| None).collect(),
+                pool: Arc::default(),
+            },
+        };
+        let mut result = self.run_steps(inputs, keep, options, &layout, &mut buffers);
         let peak = result
             .as_ref()
             .ok()
@@ -186,7 +306,7 @@ impl SequentialPlan {
             run.stats.pool_bytes = buffers.pool.bytes();
         }
         if let Ok(mut sets) = self.idle_buffers.lock() {
-            sets.push(buffers);
+            sets.push((layout, buffers));
         }
         result
     }
@@ -196,6 +316,7 @@ impl SequentialPlan {
         inputs: Vec<(ValueId, Value)>,
         keep: bool,
         options: &RunOptions,
+        layout: &Layout,
         set: &mut BufferSet,
     ) -> Result<SequentialRun> {
         let BufferSet { buffers, pool } = set;
@@ -235,7 +356,7 @@ impl SequentialPlan {
                     step.name
                 )));
             }
-            let buffer_of = |v: &Option<ValueId>| v.and_then(|v| self.buffer_of[v.index()]);
+            let buffer_of = |v: &Option<ValueId>| v.and_then(|v| layout.buffer_of[v.index()]);
             let mut offers: Vec<Option<Buffer>> = step
                 .outputs
                 .iter()
@@ -303,11 +424,11 @@ impl SequentialPlan {
                 };
                 live_bytes = live_bytes.saturating_sub(value.byte_len());
                 let Value::Tensor(t) = value else { continue };
-                if let Some(b) = self.buffer_of[v.index()] {
+                if let Some(b) = layout.buffer_of[v.index()] {
                     if let Some(back) = Buffer::reclaim(t) {
                         back.keep_larger_in(&mut buffers[b]);
                     }
-                } else if self.pooled[v.index()]
+                } else if layout.pooled[v.index()]
                     && let Some(back) = Buffer::reclaim(t)
                 {
                     pool.give(back);

@@ -187,7 +187,7 @@ impl SessionBuilder {
         } else {
             let _span = tracing::info_span!("compile").entered();
             Engine::Sequential {
-                plan: SequentialPlan::compile(&graph)?,
+                plan: SequentialPlan::compile(&graph)?.for_input_shapes(&graph),
                 report: None,
             }
         };

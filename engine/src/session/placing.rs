@@ -355,7 +355,7 @@ fn one_lane_if_faster(
     );
     let report = PlacementReport::new(label, graph, &one, cost_model, schedule, simulation);
     Ok(Some(Engine::Sequential {
-        plan: SequentialPlan::compile(graph)?,
+        plan: SequentialPlan::compile(graph)?.for_input_shapes(graph),
         report: Some(report),
     }))
 }
