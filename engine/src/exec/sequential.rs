@@ -78,17 +78,20 @@ impl From<shared::SharedBuffers> for Layout {
 /// How many input-shape layouts a plan keeps (the least recently used goes first).
 const SHAPE_LAYOUTS: usize = 8;
 
+/// The shapes of a run's graph inputs, in order.
+type InputShapes = Vec<Vec<usize>>;
+
 /// Layouts planned for the input shapes of recent runs: the graph (its shapes inferred again
 /// from each run's input shapes) and the layouts by input shapes, most recent last.
 #[derive(Debug)]
 struct ShapeLayouts {
     graph: Graph,
-    recent: Mutex<Vec<(Vec<Vec<usize>>, Arc<Layout>)>>,
+    recent: Mutex<Vec<(InputShapes, Arc<Layout>)>>,
 }
 
 impl ShapeLayouts {
     /// The layout for `inputs`' shapes (graph inputs in order): a recent one, or one planned now.
-    fn layout_for(&self, shapes: Vec<Vec<usize>>) -> Arc<Layout> {
+    fn layout_for(&self, shapes: InputShapes) -> Arc<Layout> {
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(at) = recent.iter().position(|(s, _)| *s == shapes) {
             let entry = recent.remove(at);
@@ -225,7 +228,7 @@ impl SequentialPlan {
         let Some(layouts) = &self.shape_layouts else {
             return self.layout.clone();
         };
-        let shapes: Option<Vec<Vec<usize>>> = layouts
+        let shapes: Option<InputShapes> = layouts
             .graph
             .inputs
             .iter()
