@@ -7,9 +7,9 @@
 //!
 //! A model's static plan can only size what the graph fixes. When its inputs have symbolic
 //! dimensions (a batch axis, an image size), a plan made [`SequentialPlan::for_input_shapes`]
-//! plans the buffers again for the input shapes each run brings ([`ShapeLayouts`]): with the
-//! shapes known, the values that follow from them get shared buffers too, instead of the
-//! allocator's fresh pages on every run.
+//! plans the buffers again for input shapes that come twice in a row ([`ShapeLayouts`]): with
+//! the shapes known, the values that follow from them get shared buffers too, instead of the
+//! allocator's fresh pages on every run. Shapes that change on every run keep the static plan.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
@@ -82,22 +82,36 @@ const SHAPE_LAYOUTS: usize = 8;
 type InputShapes = Vec<Vec<usize>>;
 
 /// Layouts planned for the input shapes of recent runs: the graph (its shapes inferred again
-/// from each run's input shapes) and the layouts by input shapes, most recent last.
+/// from each run's input shapes) and what the last runs brought.
 #[derive(Debug)]
 struct ShapeLayouts {
     graph: Graph,
-    recent: Mutex<Vec<(InputShapes, Arc<Layout>)>>,
+    state: Mutex<RecentShapes>,
+}
+
+/// The layouts by input shapes, most recent last, and the last run's shapes.
+#[derive(Debug, Default)]
+struct RecentShapes {
+    layouts: Vec<(InputShapes, Arc<Layout>)>,
+    last: Option<InputShapes>,
 }
 
 impl ShapeLayouts {
-    /// The layout for `inputs`' shapes (graph inputs in order): a recent one, or one planned now.
-    fn layout_for(&self, shapes: InputShapes) -> Arc<Layout> {
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+    /// The layout for these input shapes (graph inputs in order): a recent one, or one
+    /// planned now when the last run brought the same shapes; `None` for shapes met once, which
+    /// follow the static plan (shapes that change on every run would only churn memory).
+    fn layout_for(&self, shapes: InputShapes) -> Option<Arc<Layout>> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let repeated = state.last.replace(shapes.clone()).as_ref() == Some(&shapes);
+        let recent = &mut state.layouts;
         if let Some(at) = recent.iter().position(|(s, _)| *s == shapes) {
             let entry = recent.remove(at);
             let layout = entry.1.clone();
             recent.push(entry);
-            return layout;
+            return Some(layout);
+        }
+        if !repeated {
+            return None;
         }
         let began = Instant::now();
         let mut graph = self.graph.clone();
@@ -115,7 +129,7 @@ impl ShapeLayouts {
             recent.remove(0);
         }
         recent.push((shapes, layout.clone()));
-        layout
+        Some(layout)
     }
 }
 
@@ -207,8 +221,9 @@ impl SequentialPlan {
 
     /// Lets runs plan their memory for their own input shapes when `graph` (the graph this
     /// plan was compiled from) leaves some intermediate's size to them: tensor inputs with
-    /// symbolic dimensions and values the static plan could not size. A plan for shapes it has
-    /// not met costs one shape inference over the graph; the last few are kept.
+    /// symbolic dimensions and values the static plan could not size. Shapes are planned for
+    /// when two runs in a row bring them, at the cost of one shape inference over the graph;
+    /// the last [`SHAPE_LAYOUTS`] are kept.
     pub fn for_input_shapes(mut self, graph: &Graph) -> Self {
         let symbolic = graph.inputs.iter().any(|&v| {
             let info = graph.value(v);
@@ -217,7 +232,7 @@ impl SequentialPlan {
         if symbolic && self.layout.pooled.iter().any(|&p| p) {
             self.shape_layouts = Some(ShapeLayouts {
                 graph: graph.clone(),
-                recent: Mutex::new(Vec::new()),
+                state: Mutex::default(),
             });
         }
         self
@@ -240,10 +255,9 @@ impl SequentialPlan {
                     .map(|t| t.shape().to_vec())
             })
             .collect();
-        match shapes {
-            Some(shapes) => layouts.layout_for(shapes),
-            None => self.layout.clone(),
-        }
+        shapes
+            .and_then(|shapes| layouts.layout_for(shapes))
+            .unwrap_or_else(|| self.layout.clone())
     }
 
     /// Runs the plan on inputs already validated by the session; returns the graph outputs in order.
