@@ -173,13 +173,18 @@ fn packed_low_precision_initializers_decode() {
     ));
 }
 
-#[test]
-fn one_session_runs_from_many_threads() {
-    let session = Session::builder()
+/// A default session on the bundled model (its batch is symbolic).
+fn inception_block() -> Session {
+    Session::builder()
         .commit_from_file(
             spillway_tests::workspace_root().join("models/small/inception_block.onnx"),
         )
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn one_session_runs_from_many_threads() {
+    let session = inception_block();
     let input = |seed: usize| {
         let data: Vec<f32> = (0..3 * 64 * 64)
             .map(|i| ((i * 7 + seed * 13) % 97) as f32 / 97.0)
@@ -205,11 +210,7 @@ fn one_session_runs_from_many_threads() {
 
 #[test]
 fn memory_plan_reuses_bytes_without_overlap() {
-    let session = Session::builder()
-        .commit_from_file(
-            spillway_tests::workspace_root().join("models/small/inception_block.onnx"),
-        )
-        .unwrap();
+    let session = inception_block();
     let plan = session.memory_plan(&[("input", &[2, 3, 64, 64])]).unwrap();
     spillway::memory::verify(session.graph(), &plan).unwrap();
     assert!(
@@ -227,11 +228,7 @@ fn memory_plan_reuses_bytes_without_overlap() {
 /// alternating between batch sizes stay right: each image of a batch of 3 matches its run alone.
 #[test]
 fn runs_plan_memory_for_their_input_shapes() {
-    let session = Session::builder()
-        .commit_from_file(
-            spillway_tests::workspace_root().join("models/small/inception_block.onnx"),
-        )
-        .unwrap();
+    let session = inception_block();
     let image = |seed| spillway_tests::seeded_f32(&[1, 3, 64, 64], seed);
     let batch = |seeds: &[u64]| {
         let data: Vec<f32> = seeds

@@ -115,7 +115,7 @@ impl ShapeLayouts {
         }
         let began = Instant::now();
         let mut graph = self.graph.clone();
-        for (&id, shape) in graph.inputs.clone().iter().zip(&shapes) {
+        for (&id, shape) in self.graph.inputs.iter().zip(&shapes) {
             graph.values[id.index()].shape = Some(shape.iter().map(|&d| Dim::Fixed(d)).collect());
         }
         shape_inference::infer(&mut graph);
@@ -139,6 +139,16 @@ impl ShapeLayouts {
 struct BufferSet {
     buffers: Vec<Option<Buffer>>,
     pool: Arc<Pool>,
+}
+
+impl BufferSet {
+    /// No buffer yet for any of `layout`'s, and `pool`.
+    fn empty(layout: &Layout, pool: Arc<Pool>) -> BufferSet {
+        BufferSet {
+            buffers: (0..layout.buffer_count).map(|_| None).collect(),
+            pool,
+        }
+    }
 }
 
 /// Figures from one run.
@@ -302,15 +312,9 @@ impl SequentialPlan {
                 for buffer in set.buffers.into_iter().flatten() {
                     set.pool.give(buffer);
                 }
-                BufferSet {
-                    buffers: (0..layout.buffer_count).map(|_| None).collect(),
-                    pool: set.pool,
-                }
+                BufferSet::empty(&layout, set.pool)
             }
-            None => BufferSet {
-                buffers: (0..layout.buffer_count).map(|_| None).collect(),
-                pool: Arc::default(),
-            },
+            None => BufferSet::empty(&layout, Arc::default()),
         };
         let mut result = self.run_steps(inputs, keep, options, &layout, &mut buffers);
         let peak = result
