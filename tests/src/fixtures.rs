@@ -58,3 +58,47 @@ pub fn split_model() -> Vec<u8> {
         .output("z");
     m.to_bytes(17)
 }
+
+/// A detector's RoI-pooling pattern after a data-dependent count, small: `where` =
+/// NonZero(x > 0.3), K elements; rows = their row numbers; `shape` = [K, 3], built from
+/// Shape(where) (shape arithmetic); y = Gather(x, rows) + ConstantOfShape(shape) (indices and
+/// a shape computed at run time); z = y × Expand(ones, shape).
+pub fn count_model() -> Vec<u8> {
+    let mut m = ModelBuilder::new(13);
+    m.input("x", &[6, 3])
+        .positive("threshold", &[1], 0.3, 0.3)
+        .positive("ones", &[1, 3], 1.0, 1.0)
+        .scalar_int("zero", 0, INT64)
+        .scalar_int("one", 1, INT64)
+        .ints("axis0", &[0])
+        .ints("three", &[3])
+        .node("Greater", &["x", "threshold"], &["mask"], &[])
+        .node("NonZero", &["mask"], &["where"], &[])
+        .node(
+            "Gather",
+            &["where", "zero"],
+            &["rows"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("Shape", &["where"], &["s"], &[])
+        .node("Gather", &["s", "one"], &["k"], &[("axis", Attr::Int(0))])
+        .node("Unsqueeze", &["k", "axis0"], &["k1"], &[])
+        .node(
+            "Concat",
+            &["k1", "three"],
+            &["shape"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("ConstantOfShape", &["shape"], &["zeros"], &[])
+        .node(
+            "Gather",
+            &["x", "rows"],
+            &["picked"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("Add", &["picked", "zeros"], &["y"], &[])
+        .node("Expand", &["ones", "shape"], &["e"], &[])
+        .node("Mul", &["y", "e"], &["z"], &[])
+        .output("z");
+    m.to_bytes(13)
+}

@@ -13,6 +13,7 @@ use spillway::hybrid::{
     host_stand_in, input_shapes, partition, shapes_follow_input_shapes, specialize,
 };
 use spillway::{Error, OptimizationLevel, Session, Tensor, Value};
+use spillway_tests::fixtures::count_model;
 use spillway_tests::fixtures::split_model as model;
 use spillway_tests::{relative_l2, seeded_f32, workspace_root};
 
@@ -221,7 +222,8 @@ fn segments_after_a_data_dependent_shape_run_on_the_device_once_their_shape_come
         .iter()
         .map(|n| {
             let device = n.op_type != "NonZero"
-                && (fixed.node_has_fixed_shapes(n) || shapes_follow_input_shapes(&graph, n));
+                && (fixed.node_has_fixed_shapes(n)
+                    || shapes_follow_input_shapes(&graph, &fixed, n));
             if device { Side::Device } else { Side::Host }
         })
         .collect();
@@ -292,6 +294,99 @@ fn segments_after_a_data_dependent_shape_run_on_the_device_once_their_shape_come
         }
         assert_eq!(plan.shape_stats().device_runs, want_stats.device_runs + 2);
     }
+}
+
+/// A stand-in for the GPU compiler, which builds `ConstantOfShape` and `Expand` only for a
+/// shape it is given as a constant: refuses a segment where one reads a computed shape.
+#[derive(Debug)]
+struct ConstantShapeCompiler {
+    compiles: Arc<AtomicUsize>,
+}
+
+impl SegmentCompiler for ConstantShapeCompiler {
+    fn compile(
+        &self,
+        graph: &Graph,
+        _inputs: &[Value],
+        _values: &[Option<Value>],
+        _measure: bool,
+    ) -> spillway::Result<Box<dyn SegmentWork>> {
+        for node in &graph.nodes {
+            let shape = match node.op_type.as_str() {
+                "ConstantOfShape" => node.inputs[0],
+                "Expand" => node.inputs[1],
+                _ => continue,
+            };
+            if !shape.is_some_and(|v| graph.constants.contains_key(&v)) {
+                return Err(Error::Internal(format!("{}: a computed shape", node.name)));
+            }
+        }
+        self.compiles.fetch_add(1, Ordering::SeqCst);
+        Ok(Box::new(HostSegment::compile(graph)?))
+    }
+}
+
+#[test]
+fn shape_arithmetic_after_a_data_dependent_count_runs_on_the_host_and_keys_device_plans() {
+    let bytes = count_model();
+    let mut graph = loaded(&bytes);
+    let x = |seed: u64| vec![Value::Tensor(seeded_f32(&[6, 3], seed))];
+    let first = x(1);
+    let (values, fixed) = specialize(&mut graph, &first).unwrap();
+    let sides: Vec<Side> = graph
+        .nodes
+        .iter()
+        .map(|n| {
+            let device = n.op_type != "NonZero"
+                && !fixed.computes_shape_arithmetic(n)
+                && (fixed.node_has_fixed_shapes(n)
+                    || shapes_follow_input_shapes(&graph, &fixed, n));
+            if device { Side::Device } else { Side::Host }
+        })
+        .collect();
+    // The count's shape arithmetic stays on the host; ConstantOfShape and Expand, whose
+    // shape it gives, go to the device with the gathers and the arithmetic on the data.
+    let on_host: Vec<&str> = graph
+        .nodes
+        .iter()
+        .zip(&sides)
+        .filter(|(_, s)| **s == Side::Host)
+        .map(|(n, _)| n.op_type.as_str())
+        .collect();
+    assert_eq!(
+        on_host,
+        ["NonZero", "Shape", "Gather", "Unsqueeze", "Concat"]
+    );
+    let compiles = Arc::new(AtomicUsize::new(0));
+    let compiler = || -> Box<dyn SegmentCompiler> {
+        Box::new(ConstantShapeCompiler {
+            compiles: compiles.clone(),
+        })
+    };
+    let plan = compile_split(&graph, &sides, &first, &values, &compiler).unwrap();
+    let built = compiles.load(Ordering::SeqCst);
+    assert!(built >= 1);
+    let counts: Vec<usize> = (2..5u64)
+        .map(|seed| {
+            let input = x(seed);
+            let want = cpu_outputs(&bytes, &["x"], &input);
+            // First sight on the host, compiled on its return, then on the device.
+            for _ in 0..3 {
+                let got = plan.run(input.clone()).unwrap();
+                assert_eq!(want[0].shape(), tensors(&got)[0].shape());
+                assert!(relative_l2(&want[0], tensors(&got)[0]).unwrap() <= 1e-6);
+            }
+            want[0].shape()[0]
+        })
+        .collect();
+    let mut distinct = counts.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(distinct.len() >= 2, "the seeds keep {counts:?} elements");
+    let stats = plan.shape_stats();
+    assert_eq!(stats.refused, 0, "{stats:?}");
+    assert!(stats.compiled >= 1 && stats.device_runs >= 3, "{stats:?}");
+    assert_eq!(compiles.load(Ordering::SeqCst), built + stats.compiled);
 }
 
 /// The zoo's detectors (exported by `models/export.sh`, not committed): specialized to one

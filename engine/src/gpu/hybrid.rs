@@ -108,6 +108,20 @@ impl SegmentCompiler for GpuCompiler {
     }
 }
 
+/// `graph` with the shape arithmetic's values in `values` (indexed by value id) as constants:
+/// what a device plan compiled for those values sees.
+fn with_shape_arithmetic(graph: &Graph, fixed: &FixedValues, values: &[Option<Value>]) -> Graph {
+    let mut keyed = graph.clone();
+    for (i, value) in values.iter().enumerate() {
+        if let (true, Some(Value::Tensor(t))) =
+            (fixed.shape_arithmetic.get(i) == Some(&true), value)
+        {
+            keyed.constants.insert(ValueId::new(i), t.clone());
+        }
+    }
+    keyed
+}
+
 /// A value's type and shape (`None`: not a tensor, or not computed).
 fn desc(value: &Option<Value>) -> Option<TensorDesc> {
     match value {
@@ -292,9 +306,11 @@ impl HybridEngine {
 
 impl HybridParts<'_> {
     /// Per node: whether it may run on the GPU: its shapes are fixed or follow from its input
-    /// shapes, it reads and writes tensors only, and it has a GPU kernel for the shapes of
-    /// the specializing run.
+    /// shapes, it is not shape arithmetic (which the host computes), it reads and writes
+    /// tensors only, and it has a GPU kernel for the shapes and shape arithmetic of the
+    /// specializing run.
     pub fn eligible(&self, fixed: &FixedValues) -> Vec<bool> {
+        let keyed = with_shape_arithmetic(self.graph, fixed, self.values);
         let desc_of = |v: ValueId| -> Result<&TensorDesc> {
             self.descs[v.index()].as_ref().ok_or_else(|| {
                 Error::InvalidModel(format!("value '{}' is not a tensor", self.graph.name(v)))
@@ -304,12 +320,14 @@ impl HybridParts<'_> {
             .nodes
             .iter()
             .map(|node| {
-                (fixed.node_has_fixed_shapes(node) || shapes_follow_input_shapes(self.graph, node))
+                (fixed.node_has_fixed_shapes(node)
+                    || shapes_follow_input_shapes(self.graph, fixed, node))
+                    && !fixed.computes_shape_arithmetic(node)
                     && node
                         .present_inputs()
                         .chain(node.present_outputs())
                         .all(|v| self.descs[v.index()].is_some())
-                    && build_kernel(&self.gpu, self.graph, node, &desc_of).is_ok()
+                    && build_kernel(&self.gpu, &keyed, node, &desc_of).is_ok()
             })
             .collect()
     }

@@ -32,6 +32,8 @@ pub(super) struct Step {
     pub(super) inputs: Vec<Option<DeviceRegion>>,
     pub(super) outputs: Vec<DeviceRegion>,
     pub(super) workspace: Option<DeviceRegion>,
+    /// Its status word, when its kernel reports one.
+    pub(super) status: Option<DeviceRegion>,
     /// Events (indices into `GpuPlan::events`) of producers on other streams.
     pub(super) waits: Vec<usize>,
     /// The event this step records for consumers on other streams.
@@ -72,6 +74,9 @@ pub struct GpuPlan {
     /// Recorded after uploads (copy stream) and after the last launch (stream 0).
     pub(super) uploaded: CudaEvent,
     pub(super) done: CudaEvent,
+    /// The status words of the kernels that report one, contiguous, zeroed at the start of
+    /// every run and read after it; the node of each, in order.
+    status: Option<(DeviceRegion, Vec<usize>)>,
     /// Page-locked staging, one buffer per input then one per output, so that copies run
     /// asynchronously at full speed. Runs are serialized by `running`, which guards these.
     pub(super) running: Mutex<Staging>,
@@ -172,6 +177,11 @@ impl GpuPlan {
                 at += aligned(w.1.max(1));
             }
         }
+        let reporting: Vec<usize> = (0..kernels.len())
+            .filter(|&i| kernels[i].reports_status())
+            .collect();
+        let status_at = at;
+        at += aligned(reporting.len() * ops::STATUS_BYTES);
         let arena = DeviceArena::new(gpu.stream(0), at)
             .map_err(|e| step_error("allocating the arena", e))?;
         let region = |(offset, bytes): (usize, usize)| -> Result<DeviceRegion> {
@@ -223,6 +233,11 @@ impl GpuPlan {
             let workspace = (kernel.workspace_bytes() > 0)
                 .then(|| region(workspace_at[&stream]))
                 .transpose()?;
+            let status = reporting
+                .iter()
+                .position(|&r| r == i)
+                .map(|k| region((status_at + k * ops::STATUS_BYTES, ops::STATUS_BYTES)))
+                .transpose()?;
             steps.push(Step {
                 node: i,
                 kernel,
@@ -230,6 +245,7 @@ impl GpuPlan {
                 inputs,
                 outputs,
                 workspace,
+                status,
                 waits,
                 record: None,
             });
@@ -281,7 +297,14 @@ impl GpuPlan {
             .keys()
             .map(|v| Ok((*v, binding(v)?)))
             .collect::<Result<_>>()?;
+        let status = if reporting.is_empty() {
+            None
+        } else {
+            let bytes = reporting.len() * ops::STATUS_BYTES;
+            Some((region((status_at, bytes))?, reporting))
+        };
         Ok(GpuPlan {
+            status,
             values,
             inputs: graph.inputs.iter().map(binding).collect::<Result<_>>()?,
             outputs: graph.outputs.iter().map(binding).collect::<Result<_>>()?,
@@ -372,6 +395,11 @@ impl GpuPlan {
     pub fn enqueue(&self) -> Result<()> {
         let main = self.gpu.stream(0);
         let ordering = |e| step_error("ordering the streams", e);
+        if let Some((words, _)) = &self.status {
+            self.gpu
+                .zero(*words, 0)
+                .map_err(|e| step_error("zeroing the status words", e))?;
+        }
         self.fork.record(main).map_err(ordering)?;
         for &s in &self.streams[1..] {
             self.gpu.stream(s).wait(&self.fork).map_err(ordering)?;
@@ -399,6 +427,7 @@ impl GpuPlan {
             inputs: &step.inputs,
             outputs: &step.outputs,
             workspace: step.workspace,
+            status: step.status,
         };
         step.kernel
             .launch(&self.gpu, step.stream, &io)
@@ -411,9 +440,11 @@ impl GpuPlan {
         Ok(())
     }
 
-    /// Waits for stream 0 and copies the outputs back.
+    /// Waits for stream 0, fails if a kernel reported a bad value, and copies the outputs
+    /// back.
     pub(super) fn download(&self, staging: &mut Staging) -> Result<Vec<Tensor>> {
         self.after_main()?;
+        self.check_status()?;
         self.outputs
             .iter()
             .zip(&mut staging.outputs)
@@ -428,6 +459,28 @@ impl GpuPlan {
                     .map_err(|e| step_error(what(), e))
             })
             .collect()
+    }
+
+    /// The error of the first kernel whose status word the last run set, naming its node.
+    fn check_status(&self) -> Result<()> {
+        let Some((words, nodes)) = &self.status else {
+            return Ok(());
+        };
+        let mut host = vec![0u8; words.bytes];
+        self.gpu
+            .download(*words, &mut host)
+            .map_err(|e| step_error("reading the status words", e))?;
+        for (word, &i) in host.chunks_exact(ops::STATUS_BYTES).zip(nodes) {
+            if let Some((code, value)) = ops::read_status(word) {
+                let kernel = &self.steps.iter().find(|s| s.node == i).map(|s| &s.kernel);
+                let cause = match kernel {
+                    Some(k) => k.status_error(code, value),
+                    None => continue,
+                };
+                return Err(node_error(&self.graph.nodes[i], cause));
+            }
+        }
+        Ok(())
     }
 
     /// Orders the download stream after everything enqueued on stream 0.

@@ -3,16 +3,19 @@
 //! shapes may run there in one plan; a node after a data-dependent shape (what follows
 //! `NonZero` or `NonMaxSuppression` in a detection model) may run there only when its output
 //! shapes follow from its input shapes alone ([`shapes_follow_input_shapes`]), in a plan
-//! compiled per shape.
+//! compiled per shape. A shape-giving input computed from such shapes (the `[N, 256, 7, 7]` a
+//! detector builds from the number of boxes it kept) is *shape arithmetic*: it runs on the
+//! host, and a device plan compiled for it takes its content as part of its key.
 
 use crate::exec::value_ops::VALUE_OPS;
 use crate::graph::{Graph, Node};
 
-/// Whether the output shapes of `node` follow from the shapes of its inputs alone, whatever
-/// their contents: not a data-dependent op, control flow or a sequence op, and every input
-/// whose value gives a shape is a constant of `graph`. Such a node can be compiled for each
-/// set of input shapes it meets.
-pub fn shapes_follow_input_shapes(graph: &Graph, node: &Node) -> bool {
+/// Whether the output shapes of `node` follow from the shapes of its inputs and the contents
+/// of its shape arithmetic alone: not a data-dependent op, control flow or a sequence op, and
+/// every input whose value gives a shape is a constant of `graph` or shape arithmetic
+/// ([`FixedValues::shape_arithmetic`]). Such a node can be compiled for each set of input
+/// shapes (and shape-arithmetic contents) it meets.
+pub fn shapes_follow_input_shapes(graph: &Graph, fixed: &FixedValues, node: &Node) -> bool {
     let op = node.op_type.as_str();
     let standard = node.domain.is_empty() || node.domain == "ai.onnx";
     standard
@@ -22,11 +25,22 @@ pub fn shapes_follow_input_shapes(graph: &Graph, node: &Node) -> bool {
         && shape_giving_inputs(op)
             .iter()
             .filter_map(|&i| node.inputs.get(i).copied().flatten())
-            .all(|v| graph.constants.contains_key(&v))
+            .all(|v| graph.constants.contains_key(&v) || fixed.shape_arithmetic[v.index()])
 }
 
 /// Ops whose output shapes depend on the values of their inputs, whatever is known of them.
 const DATA_DEPENDENT: &[&str] = &["NonZero", "NonMaxSuppression", "Compress", "Unique"];
+
+/// Whether nothing is known of `node`'s outputs from its inputs: a foreign domain, control
+/// flow, a data-dependent shape or a value op (sequences, optionals).
+fn opaque(node: &Node) -> bool {
+    let op = node.op_type.as_str();
+    let foreign = !(node.domain.is_empty() || node.domain == "ai.onnx");
+    foreign
+        || !node.subgraphs.is_empty()
+        || DATA_DEPENDENT.contains(&op)
+        || (op != "Identity" && VALUE_OPS.contains(&op))
+}
 
 /// Ops whose outputs are random: never one content.
 const RANDOM: &[&str] = &[
@@ -67,6 +81,10 @@ pub struct FixedValues {
     /// The value's content is fixed by the input shapes (constants, `Shape` of a fixed shape
     /// and the arithmetic on them): it may be folded into a constant.
     pub content: Vec<bool>,
+    /// The value is computed from shapes alone (`Shape` of any value, constants and the
+    /// arithmetic on them) into a fixed shape, without being fixed itself: the shape
+    /// arithmetic after a data-dependent op, a few integers that the host computes.
+    pub shape_arithmetic: Vec<bool>,
 }
 
 impl FixedValues {
@@ -76,19 +94,29 @@ impl FixedValues {
         let mut fixed = FixedValues {
             shape: vec![false; n],
             content: vec![false; n],
+            shape_arithmetic: vec![false; n],
         };
+        // Shape-derived (fixed or not), by value: constants and what `Shape` gives.
+        let mut from_shapes = vec![false; n];
         for v in graph.constants.keys() {
             fixed.shape[v.index()] = true;
             fixed.content[v.index()] = true;
+            from_shapes[v.index()] = true;
         }
         for v in &graph.inputs {
             fixed.shape[v.index()] = true;
         }
         for node in &graph.nodes {
             let (shape, content) = fixed.of_outputs(node);
+            let derived = !opaque(node)
+                && !RANDOM.contains(&node.op_type.as_str())
+                && (matches!(node.op_type.as_str(), "Shape" | "Size")
+                    || node.present_inputs().all(|v| from_shapes[v.index()]));
             for v in node.present_outputs() {
                 fixed.shape[v.index()] = shape;
                 fixed.content[v.index()] = content;
+                from_shapes[v.index()] = derived && shape;
+                fixed.shape_arithmetic[v.index()] = derived && shape && !content;
             }
         }
         fixed
@@ -101,15 +129,17 @@ impl FixedValues {
             .all(|v| self.shape[v.index()])
     }
 
+    /// Whether `node` computes shape arithmetic (every output is): such a node runs on the
+    /// host, whose device consumers take its content as part of their plans' key.
+    pub fn computes_shape_arithmetic(&self, node: &Node) -> bool {
+        let mut outputs = node.present_outputs().peekable();
+        outputs.peek().is_some() && outputs.all(|v| self.shape_arithmetic[v.index()])
+    }
+
     /// (shape fixed, content fixed) for the outputs of `node`.
     fn of_outputs(&self, node: &Node) -> (bool, bool) {
         let op = node.op_type.as_str();
-        let foreign = !(node.domain.is_empty() || node.domain == "ai.onnx");
-        let opaque = foreign
-            || !node.subgraphs.is_empty()
-            || DATA_DEPENDENT.contains(&op)
-            || (op != "Identity" && VALUE_OPS.contains(&op));
-        if opaque {
+        if opaque(node) {
             return (false, false);
         }
         let input = |i: usize| node.inputs.get(i).copied().flatten();
@@ -188,9 +218,15 @@ mod tests {
         let follow: Vec<bool> = g
             .nodes
             .iter()
-            .map(|n| shapes_follow_input_shapes(&g, n))
+            .map(|n| shapes_follow_input_shapes(&g, &FixedValues::of(&g), n))
             .collect();
-        assert_eq!(follow, [false, true, true, true, false, true]);
+        // `s` is shape arithmetic: a plan keyed by its content compiles `Reshape(t, s)`.
+        assert_eq!(follow, [false, true, true, true, true, true]);
+        let f = FixedValues::of(&g);
+        let arithmetic: Vec<usize> = (0..8).filter(|&v| f.shape_arithmetic[v]).collect();
+        assert_eq!(arithmetic, [3]);
+        assert!(f.computes_shape_arithmetic(&g.nodes[2]));
+        assert!(!f.computes_shape_arithmetic(&g.nodes[4]));
     }
 
     #[test]

@@ -78,6 +78,7 @@ pub fn compile_split(
     values: &[Option<Value>],
     compiler: &dyn Fn() -> Box<dyn SegmentCompiler>,
 ) -> Result<HybridPlan> {
+    let fixed = FixedValues::of(graph);
     let segments = partition(graph, sides)
         .into_iter()
         .map(|s| {
@@ -97,7 +98,18 @@ pub fn compile_split(
                             })
                         })
                         .collect::<Result<Vec<_>>>()?;
-                    Box::new(ShapeKeyedSegment::new(segment, compiler(), &first, values)?)
+                    let by_content = s
+                        .inputs
+                        .iter()
+                        .map(|v| fixed.shape_arithmetic[v.index()])
+                        .collect();
+                    Box::new(ShapeKeyedSegment::new(
+                        segment,
+                        by_content,
+                        compiler(),
+                        &first,
+                        values,
+                    )?)
                 }
             };
             Ok((s, work))

@@ -6,6 +6,10 @@
 //! comes back, the host run also gives every value's shape, the plan is compiled from them and
 //! later runs of that shape take it. Shapes that occur once (a different number of detections
 //! on every photo) thus never pay for a compilation.
+//!
+//! Inputs that are shape arithmetic (see [`super::FixedValues::shape_arithmetic`]: the
+//! `[N, 256, 7, 7]` a `ConstantOfShape` fills) are keyed by their content as well, and a plan
+//! is compiled with that content as constants.
 
 use std::sync::{Arc, Mutex};
 
@@ -57,8 +61,9 @@ impl std::ops::AddAssign for ShapeStats {
     }
 }
 
-/// The shapes of a segment's inputs (`None` for a value that is not a tensor).
-type Key = Vec<Option<Vec<usize>>>;
+/// The shapes of a segment's inputs (`None` for a value that is not a tensor), then the
+/// contents of its shape-arithmetic inputs.
+type Key = (Vec<Option<Vec<usize>>>, Vec<Vec<i64>>);
 
 /// What a segment knows about one key.
 #[derive(Debug, Clone)]
@@ -128,6 +133,8 @@ impl ShapeCache {
 #[derive(Debug)]
 pub struct ShapeKeyedSegment {
     graph: Graph,
+    /// Per input: shape arithmetic, keyed and compiled by content.
+    by_content: Vec<bool>,
     host: HostSegment,
     compiler: Box<dyn SegmentCompiler>,
     cache: Mutex<ShapeCache>,
@@ -137,28 +144,64 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn key_of(inputs: &[Value]) -> Key {
-    inputs
+/// The key of `inputs`; `None` when a shape-arithmetic input is not a tensor of integers.
+fn key_of(inputs: &[Value], by_content: &[bool]) -> Option<Key> {
+    let shapes = inputs
         .iter()
         .map(|v| v.as_tensor().map(|t| t.shape().to_vec()))
-        .collect()
+        .collect();
+    let contents = inputs
+        .iter()
+        .zip(by_content)
+        .filter(|(_, keyed)| **keyed)
+        .map(|(v, _)| v.as_tensor()?.to_i64_vec().ok())
+        .collect::<Option<_>>()?;
+    Some((shapes, contents))
+}
+
+/// `graph` with its shape-arithmetic inputs' values in `inputs` as constants.
+fn with_contents(graph: &Graph, inputs: &[Value], by_content: &[bool]) -> Graph {
+    let mut keyed = graph.clone();
+    for ((v, value), _) in graph
+        .inputs
+        .iter()
+        .zip(inputs)
+        .zip(by_content)
+        .filter(|(_, keyed)| **keyed)
+    {
+        if let Some(t) = value.as_tensor() {
+            keyed.constants.insert(*v, t.clone());
+        }
+    }
+    keyed
 }
 
 impl ShapeKeyedSegment {
     /// The segment of `graph` (see [`super::segment_graph`]), compiled by `compiler` for the
-    /// shapes of `inputs`, whose run gave `values` (indexed by value id).
+    /// shapes of `inputs` (and the contents of those `by_content` marks, one flag per input),
+    /// whose run gave `values` (indexed by value id).
     pub fn new(
         graph: Graph,
+        by_content: Vec<bool>,
         compiler: Box<dyn SegmentCompiler>,
         inputs: &[Value],
         values: &[Option<Value>],
     ) -> Result<ShapeKeyedSegment> {
-        let first = compiler.compile(&graph, inputs, values, true)?;
+        let key = key_of(inputs, &by_content).ok_or_else(|| {
+            Error::Internal("a shape-arithmetic segment input is not integers".into())
+        })?;
+        let first = compiler.compile(
+            &with_contents(&graph, inputs, &by_content),
+            inputs,
+            values,
+            true,
+        )?;
         let mut cache = ShapeCache::default();
-        cache.insert(key_of(inputs), Known::Compiled(Arc::from(first)));
+        cache.insert(key, Known::Compiled(Arc::from(first)));
         Ok(ShapeKeyedSegment {
             host: HostSegment::compile(&graph)?,
             graph,
+            by_content,
             compiler,
             cache: Mutex::new(cache),
         })
@@ -187,7 +230,8 @@ impl ShapeKeyedSegment {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let known = match self.compiler.compile(&self.graph, &inputs, &values, false) {
+        let graph = with_contents(&self.graph, &inputs, &self.by_content);
+        let known = match self.compiler.compile(&graph, &inputs, &values, false) {
             Ok(work) => Known::Compiled(Arc::from(work)),
             Err(e) => {
                 tracing::warn!(shapes = ?key, error = %e,
@@ -208,7 +252,10 @@ impl ShapeKeyedSegment {
 
 impl SegmentWork for ShapeKeyedSegment {
     fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
-        let key = key_of(&inputs);
+        let Some(key) = key_of(&inputs, &self.by_content) else {
+            lock(&self.cache).stats.host_runs += 1;
+            return self.host.run(inputs);
+        };
         let route = lock(&self.cache).route(&key);
         match route {
             Route::Device(work) => {
@@ -269,7 +316,7 @@ mod tests {
     }
 
     fn key(n: usize) -> Key {
-        vec![Some(vec![n, 4])]
+        (vec![Some(vec![n, 4])], Vec::new())
     }
 
     #[test]

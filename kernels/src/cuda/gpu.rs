@@ -273,6 +273,23 @@ impl Gpu {
             .map_err(driver("waiting for a device-to-host copy"))
     }
 
+    /// Zeroes `region` on compute stream `stream` (without waiting; a CUDA Graph captures it).
+    pub fn zero(&self, region: DeviceRegion, stream: usize) -> CudaResult<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
+        // SAFETY: `region` lies inside a live arena; the stream orders the write.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(
+                region.ptr,
+                0,
+                region.bytes,
+                self.stream(stream).cu_stream(),
+            )
+        }
+        .map_err(driver("zeroing device memory"))
+    }
+
     /// Launches the kernel of `source` on compute stream `stream` with `grid` blocks of
     /// `block` threads and `args` in the kernel's parameter order.
     pub fn launch(

@@ -538,6 +538,143 @@ fn cases() -> Vec<Case> {
     all
 }
 
+/// Rois inside a `height` × `width` image (x1, y1, x2, y2 in pixels), some degenerate or
+/// crossing the border, as a detector's proposals are.
+fn rois(count: usize, height: f32, width: f32, seed: u64) -> Tensor {
+    let u = seeded_f32(&[count, 4], seed).to_f32_array().unwrap();
+    let mut v = Vec::with_capacity(count * 4);
+    for r in 0..count {
+        let (a, b) = ((u[[r, 0]] + 1.0) / 2.0, (u[[r, 1]] + 1.0) / 2.0);
+        let (w, h) = ((u[[r, 2]] + 1.1) * 0.3, (u[[r, 3]] + 1.1) * 0.3);
+        v.extend([
+            a * width - 4.0,
+            b * height - 4.0,
+            (a + w) * width,
+            (b + h) * height,
+        ]);
+    }
+    Tensor::from_shape_vec(&[count, 4], v).unwrap()
+}
+
+/// The RoI pooling of a two-stage detector: RoiAlign, the ScatterElements that puts each
+/// level's pooled features back in proposal order, ConstantOfShape and Gather with indices
+/// computed on the GPU.
+fn detection_cases() -> Vec<Case> {
+    let s = |v: &str| AttrValue::String(v.to_string());
+    let batch = |n: usize, images: i64| {
+        Some(Tensor::from_shape_vec(&[n], (0..n as i64).map(|r| r % images).collect()).unwrap())
+    };
+    let mut all = Vec::new();
+    for (mode, transform, sampling, scale) in [
+        ("avg", "output_half_pixel", 2, 0.25),
+        ("avg", "half_pixel", 0, 0.125),
+        ("max", "half_pixel", 2, 0.25),
+        ("max", "output_half_pixel", 0, 0.5),
+    ] {
+        all.push(case(
+            "RoiAlign",
+            16,
+            &[
+                ("mode", s(mode)),
+                ("coordinate_transformation_mode", s(transform)),
+                ("output_height", AttrValue::Int(7)),
+                ("output_width", AttrValue::Int(7)),
+                ("sampling_ratio", AttrValue::Int(sampling)),
+                ("spatial_scale", AttrValue::Float(scale)),
+            ],
+            vec![
+                f(&[2, 16, 50, 60], 120),
+                Some(rois(40, 50.0 / scale, 60.0 / scale, 121)),
+                batch(40, 2),
+            ],
+        ));
+    }
+    // Proposals 0..40 of one level written to rows `perm` of the 48 pooled rows (negative
+    // indices count from the end); `add` sums duplicates along axis 1.
+    let perm: Vec<i64> = (0..40).map(|j| (j * 7 % 48) as i64 - 24).collect();
+    let rows = row_indices(&perm);
+    all.push(case(
+        "ScatterElements",
+        18,
+        &[("axis", AttrValue::Int(0))],
+        vec![f(&[48, 16, 7, 7], 122), Some(rows), f(&[40, 16, 7, 7], 123)],
+    ));
+    let dup = seeded_f32(&[6, 20], 124).to_f32_array().unwrap();
+    let dup = Tensor::I32(dup.mapv(|v| ((v + 1.0) * 4.0) as i32 - 4).into_shared());
+    for reduction in ["add", "max", "mul"] {
+        all.push(case(
+            "ScatterElements",
+            18,
+            &[("axis", AttrValue::Int(1)), ("reduction", s(reduction))],
+            vec![f(&[6, 5], 125), Some(dup.clone()), f(&[6, 20], 126)],
+        ));
+    }
+    all.push(with_constants(
+        case(
+            "ConstantOfShape",
+            9,
+            &[(
+                "value",
+                AttrValue::Tensor(Tensor::from_shape_vec(&[1], vec![-2.5f32]).unwrap()),
+            )],
+            vec![Some(
+                Tensor::from_shape_vec(&[4], vec![40i64, 16, 7, 7]).unwrap(),
+            )],
+        ),
+        &[0],
+    ));
+    all.push(case(
+        "Gather",
+        13,
+        &[("axis", AttrValue::Int(0))],
+        vec![
+            f(&[48, 5], 127),
+            Some(Tensor::from_shape_vec(&[6], vec![3i64, -1, 0, 47, 3, -48]).unwrap()),
+        ],
+    ));
+    all
+}
+
+/// `[rows, 16, 7, 7]` indices, each row's value repeated over the row.
+fn row_indices(rows: &[i64]) -> Tensor {
+    let v: Vec<i64> = rows
+        .iter()
+        .flat_map(|&r| std::iter::repeat_n(r, 16 * 49))
+        .collect();
+    Tensor::from_shape_vec(&[rows.len(), 16, 7, 7], v).unwrap()
+}
+
+/// Cases whose input, replaced as given, holds an index out of range.
+fn bad_index_cases() -> Vec<(Case, usize, Tensor)> {
+    let cases = detection_cases();
+    let roi_align = cases.iter().position(|c| c.op == "RoiAlign").unwrap_or(0);
+    let scatter = cases
+        .iter()
+        .position(|c| c.op == "ScatterElements")
+        .unwrap_or(0);
+    let gather = cases.iter().position(|c| c.op == "Gather").unwrap_or(0);
+    let mut batch: Vec<i64> = (0..40).map(|r| r % 2).collect();
+    batch[17] = 2;
+    let mut rows: Vec<i64> = (0..40).map(|j| (j * 7 % 48) as i64 - 24).collect();
+    rows[5] = 48;
+    let rows = row_indices(&rows);
+    let mut cases: Vec<Option<Case>> = cases.into_iter().map(Some).collect();
+    let mut take = |i: usize| cases[i].take().expect("each case once");
+    vec![
+        (
+            take(roi_align),
+            2,
+            Tensor::from_shape_vec(&[40], batch).unwrap(),
+        ),
+        (take(scatter), 1, rows),
+        (
+            take(gather),
+            1,
+            Tensor::from_shape_vec(&[6], vec![3i64, -1, 0, 47, -49, 3]).unwrap(),
+        ),
+    ]
+}
+
 /// What one case measured.
 #[derive(Debug, serde::Serialize)]
 struct Outcome {
@@ -587,16 +724,19 @@ fn difference(expected: &Tensor, actual: &Tensor) -> Result<(f64, f64)> {
     Ok((max_abs, max_rel))
 }
 
-fn run_case(gpu: &Gpu, c: &Case) -> Result<Outcome> {
-    let spec = NodeSpec {
+fn case_spec(c: &Case) -> NodeSpec<'_> {
+    NodeSpec {
         op_type: c.op,
         domain: "",
         opset: c.opset,
         attrs: &c.attrs,
         num_inputs: c.inputs.len(),
         num_outputs: c.outputs,
-    };
-    check(gpu, &spec, &c.inputs, &c.constant)
+    }
+}
+
+fn run_case(gpu: &Gpu, c: &Case) -> Result<Outcome> {
+    check(gpu, &case_spec(c), &c.inputs, &c.constant)
 }
 
 /// Runs one node on the CPU and on the GPU and compares the outputs.
@@ -606,44 +746,146 @@ fn check(
     inputs: &[Option<Tensor>],
     constant: &[bool],
 ) -> Result<Outcome> {
-    let spec = *spec;
     let refs: Vec<Option<&Tensor>> = inputs.iter().map(Option::as_ref).collect();
-    let cpu = spillway_kernels::cpu::build(&spec)?;
+    let cpu = spillway_kernels::cpu::build(spec)?;
     let start = Instant::now();
     let expected = cpu.run(&refs)?;
     let cpu_us = start.elapsed().as_secs_f64() * 1e6;
+    let kernel = build_gpu(gpu, spec, inputs, constant, &expected)?;
+    let run = launch_once(gpu, kernel.as_ref(), inputs, &expected, true)?;
+    if let Some((code, value)) = run.status {
+        bail!("the kernel reported {}", kernel.status_error(code, value));
+    }
+    let mut max_abs = 0f64;
+    let mut max_rel = 0f64;
+    for (want, got) in expected.iter().zip(&run.outputs) {
+        let (a, r) = difference(want, got)?;
+        max_abs = max_abs.max(a);
+        max_rel = max_rel.max(r);
+    }
+    let exact = !expected.iter().any(|t| t.dtype().is_float());
+    let pass = if exact {
+        max_abs == 0.0
+    } else {
+        max_rel <= 1e-4
+    };
+    Ok(Outcome {
+        op: spec.op_type.to_string(),
+        shapes: shapes_of(inputs),
+        max_abs,
+        max_rel,
+        pass,
+        gpu_us: run.gpu_us,
+        cpu_us,
+        error: None,
+    })
+}
+
+/// A node whose input `bad` makes the CPU kernel fail (an index out of range): the GPU kernel,
+/// built for the shapes of the valid `inputs`, must report it through its status word.
+fn check_reports(gpu: &Gpu, c: &Case, bad: (usize, Tensor)) -> Result<Outcome> {
+    let spec = case_spec(c);
+    let refs: Vec<Option<&Tensor>> = c.inputs.iter().map(Option::as_ref).collect();
+    let cpu = spillway_kernels::cpu::build(&spec)?;
+    let expected = cpu.run(&refs)?;
+    let mut wrong = c.inputs.clone();
+    wrong[bad.0] = Some(bad.1);
+    let wrong_refs: Vec<Option<&Tensor>> = wrong.iter().map(Option::as_ref).collect();
+    let cpu_error = match cpu.run(&wrong_refs) {
+        Ok(_) => bail!("the CPU kernel accepts the bad input"),
+        Err(e) => e.to_string(),
+    };
+    let kernel = build_gpu(gpu, &spec, &c.inputs, &c.constant, &expected)?;
+    let run = launch_once(gpu, kernel.as_ref(), &wrong, &expected, false)?;
+    let (pass, error) = match run.status {
+        Some((code, value)) => (
+            true,
+            format!(
+                "reported: {} (CPU: {cpu_error})",
+                kernel.status_error(code, value)
+            ),
+        ),
+        None => (false, format!("not reported (CPU: {cpu_error})")),
+    };
+    Ok(Outcome {
+        op: format!("{} (bad index)", c.op),
+        shapes: shapes_of(&wrong),
+        max_abs: 0.0,
+        max_rel: 0.0,
+        pass,
+        gpu_us: None,
+        cpu_us: 0.0,
+        error: Some(error),
+    })
+}
+
+fn shapes_of(inputs: &[Option<Tensor>]) -> String {
+    inputs
+        .iter()
+        .flatten()
+        .map(|t| format!("{:?}", t.shape()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The GPU kernel of `spec` for the shapes of `inputs` and `outputs`.
+fn build_gpu(
+    gpu: &Gpu,
+    spec: &NodeSpec<'_>,
+    inputs: &[Option<Tensor>],
+    constant: &[bool],
+    outputs: &[Tensor],
+) -> Result<Box<dyn ops::GpuKernel>> {
     let in_desc: Vec<Option<TensorDesc>> = inputs
         .iter()
         .map(|t| t.as_ref().map(|t| TensorDesc::new(t.dtype(), t.shape())))
         .collect();
-    let out_desc: Vec<TensorDesc> = expected
+    let out_desc: Vec<TensorDesc> = outputs
         .iter()
         .map(|t| TensorDesc::new(t.dtype(), t.shape()))
         .collect();
-    let constants: Vec<Option<&Tensor>> = refs
+    let constants: Vec<Option<&Tensor>> = inputs
         .iter()
         .zip(constant)
-        .map(|(t, &k)| if k { *t } else { None })
+        .map(|(t, &k)| if k { t.as_ref() } else { None })
         .collect();
     let node = GpuNode {
-        spec: &spec,
+        spec,
         inputs: &in_desc,
         outputs: &out_desc,
         constants: &constants,
     };
-    let shapes = in_desc
+    Ok(ops::build(gpu, &node)?)
+}
+
+/// What one launch gave.
+struct GpuRun {
+    outputs: Vec<Tensor>,
+    /// The status word, when the kernel reported one.
+    status: Option<(u32, i64)>,
+    /// Median µs per launch, when timed.
+    gpu_us: Option<f64>,
+}
+
+/// Uploads `inputs`, launches `kernel` once (outputs shaped as `like`) and reads back its
+/// outputs and status word; then times it when `time` is set.
+fn launch_once(
+    gpu: &Gpu,
+    kernel: &dyn ops::GpuKernel,
+    inputs: &[Option<Tensor>],
+    like: &[Tensor],
+    time: bool,
+) -> Result<GpuRun> {
+    let out_desc: Vec<TensorDesc> = like
         .iter()
-        .flatten()
-        .map(|d| format!("{:?}", d.shape))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let kernel = ops::build(gpu, &node)?;
-    // One arena: inputs, outputs, workspace, each region aligned.
-    let sizes: Vec<usize> = in_desc
+        .map(|t| TensorDesc::new(t.dtype(), t.shape()))
+        .collect();
+    // One arena: inputs, outputs, workspace, status word, each region aligned.
+    let sizes: Vec<usize> = inputs
         .iter()
-        .map(|d| d.as_ref().map_or(0, TensorDesc::bytes))
+        .map(|t| t.as_ref().map_or(0, |t| t.len() * t.dtype().size_of()))
         .chain(out_desc.iter().map(TensorDesc::bytes))
-        .chain([kernel.workspace_bytes()])
+        .chain([kernel.workspace_bytes(), ops::STATUS_BYTES])
         .map(|b| aligned(b.max(1)))
         .collect();
     let arena = DeviceArena::new(gpu.stream(0), sizes.iter().sum())?;
@@ -667,38 +909,42 @@ fn check(
         .collect();
     let outputs = &regions[n_in..n_in + out_desc.len()];
     let workspace = (kernel.workspace_bytes() > 0).then(|| regions[n_in + out_desc.len()]);
+    let status_word = regions[n_in + out_desc.len() + 1]
+        .sub(0, ops::STATUS_BYTES)
+        .context("status word")?;
+    let status = kernel.reports_status().then_some(status_word);
+    if let Some(word) = status {
+        gpu.zero(word, 0)?;
+    }
     let io = GpuIo {
         inputs: &input_regions,
         outputs,
         workspace,
+        status,
     };
     kernel.launch(gpu, 0, &io)?;
     gpu.stream(0).synchronize()?;
-    let mut max_abs = 0f64;
-    let mut max_rel = 0f64;
-    for (i, (desc, want)) in out_desc.iter().zip(&expected).enumerate() {
+    let mut reported = None;
+    if let Some(word) = status {
+        let mut host = vec![0u8; ops::STATUS_BYTES];
+        gpu.download(word, &mut host)?;
+        reported = ops::read_status(&host);
+    }
+    let mut got = Vec::new();
+    for (i, desc) in out_desc.iter().enumerate() {
         let mut host = vec![0u8; desc.bytes()];
         gpu.download(outputs[i], &mut host)?;
-        let got = tensor_from_bytes(desc.dtype, &desc.shape, &host)?;
-        let (a, r) = difference(want, &got)?;
-        max_abs = max_abs.max(a);
-        max_rel = max_rel.max(r);
+        got.push(tensor_from_bytes(desc.dtype, &desc.shape, &host)?);
     }
-    let exact = !out_desc.iter().any(|d| d.dtype.is_float());
-    let pass = if exact {
-        max_abs == 0.0
+    let gpu_us = if time {
+        Some(time_gpu(gpu, kernel, &io)?)
     } else {
-        max_rel <= 1e-4
+        None
     };
-    Ok(Outcome {
-        op: spec.op_type.to_string(),
-        shapes,
-        max_abs,
-        max_rel,
-        pass,
-        gpu_us: Some(time_gpu(gpu, kernel.as_ref(), &io)?),
-        cpu_us,
-        error: None,
+    Ok(GpuRun {
+        outputs: got,
+        status: reported,
+        gpu_us,
     })
 }
 
@@ -903,8 +1149,21 @@ fn main() -> Result<()> {
     // GPU_CHECK_ONLY=Conv,Gemm keeps those ops' cases (a quick check of one library).
     let only = std::env::var("GPU_CHECK_ONLY").ok();
     let wanted = |op: &str| only.as_ref().is_none_or(|o| o.split(',').any(|x| x == op));
-    for c in cases().into_iter().filter(|c| wanted(c.op)) {
-        let outcome = run_case(&gpu, &c).unwrap_or_else(|e| Outcome {
+    let checks = cases()
+        .into_iter()
+        .chain(detection_cases())
+        .map(|c| (c, None))
+        .chain(
+            bad_index_cases()
+                .into_iter()
+                .map(|(c, i, bad)| (c, Some((i, bad)))),
+        );
+    for (c, bad) in checks.filter(|(c, _)| wanted(c.op)) {
+        let outcome = match bad {
+            None => run_case(&gpu, &c),
+            Some(bad) => check_reports(&gpu, &c, bad),
+        };
+        let outcome = outcome.unwrap_or_else(|e| Outcome {
             op: c.op.to_string(),
             shapes: String::new(),
             max_abs: f64::NAN,

@@ -75,6 +75,7 @@ pub fn catalogue() -> Vec<KernelSource> {
             all.extend(copy::strided_copy_source(bytes, rank));
         }
     }
+    all.extend(super::detection::all_sources());
     // Types that share a C type (uint8 and bool) give the same kernel twice: keep one.
     let mut seen = std::collections::HashSet::new();
     all.retain(|k| seen.insert(k.key.clone()));

@@ -8,6 +8,7 @@
 pub mod binary;
 mod catalogue;
 pub mod copy;
+pub mod detection;
 pub mod normalize;
 pub mod pool;
 pub mod reduce;

@@ -4,6 +4,7 @@
 //! launching it only enqueues work on a stream and never waits.
 
 mod conv;
+mod detection;
 mod elementwise;
 mod gather;
 mod layout;
@@ -62,6 +63,20 @@ pub struct GpuIo<'a> {
     pub outputs: &'a [DeviceRegion],
     /// Scratch of [`GpuKernel::workspace_bytes`] bytes (when nonzero).
     pub workspace: Option<DeviceRegion>,
+    /// The launch's status word, [`STATUS_BYTES`] zeroed bytes, for a kernel that
+    /// [`GpuKernel::reports_status`].
+    pub status: Option<DeviceRegion>,
+}
+
+/// Bytes of a launch's status word: a `u32` code (0 while all is well), 4 bytes of padding,
+/// then the offending value as an `i64` (see [`crate::cuda::codegen::detection`]).
+pub const STATUS_BYTES: usize = 16;
+
+/// A status word read back from the GPU: `Some((code, value))` when the kernel reported one.
+pub fn read_status(bytes: &[u8]) -> Option<(u32, i64)> {
+    let code = u32::from_ne_bytes(bytes.get(..4)?.try_into().ok()?);
+    let value = i64::from_ne_bytes(bytes.get(8..16)?.try_into().ok()?);
+    (code != 0).then_some((code, value))
 }
 
 impl GpuIo<'_> {
@@ -72,6 +87,12 @@ impl GpuIo<'_> {
             .copied()
             .flatten()
             .ok_or_else(|| CudaError::Unsupported(format!("input {index} is missing")))
+    }
+
+    /// The status word.
+    pub fn status(&self) -> CudaResult<DeviceRegion> {
+        self.status
+            .ok_or_else(|| CudaError::Unsupported("the launch has no status word".into()))
     }
 
     /// Output `index`.
@@ -88,6 +109,18 @@ pub trait GpuKernel: Send + Sync + Debug {
     /// Scratch bytes a launch needs (from the arena).
     fn workspace_bytes(&self) -> usize {
         0
+    }
+
+    /// Whether launches check values the data gives (indices) and report a bad one in the
+    /// status word ([`GpuIo::status`]), which the caller reads after the run and turns into
+    /// [`GpuKernel::status_error`].
+    fn reports_status(&self) -> bool {
+        false
+    }
+
+    /// The error the status `code` (nonzero) with offending `value` stands for.
+    fn status_error(&self, code: u32, value: i64) -> CudaError {
+        CudaError::Unsupported(format!("status {code} (value {value})"))
     }
 
     /// Enqueues the operator on compute stream `stream` of `gpu`.
@@ -168,6 +201,10 @@ const OTHER_OPS: &[&str] = &[
     "Slice",
     "Expand",
     "Gather",
+    "RoiAlign",
+    "ScatterElements",
+    "Scatter",
+    "ConstantOfShape",
     "Pad",
     "Resize",
     "Upsample",
@@ -215,6 +252,9 @@ pub fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         "Slice" => layout::build_slice(node),
         "Expand" => layout::build_expand(node),
         "Gather" => gather::build_gather(gpu, node),
+        "RoiAlign" => detection::build_roi_align(node),
+        "ScatterElements" | "Scatter" => detection::build_scatter_elements(node),
+        "ConstantOfShape" => detection::build_constant_of_shape(node),
         "Pad" => pad::build_pad(node),
         "Resize" | "Upsample" => resize::build_resize(gpu, node),
         "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" => layout::build_alias(node),
