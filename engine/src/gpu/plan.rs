@@ -9,7 +9,7 @@ use spillway_kernels::cuda::host::{tensor_bytes, tensor_from_bytes, write_tensor
 use spillway_kernels::cuda::memory::PinnedBuffer;
 use spillway_kernels::cuda::memory::aligned;
 use spillway_kernels::cuda::ops::{self, GpuIo, GpuKernel, GpuNode, TensorDesc};
-use spillway_kernels::cuda::{DeviceArena, DeviceRegion, Gpu};
+use spillway_kernels::cuda::{CudaError, DeviceArena, DeviceRegion, Gpu};
 use spillway_kernels::{NodeSpec, Tensor};
 
 use super::assignment::StreamAssignment;
@@ -472,12 +472,19 @@ impl GpuPlan {
             .map_err(|e| step_error("reading the status words", e))?;
         for (word, &i) in host.chunks_exact(ops::STATUS_BYTES).zip(nodes) {
             if let Some((code, value)) = ops::read_status(word) {
-                let kernel = &self.steps.iter().find(|s| s.node == i).map(|s| &s.kernel);
-                let cause = match kernel {
-                    Some(k) => k.status_error(code, value),
-                    None => continue,
+                let Some(step) = self.steps.iter().find(|s| s.node == i) else {
+                    continue;
                 };
-                return Err(node_error(&self.graph.nodes[i], cause));
+                let node = &self.graph.nodes[i];
+                // A bad index is the error the CPU kernel raises, whichever device met it.
+                return Err(match step.kernel.status_error(code, value) {
+                    CudaError::Kernel(cause) => Error::Kernel {
+                        node: node.name.clone(),
+                        op_type: node.op_type.clone(),
+                        cause,
+                    },
+                    other => node_error(node, other),
+                });
             }
         }
         Ok(())

@@ -17,6 +17,7 @@ use super::plan::{HostSegment, SegmentWork};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::value::Value;
+use spillway_kernels::Tensor;
 
 /// Compiled plans a segment keeps; the least recently used goes first.
 const COMPILED_SHAPES: usize = 8;
@@ -62,8 +63,8 @@ impl std::ops::AddAssign for ShapeStats {
 }
 
 /// The shapes of a segment's inputs (`None` for a value that is not a tensor), then the
-/// contents of its shape-arithmetic inputs.
-type Key = (Vec<Option<Vec<usize>>>, Vec<Vec<i64>>);
+/// contents of its shape-arithmetic inputs ([`content_key`]).
+type Key = (Vec<Option<Vec<usize>>>, Vec<Vec<u64>>);
 
 /// What a segment knows about one key.
 #[derive(Debug, Clone)]
@@ -144,7 +145,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The key of `inputs`; `None` when a shape-arithmetic input is not a tensor of integers.
+/// The elements of `t` as bit patterns that are equal exactly when the elements are: integers
+/// and booleans as themselves, floats widened to `f64` (a shape's arithmetic may pass through floats, as a
+/// detector's image scale does). `None` for other types.
+fn content_key(t: &Tensor) -> Option<Vec<u64>> {
+    if t.dtype().is_float() {
+        let floats = t.to_f64_vec().ok()?;
+        return Some(floats.into_iter().map(f64::to_bits).collect());
+    }
+    if let Tensor::Bool(b) = t {
+        return Some(b.iter().map(|&v| u64::from(v)).collect());
+    }
+    let ints = t.to_i64_vec().ok()?;
+    Some(ints.into_iter().map(|v| v as u64).collect())
+}
+
+/// The key of `inputs`; `None` when a shape-arithmetic input is not a tensor of numbers.
 fn key_of(inputs: &[Value], by_content: &[bool]) -> Option<Key> {
     let shapes = inputs
         .iter()
@@ -154,7 +170,7 @@ fn key_of(inputs: &[Value], by_content: &[bool]) -> Option<Key> {
         .iter()
         .zip(by_content)
         .filter(|(_, keyed)| **keyed)
-        .map(|(v, _)| v.as_tensor()?.to_i64_vec().ok())
+        .map(|(v, _)| content_key(v.as_tensor()?))
         .collect::<Option<_>>()?;
     Some((shapes, contents))
 }
@@ -188,7 +204,7 @@ impl ShapeKeyedSegment {
         values: &[Option<Value>],
     ) -> Result<ShapeKeyedSegment> {
         let key = key_of(inputs, &by_content).ok_or_else(|| {
-            Error::Internal("a shape-arithmetic segment input is not integers".into())
+            Error::Internal("a shape-arithmetic segment input is not a tensor of numbers".into())
         })?;
         let first = compiler.compile(
             &with_contents(&graph, inputs, &by_content),
@@ -342,6 +358,32 @@ mod tests {
                 .count()
         };
         assert_eq!(compiled(&cache), COMPILED_SHAPES);
+    }
+
+    #[test]
+    fn shape_arithmetic_is_keyed_by_exact_content_whatever_its_type() {
+        let tensor = |t: Tensor| Value::Tensor(t);
+        let ints = tensor(Tensor::from_shape_vec(&[2], vec![3i64, 4]).unwrap());
+        let half = tensor(Tensor::from_shape_vec(&[1], vec![0.5f32]).unwrap());
+        let quarter = tensor(Tensor::from_shape_vec(&[1], vec![0.25f32]).unwrap());
+        let yes = tensor(Tensor::from_shape_vec(&[1], vec![true]).unwrap());
+        let data = tensor(Tensor::from_shape_vec(&[1], vec![7.0f32]).unwrap());
+        let keyed = [true, true, true, false];
+        let key = key_of(&[ints.clone(), half, yes.clone(), data], &keyed).unwrap();
+        assert_eq!(key.1, [vec![3, 4], vec![0.5f64.to_bits()], vec![1]]);
+        // Data is keyed by its shape only; shape arithmetic by its content.
+        let other_data = tensor(Tensor::from_shape_vec(&[1], vec![9.0f32]).unwrap());
+        let same = key_of(
+            &[ints.clone(), key_input(0.5), yes.clone(), other_data],
+            &keyed,
+        );
+        assert_eq!(same, Some(key.clone()));
+        let other = key_of(&[ints, quarter, yes, key_input(1.0)], &keyed).unwrap();
+        assert_ne!(other, key);
+    }
+
+    fn key_input(v: f32) -> Value {
+        Value::Tensor(Tensor::from_shape_vec(&[1], vec![v]).unwrap())
     }
 
     #[test]
