@@ -38,6 +38,8 @@ impl CapturedPlan {
     /// capturing only records launches.
     pub fn capture(plan: Arc<GpuPlan>) -> Result<CapturedPlan> {
         let _guard = plan.running.lock().unwrap_or_else(|p| p.into_inner());
+        // Alone on the streams: another thread's work there would join the capture.
+        let streams = plan.gpu.capturing_streams();
         let main = plan.gpu.stream(0);
         main.synchronize()
             .map_err(|e| step_error("waiting before the capture", e))?;
@@ -53,6 +55,7 @@ impl CapturedPlan {
         graph
             .upload()
             .map_err(|e| step_error("uploading the graph", e))?;
+        drop(streams);
         drop(_guard);
         Ok(CapturedPlan {
             plan,
@@ -67,6 +70,11 @@ impl CapturedPlan {
 
     /// Launches the captured graph on stream 0 without waiting for it.
     pub fn replay(&self) -> Result<()> {
+        let _streams = self.plan.gpu.sharing_streams();
+        self.launch()
+    }
+
+    fn launch(&self) -> Result<()> {
         self.graph
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -78,8 +86,9 @@ impl CapturedPlan {
     /// Uploads `inputs`, replays the graph and returns the outputs.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut staging = self.plan.running.lock().unwrap_or_else(|p| p.into_inner());
+        let _streams = self.plan.gpu.sharing_streams();
         self.plan.upload(&mut staging, inputs)?;
-        self.replay()?;
+        self.launch()?;
         self.plan.download(&mut staging)
     }
 }

@@ -121,6 +121,9 @@ impl GpuPlan {
         reuse: bool,
     ) -> Result<GpuPlan> {
         check_assignment(graph, assignment)?;
+        // Building kernels may measure them and allocating uses stream 0.
+        let sharing = gpu.clone();
+        let _streams = sharing.sharing_streams();
         let desc_of = |v: ValueId| -> Result<&TensorDesc> {
             descs
                 .get(v.index())
@@ -349,6 +352,7 @@ impl GpuPlan {
     /// outputs.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut staging = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let _streams = self.gpu.sharing_streams();
         self.upload(&mut staging, inputs)?;
         self.enqueue()?;
         self.download(&mut staging)
@@ -511,6 +515,7 @@ impl GpuPlan {
     /// from [`GpuPlan::compile`], a later value may have taken its bytes.
     pub fn read_value(&self, v: ValueId) -> Result<Option<Tensor>> {
         let _guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let _streams = self.gpu.sharing_streams();
         let Some(b) = self.values.get(&v) else {
             return Ok(None);
         };
@@ -522,6 +527,7 @@ impl GpuPlan {
     /// each launch, launching in plan order (use a one-stream plan so nodes do not overlap).
     pub fn profile_nodes(&self, repeats: usize) -> Result<Vec<f64>> {
         let _guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let _streams = self.gpu.sharing_streams();
         let timing = || {
             self.gpu
                 .context()

@@ -3,7 +3,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use cudarc::cublas::sys as blas_sys;
 use cudarc::cudnn::sys as dnn_sys;
@@ -69,6 +69,9 @@ pub struct Gpu {
     events: Mutex<Vec<CudaEvent>>,
     /// Build-time choices by key (see [`Gpu::cached`]).
     choices: Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>,
+    /// Shared by work on the compute streams, exclusive to a CUDA Graph capture (see
+    /// [`Gpu::sharing_streams`]).
+    capture: RwLock<()>,
 }
 
 impl Gpu {
@@ -105,7 +108,21 @@ impl Gpu {
             functions: Mutex::new(HashMap::new()),
             events: Mutex::new(Vec::new()),
             choices: Mutex::new(HashMap::new()),
+            capture: RwLock::new(()),
         })
+    }
+
+    /// Held while a thread puts work on the compute streams (a run, a plan's compilation): a
+    /// CUDA Graph capture records whatever enters the streams it captures, and another
+    /// thread's launch or event wait there would break it, so a capture
+    /// ([`Gpu::capturing_streams`]) waits for these and they for it. Never nest the two.
+    pub fn sharing_streams(&self) -> RwLockReadGuard<'_, ()> {
+        self.capture.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Held for a CUDA Graph capture on the compute streams (see [`Gpu::sharing_streams`]).
+    pub fn capturing_streams(&self) -> RwLockWriteGuard<'_, ()> {
+        self.capture.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The choice kept under `key`, made by `make` the first time it is asked for (a
