@@ -66,7 +66,7 @@ pub(super) fn build_roi_align(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKerne
         return Err(node.unsupported(format!("sampling_ratio {sampling_ratio}")));
     }
     let pooled = [y.shape[2], y.shape[3]];
-    if y.len() > 0 && (height == 0 || width == 0) {
+    if !y.is_empty() && (height == 0 || width == 0) {
         return Err(node.unsupported("an empty feature map"));
     }
     Ok(Box::new(RoiAlign {
