@@ -61,6 +61,21 @@ fn fixed_on_device(graph: &Graph, fixed: &FixedValues) -> Vec<Side> {
         .collect()
 }
 
+/// What a CUDA session's GPU first does: every node on the device whose shapes are fixed or
+/// follow from its input shapes, except NonZero (no device kernel) and shape arithmetic.
+fn gpu_first(graph: &Graph, fixed: &FixedValues) -> Vec<Side> {
+    graph
+        .nodes
+        .iter()
+        .map(|n| {
+            let device = n.op_type != "NonZero"
+                && !fixed.computes_shape_arithmetic(n)
+                && (fixed.node_has_fixed_shapes(n) || shapes_follow_input_shapes(graph, fixed, n));
+            if device { Side::Device } else { Side::Host }
+        })
+        .collect()
+}
+
 fn tensors(values: &[Value]) -> Vec<&Tensor> {
     values.iter().map(|v| v.as_tensor().unwrap()).collect()
 }
@@ -217,16 +232,7 @@ fn segments_after_a_data_dependent_shape_run_on_the_device_once_their_shape_come
     let mut graph = loaded(&bytes);
     let first = inputs(1, [0, 5]);
     let (values, fixed) = specialize(&mut graph, &first).unwrap();
-    let sides: Vec<Side> = graph
-        .nodes
-        .iter()
-        .map(|n| {
-            let device = n.op_type != "NonZero"
-                && (fixed.node_has_fixed_shapes(n)
-                    || shapes_follow_input_shapes(&graph, &fixed, n));
-            if device { Side::Device } else { Side::Host }
-        })
-        .collect();
+    let sides = gpu_first(&graph, &fixed);
     // Everything but NonZero: Transpose, Cast, ReduceSum and Add follow its shape.
     let on_host: Vec<&str> = graph
         .nodes
@@ -333,17 +339,7 @@ fn shape_arithmetic_after_a_data_dependent_count_runs_on_the_host_and_keys_devic
     let x = |seed: u64| vec![Value::Tensor(seeded_f32(&[6, 3], seed))];
     let first = x(1);
     let (values, fixed) = specialize(&mut graph, &first).unwrap();
-    let sides: Vec<Side> = graph
-        .nodes
-        .iter()
-        .map(|n| {
-            let device = n.op_type != "NonZero"
-                && !fixed.computes_shape_arithmetic(n)
-                && (fixed.node_has_fixed_shapes(n)
-                    || shapes_follow_input_shapes(&graph, &fixed, n));
-            if device { Side::Device } else { Side::Host }
-        })
-        .collect();
+    let sides = gpu_first(&graph, &fixed);
     // The count's shape arithmetic stays on the host; ConstantOfShape and Expand, whose
     // shape it gives, go to the device with the gathers and the arithmetic on the data.
     let on_host: Vec<&str> = graph

@@ -290,6 +290,37 @@ impl Gpu {
             .map_err(driver("waiting for a device-to-host copy"))
     }
 
+    /// Copies the first `bytes` of `src` into `dst` on compute stream `stream` (without
+    /// waiting; a CUDA Graph captures it).
+    pub fn copy_device(
+        &self,
+        src: DeviceRegion,
+        dst: DeviceRegion,
+        bytes: usize,
+        stream: usize,
+    ) -> CudaResult<()> {
+        if bytes > src.bytes || bytes > dst.bytes {
+            return Err(CudaError::Unsupported(format!(
+                "a {bytes}-byte copy between regions of {} and {} bytes",
+                src.bytes, dst.bytes
+            )));
+        }
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
+        // SAFETY: both regions lie inside live arenas and hold `bytes` (checked above); the
+        // stream orders the copy after their producers.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                dst.ptr,
+                src.ptr,
+                bytes,
+                self.stream(stream).cu_stream(),
+            )
+        }
+        .map_err(driver("copying device to device"))
+    }
+
     /// Zeroes `region` on compute stream `stream` (without waiting; a CUDA Graph captures it).
     pub fn zero(&self, region: DeviceRegion, stream: usize) -> CudaResult<()> {
         self.ctx

@@ -6,7 +6,7 @@
 use super::{GRID_STRIDE_LOOP, KernelSource, STRIDES_DECL, offsets_code};
 
 /// The unsigned C type of `bytes` bytes.
-fn word(bytes: usize) -> Option<&'static str> {
+pub(crate) fn word(bytes: usize) -> Option<&'static str> {
     Some(match bytes {
         1 => "unsigned char",
         2 => "unsigned short",

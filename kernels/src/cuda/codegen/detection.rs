@@ -4,6 +4,7 @@
 //! the launch's status word ([`STATUS_DECL`]) instead of reading or writing out of bounds; the
 //! engine turns a reported status into the same typed error the CPU kernel raises.
 
+use super::copy::word;
 use super::{GRID_STRIDE_LOOP, INFINITY_DECL, KernelSource, MAX_RANK, STRIDES_DECL};
 use crate::DType;
 
@@ -29,17 +30,6 @@ fn index_type(dtype: DType) -> Option<&'static str> {
         DType::I64 => Some("long long"),
         _ => None,
     }
-}
-
-/// The unsigned C type of `bytes` bytes.
-fn word(bytes: usize) -> Option<&'static str> {
-    Some(match bytes {
-        1 => "unsigned char",
-        2 => "unsigned short",
-        4 => "unsigned int",
-        8 => "unsigned long long",
-        _ => return None,
-    })
 }
 
 /// RoiAlign on `float` maps, one thread per output element, sampling as ONNX Runtime's CPU

@@ -1,21 +1,18 @@
-//! A detector's RoI pooling on the GPU: RoiAlign, ScatterElements and ConstantOfShape, so that
+//! A detector's RoI pooling on the GPU: RoiAlign and ScatterElements (with ConstantOfShape,
+//! [`super::fill`]), so that
 //! the features pooled for the boxes a region proposal network kept never leave the GPU.
 //! RoiAlign and ScatterElements read indices that are data; they check every one and report
 //! a bad one through the launch's status word (see [`crate::cuda::codegen::detection`]).
 
-use super::layout::constant_ints;
 use super::{GpuIo, GpuKernel, GpuNode};
 use crate::cpu::reduce::axes::normalize_axis;
 use crate::cuda::codegen::detection::{
     STATUS_INDEX, STATUS_SAMPLES, ScatterReduction, roi_align_source, scatter_elements_source,
 };
-use crate::cuda::codegen::{
-    KernelSource, MAX_RANK, Strides, contiguous_strides, copy, launch_shape,
-};
-use crate::cuda::error::{CudaError, CudaResult, driver};
+use crate::cuda::codegen::{KernelSource, MAX_RANK, Strides, contiguous_strides, launch_shape};
+use crate::cuda::error::{CudaError, CudaResult};
 use crate::cuda::gpu::{Gpu, KernelArg};
-use crate::cuda::host::tensor_bytes;
-use crate::{DType, KernelError, Tensor};
+use crate::{DType, KernelError};
 
 /// The error a checking kernel's status `code` stands for, `value` the offending value.
 pub(super) fn index_status(op: &str, code: u32, value: i64, axis_dim: usize) -> CudaError {
@@ -179,20 +176,7 @@ impl GpuKernel for ScatterElements {
     fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
         let (data, y) = (io.input(0)?, io.output(0)?);
         if self.data_bytes > 0 && data.ptr != y.ptr {
-            gpu.context()
-                .bind_to_thread()
-                .map_err(driver("binding the context"))?;
-            // SAFETY: both regions hold the data's bytes (the plan sizes them); the stream
-            // orders the copy after the data's producer and before the scatter.
-            unsafe {
-                cudarc::driver::result::memcpy_dtod_async(
-                    y.ptr,
-                    data.ptr,
-                    self.data_bytes,
-                    gpu.stream(stream).cu_stream(),
-                )
-            }
-            .map_err(driver("copying device to device"))?;
+            gpu.copy_device(data, y, self.data_bytes, stream)?;
         }
         if self.updates == 0 {
             return Ok(());
@@ -211,63 +195,6 @@ impl GpuKernel for ScatterElements {
             &self.source,
             stream,
             launch_shape(self.updates, gpu.info().multiprocessors),
-            0,
-            &args,
-        )
-    }
-}
-
-/// ConstantOfShape for a shape known when the plan is built: a fill of the output.
-#[derive(Debug)]
-struct Fill {
-    source: KernelSource,
-    n: usize,
-    value: KernelArg,
-}
-
-pub(super) fn build_constant_of_shape(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
-    let y = node.output(0)?;
-    let shape = constant_ints(node, 0)?.ok_or_else(|| node.unsupported("no shape"))?;
-    if shape.iter().map(|&d| d as usize).collect::<Vec<_>>() != y.shape {
-        return Err(node.unsupported(format!("shape {shape:?} against output {:?}", y.shape)));
-    }
-    let value = match node.spec.attrs.opt_tensor("value")? {
-        Some(t) => t.reshaped(&[])?,
-        None => Tensor::zeros(DType::F32, &[]),
-    };
-    let bits = tensor_bytes(&value).ok_or_else(|| node.unsupported("string values"))?;
-    let value = match bits.as_slice() {
-        [a] => KernelArg::Bits8(*a),
-        [a, b] => KernelArg::Bits16(u16::from_ne_bytes([*a, *b])),
-        [a, b, c, d] => KernelArg::Bits32(u32::from_ne_bytes([*a, *b, *c, *d])),
-        eight => KernelArg::I64(i64::from_ne_bytes(
-            eight
-                .try_into()
-                .map_err(|_| node.unsupported("the value's element size"))?,
-        )),
-    };
-    Ok(Box::new(Fill {
-        source: copy::fill_source(bits.len())
-            .ok_or_else(|| node.unsupported("the value's element size"))?,
-        n: y.len(),
-        value,
-    }))
-}
-
-impl GpuKernel for Fill {
-    fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
-        if self.n == 0 {
-            return Ok(());
-        }
-        let args = [
-            KernelArg::Ptr(io.output(0)?.ptr),
-            KernelArg::I64(self.n as i64),
-            self.value,
-        ];
-        gpu.launch(
-            &self.source,
-            stream,
-            launch_shape(self.n, gpu.info().multiprocessors),
             0,
             &args,
         )

@@ -9,7 +9,7 @@ use crate::cpu::shape::slice::slice_ranges;
 use crate::cuda::codegen::{
     KernelSource, Strides, broadcast_strides, contiguous_strides, copy, launch_shape,
 };
-use crate::cuda::error::{CudaResult, driver};
+use crate::cuda::error::CudaResult;
 use crate::cuda::gpu::{Gpu, KernelArg};
 
 /// One strided copy: from input `input` (at element `src_offset`) to output `output` (at
@@ -258,20 +258,7 @@ impl GpuKernel for Alias {
         if x.ptr == y.ptr || self.bytes == 0 {
             return Ok(());
         }
-        gpu.context()
-            .bind_to_thread()
-            .map_err(driver("binding the context"))?;
-        // SAFETY: both regions hold at least `bytes` (the plan sizes them); the stream
-        // orders the copy after the producer.
-        unsafe {
-            cudarc::driver::result::memcpy_dtod_async(
-                y.ptr,
-                x.ptr,
-                self.bytes,
-                gpu.stream(stream).cu_stream(),
-            )
-        }
-        .map_err(driver("copying device to device"))
+        gpu.copy_device(x, y, self.bytes, stream)
     }
 }
 

@@ -6,6 +6,7 @@
 mod conv;
 mod detection;
 mod elementwise;
+mod fill;
 mod gather;
 mod layout;
 mod matmul;
@@ -254,7 +255,7 @@ pub fn build(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         "Gather" => gather::build_gather(gpu, node),
         "RoiAlign" => detection::build_roi_align(node),
         "ScatterElements" | "Scatter" => detection::build_scatter_elements(node),
-        "ConstantOfShape" => detection::build_constant_of_shape(node),
+        "ConstantOfShape" => fill::build_constant_of_shape(node),
         "Pad" => pad::build_pad(node),
         "Resize" | "Upsample" => resize::build_resize(gpu, node),
         "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" => layout::build_alias(node),

@@ -1,22 +1,20 @@
 //! Pad in `constant` mode on the GPU: a fill of the output, then a strided copy of the input
 //! into its interior (negative pads crop: only the input's surviving part is copied).
 
+use super::fill::Fill;
 use super::layout::{Piece, StridedCopies, constant_ints, copies};
 use super::{GpuIo, GpuKernel, GpuNode};
 use crate::Tensor;
-use crate::cuda::codegen::{KernelSource, Strides, contiguous_strides, copy, launch_shape};
+use crate::cuda::codegen::{Strides, contiguous_strides};
 use crate::cuda::error::CudaResult;
-use crate::cuda::gpu::{Gpu, KernelArg};
-use crate::cuda::host::tensor_bytes;
+use crate::cuda::gpu::Gpu;
 
 /// Pad in `constant` mode: fill the output with the value, then copy the input into its
 /// interior.
 #[derive(Debug)]
 struct ConstantPad {
-    fill: KernelSource,
-    value: KernelArg,
+    fill: Fill,
     copies: StridedCopies,
-    n: usize,
 }
 
 pub(super) fn build_pad(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
@@ -60,16 +58,6 @@ pub(super) fn build_pad(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
         Some(v) => crate::cpu::shape::cast::cast_tensor(&v, x.dtype)?,
         None => Tensor::zeros(x.dtype, &[]),
     };
-    let bits = tensor_bytes(&value).ok_or_else(|| node.unsupported("string values"))?;
-    let value = match bits.as_slice() {
-        [a] => KernelArg::Bits8(*a),
-        [a, b] => KernelArg::Bits16(u16::from_ne_bytes([*a, *b])),
-        [a, b, c, d] => KernelArg::Bits32(u32::from_ne_bytes([*a, *b, *c, *d])),
-        eight if eight.len() == 8 => {
-            KernelArg::I64(i64::from_ne_bytes(eight.try_into().unwrap_or([0; 8])))
-        }
-        _ => return Err(node.unsupported("the value's element size")),
-    };
     // The part of the input that survives the crops, and where it lands in the output.
     let kept: Vec<usize> = (0..rank)
         .map(|d| (x.shape[d] as i64 + begin[d].min(0) + end[d].min(0)).max(0) as usize)
@@ -95,31 +83,14 @@ pub(super) fn build_pad(node: &GpuNode<'_>) -> CudaResult<Box<dyn GpuKernel>> {
     };
     let copies = copies(node, rank, vec![interior])?;
     Ok(Box::new(ConstantPad {
-        fill: copy::fill_source(copies.element_bytes)
-            .ok_or_else(|| node.unsupported(format!("{}-byte elements", copies.element_bytes)))?,
-        value,
+        fill: Fill::new(node, &value, y.len())?,
         copies,
-        n: y.len(),
     }))
 }
 
 impl GpuKernel for ConstantPad {
     fn launch(&self, gpu: &Gpu, stream: usize, io: &GpuIo<'_>) -> CudaResult<()> {
-        if self.n == 0 {
-            return Ok(());
-        }
-        let args = [
-            KernelArg::Ptr(io.output(0)?.ptr),
-            KernelArg::I64(self.n as i64),
-            self.value,
-        ];
-        gpu.launch(
-            &self.fill,
-            stream,
-            launch_shape(self.n, gpu.info().multiprocessors),
-            0,
-            &args,
-        )?;
+        self.fill.enqueue(gpu, stream, io.output(0)?)?;
         self.copies.launch(gpu, stream, io)
     }
 }
