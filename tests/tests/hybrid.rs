@@ -76,6 +76,17 @@ fn gpu_first(graph: &Graph, fixed: &FixedValues) -> Vec<Side> {
         .collect()
 }
 
+/// The op types of the nodes `sides` puts on the host, in graph order.
+fn host_ops<'g>(graph: &'g Graph, sides: &[Side]) -> Vec<&'g str> {
+    graph
+        .nodes
+        .iter()
+        .zip(sides)
+        .filter(|(_, s)| **s == Side::Host)
+        .map(|(n, _)| n.op_type.as_str())
+        .collect()
+}
+
 fn tensors(values: &[Value]) -> Vec<&Tensor> {
     values.iter().map(|v| v.as_tensor().unwrap()).collect()
 }
@@ -234,13 +245,7 @@ fn segments_after_a_data_dependent_shape_run_on_the_device_once_their_shape_come
     let (values, fixed) = specialize(&mut graph, &first).unwrap();
     let sides = gpu_first(&graph, &fixed);
     // Everything but NonZero: Transpose, Cast, ReduceSum and Add follow its shape.
-    let on_host: Vec<&str> = graph
-        .nodes
-        .iter()
-        .zip(&sides)
-        .filter(|(_, s)| **s == Side::Host)
-        .map(|(n, _)| n.op_type.as_str())
-        .collect();
+    let on_host = host_ops(&graph, &sides);
     assert_eq!(on_host, ["NonZero"]);
     for refuse in [false, true] {
         let compiles = Arc::new(AtomicUsize::new(0));
@@ -342,13 +347,7 @@ fn shape_arithmetic_after_a_data_dependent_count_runs_on_the_host_and_keys_devic
     let sides = gpu_first(&graph, &fixed);
     // The count's shape arithmetic stays on the host; ConstantOfShape and Expand, whose
     // shape it gives, go to the device with the gathers and the arithmetic on the data.
-    let on_host: Vec<&str> = graph
-        .nodes
-        .iter()
-        .zip(&sides)
-        .filter(|(_, s)| **s == Side::Host)
-        .map(|(n, _)| n.op_type.as_str())
-        .collect();
+    let on_host = host_ops(&graph, &sides);
     assert_eq!(
         on_host,
         ["NonZero", "Shape", "Gather", "Unsqueeze", "Concat"]
