@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, ValueId};
 use crate::hybrid::{
     FixedValues, HostSegment, HybridPlan, SegmentCompiler, SegmentWork, Side, compile_split,
-    partition, segment_graph, shapes_follow_input_shapes,
+    partition, segment_graph, shapes_follow_input_shapes, with_constants,
 };
 use crate::profile::{self, ProfileOptions};
 use crate::value::{Value, all_tensors};
@@ -106,20 +106,6 @@ impl SegmentCompiler for GpuCompiler {
             policy,
         )?)))
     }
-}
-
-/// `graph` with the shape arithmetic's values in `values` (indexed by value id) as constants:
-/// what a device plan compiled for those values sees.
-fn with_shape_arithmetic(graph: &Graph, fixed: &FixedValues, values: &[Option<Value>]) -> Graph {
-    let mut keyed = graph.clone();
-    for (i, value) in values.iter().enumerate() {
-        if let (true, Some(Value::Tensor(t))) =
-            (fixed.shape_arithmetic.get(i) == Some(&true), value)
-        {
-            keyed.constants.insert(ValueId::new(i), t.clone());
-        }
-    }
-    keyed
 }
 
 /// A value's type and shape (`None`: not a tensor, or not computed).
@@ -310,7 +296,10 @@ impl HybridParts<'_> {
     /// tensors only, and it has a GPU kernel for the shapes and shape arithmetic of the
     /// specializing run.
     pub fn eligible(&self, fixed: &FixedValues) -> Vec<bool> {
-        let keyed = with_shape_arithmetic(self.graph, fixed, self.values);
+        let arithmetic = (0..self.graph.values.len())
+            .filter(|&i| fixed.shape_arithmetic[i])
+            .map(ValueId::new);
+        let keyed = with_constants(self.graph, arithmetic, self.values);
         let desc_of = |v: ValueId| -> Result<&TensorDesc> {
             self.descs[v.index()].as_ref().ok_or_else(|| {
                 Error::InvalidModel(format!("value '{}' is not a tensor", self.graph.name(v)))

@@ -13,6 +13,7 @@ mod engine;
 mod hybrid;
 mod memory;
 mod plan;
+mod status;
 mod timing;
 mod values;
 

@@ -9,12 +9,13 @@ use spillway_kernels::cuda::host::{tensor_bytes, tensor_from_bytes, write_tensor
 use spillway_kernels::cuda::memory::PinnedBuffer;
 use spillway_kernels::cuda::memory::aligned;
 use spillway_kernels::cuda::ops::{self, GpuIo, GpuKernel, GpuNode, TensorDesc};
-use spillway_kernels::cuda::{CudaError, DeviceArena, DeviceRegion, Gpu};
+use spillway_kernels::cuda::{DeviceArena, DeviceRegion, Gpu};
 use spillway_kernels::{NodeSpec, Tensor};
 
 use super::assignment::StreamAssignment;
 use super::assignment::check_assignment;
 use super::memory::{ValueMemory, place_values};
+use super::status::StatusWords;
 use super::{node_error, step_error};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
@@ -74,9 +75,8 @@ pub struct GpuPlan {
     /// Recorded after uploads (copy stream) and after the last launch (stream 0).
     pub(super) uploaded: CudaEvent,
     pub(super) done: CudaEvent,
-    /// The status words of the kernels that report one, contiguous, zeroed at the start of
-    /// every run and read after it; the node of each, in order.
-    status: Option<(DeviceRegion, Vec<usize>)>,
+    /// The words of the kernels that report a status.
+    status: Option<StatusWords>,
     /// Page-locked staging, one buffer per input then one per output, so that copies run
     /// asynchronously at full speed. Runs are serialized by `running`, which guards these.
     pub(super) running: Mutex<Staging>,
@@ -180,11 +180,9 @@ impl GpuPlan {
                 at += aligned(w.1.max(1));
             }
         }
-        let reporting: Vec<usize> = (0..kernels.len())
-            .filter(|&i| kernels[i].reports_status())
-            .collect();
+        let status_bytes = StatusWords::bytes_for(&kernels);
         let status_at = at;
-        at += aligned(reporting.len() * ops::STATUS_BYTES);
+        at += aligned(status_bytes);
         let arena = DeviceArena::new(gpu.stream(0), at)
             .map_err(|e| step_error("allocating the arena", e))?;
         let region = |(offset, bytes): (usize, usize)| -> Result<DeviceRegion> {
@@ -193,6 +191,7 @@ impl GpuPlan {
                 .sub(offset, bytes)
                 .ok_or_else(|| Error::Internal("GPU arena layout out of bounds".into()))
         };
+        let status = StatusWords::place(&kernels, region((status_at, status_bytes))?);
         for &v in &constant_ids {
             let bytes = tensor_bytes(&graph.constants[&v])
                 .ok_or_else(|| step_error(format!("constant '{}'", graph.name(v)), "dtype"))?;
@@ -236,11 +235,10 @@ impl GpuPlan {
             let workspace = (kernel.workspace_bytes() > 0)
                 .then(|| region(workspace_at[&stream]))
                 .transpose()?;
-            let status = reporting
-                .iter()
-                .position(|&r| r == i)
-                .map(|k| region((status_at + k * ops::STATUS_BYTES, ops::STATUS_BYTES)))
-                .transpose()?;
+            let status = match &status {
+                Some(words) => words.word(i)?,
+                None => None,
+            };
             steps.push(Step {
                 node: i,
                 kernel,
@@ -300,12 +298,6 @@ impl GpuPlan {
             .keys()
             .map(|v| Ok((*v, binding(v)?)))
             .collect::<Result<_>>()?;
-        let status = if reporting.is_empty() {
-            None
-        } else {
-            let bytes = reporting.len() * ops::STATUS_BYTES;
-            Some((region((status_at, bytes))?, reporting))
-        };
         Ok(GpuPlan {
             status,
             values,
@@ -399,10 +391,8 @@ impl GpuPlan {
     pub fn enqueue(&self) -> Result<()> {
         let main = self.gpu.stream(0);
         let ordering = |e| step_error("ordering the streams", e);
-        if let Some((words, _)) = &self.status {
-            self.gpu
-                .zero(*words, 0)
-                .map_err(|e| step_error("zeroing the status words", e))?;
+        if let Some(words) = &self.status {
+            words.zero(&self.gpu)?;
         }
         self.fork.record(main).map_err(ordering)?;
         for &s in &self.streams[1..] {
@@ -448,7 +438,9 @@ impl GpuPlan {
     /// back.
     pub(super) fn download(&self, staging: &mut Staging) -> Result<Vec<Tensor>> {
         self.after_main()?;
-        self.check_status()?;
+        if let Some(words) = &self.status {
+            words.check(&self.gpu, &self.graph, &self.steps)?;
+        }
         self.outputs
             .iter()
             .zip(&mut staging.outputs)
@@ -463,35 +455,6 @@ impl GpuPlan {
                     .map_err(|e| step_error(what(), e))
             })
             .collect()
-    }
-
-    /// The error of the first kernel whose status word the last run set, naming its node.
-    fn check_status(&self) -> Result<()> {
-        let Some((words, nodes)) = &self.status else {
-            return Ok(());
-        };
-        let mut host = vec![0u8; words.bytes];
-        self.gpu
-            .download(*words, &mut host)
-            .map_err(|e| step_error("reading the status words", e))?;
-        for (word, &i) in host.chunks_exact(ops::STATUS_BYTES).zip(nodes) {
-            if let Some((code, value)) = ops::read_status(word) {
-                let Some(step) = self.steps.iter().find(|s| s.node == i) else {
-                    continue;
-                };
-                let node = &self.graph.nodes[i];
-                // A bad index is the error the CPU kernel raises, whichever device met it.
-                return Err(match step.kernel.status_error(code, value) {
-                    CudaError::Kernel(cause) => Error::Kernel {
-                        node: node.name.clone(),
-                        op_type: node.op_type.clone(),
-                        cause,
-                    },
-                    other => node_error(node, other),
-                });
-            }
-        }
-        Ok(())
     }
 
     /// Orders the download stream after everything enqueued on stream 0.

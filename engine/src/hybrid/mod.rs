@@ -24,7 +24,7 @@ pub use shape_cache::{SegmentCompiler, ShapeKeyedSegment, ShapeStats};
 use crate::error::{Error, Result};
 use crate::exec::SequentialPlan;
 use crate::graph::passes::{fold_constants, remove_dead_nodes};
-use crate::graph::{Dim, Graph};
+use crate::graph::{Dim, Graph, ValueId};
 use crate::value::Value;
 
 /// Fixes `graph` to the shapes of `inputs` (one per graph input): runs it once on the CPU,
@@ -57,6 +57,22 @@ pub fn specialize(
     remove_dead_nodes(graph);
     let fixed = FixedValues::of(graph);
     Ok((values, fixed))
+}
+
+/// `graph` with the tensors `values` (indexed by value id) holds for `ids` as constants: what
+/// a device plan compiled for those contents sees (shape arithmetic, see [`FixedValues`]).
+pub fn with_constants(
+    graph: &Graph,
+    ids: impl IntoIterator<Item = ValueId>,
+    values: &[Option<Value>],
+) -> Graph {
+    let mut with = graph.clone();
+    for v in ids {
+        if let Some(Some(Value::Tensor(t))) = values.get(v.index()) {
+            with.constants.insert(v, t.clone());
+        }
+    }
+    with
 }
 
 /// The shape of each tensor among `inputs` (`None` for other values).

@@ -14,8 +14,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::plan::{HostSegment, SegmentWork};
+use super::with_constants;
 use crate::error::{Error, Result};
-use crate::graph::Graph;
+use crate::graph::{Graph, ValueId};
 use crate::value::Value;
 use spillway_kernels::Tensor;
 
@@ -175,21 +176,15 @@ fn key_of(inputs: &[Value], by_content: &[bool]) -> Option<Key> {
     Some((shapes, contents))
 }
 
-/// `graph` with its shape-arithmetic inputs' values in `inputs` as constants.
-fn with_contents(graph: &Graph, inputs: &[Value], by_content: &[bool]) -> Graph {
-    let mut keyed = graph.clone();
-    for ((v, value), _) in graph
+/// The inputs of `graph` that `by_content` marks.
+fn keyed_inputs(graph: &Graph, by_content: &[bool]) -> Vec<ValueId> {
+    graph
         .inputs
         .iter()
-        .zip(inputs)
         .zip(by_content)
         .filter(|(_, keyed)| **keyed)
-    {
-        if let Some(t) = value.as_tensor() {
-            keyed.constants.insert(*v, t.clone());
-        }
-    }
-    keyed
+        .map(|(v, _)| *v)
+        .collect()
 }
 
 impl ShapeKeyedSegment {
@@ -207,7 +202,7 @@ impl ShapeKeyedSegment {
             Error::Internal("a shape-arithmetic segment input is not a tensor of numbers".into())
         })?;
         let first = compiler.compile(
-            &with_contents(&graph, inputs, &by_content),
+            &with_constants(&graph, keyed_inputs(&graph, &by_content), values),
             inputs,
             values,
             true,
@@ -246,7 +241,8 @@ impl ShapeKeyedSegment {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let graph = with_contents(&self.graph, &inputs, &self.by_content);
+        let keyed = keyed_inputs(&self.graph, &self.by_content);
+        let graph = with_constants(&self.graph, keyed, &values);
         let known = match self.compiler.compile(&graph, &inputs, &values, false) {
             Ok(work) => Known::Compiled(Arc::from(work)),
             Err(e) => {
