@@ -53,6 +53,9 @@ enum Command {
         /// the placement measures one stream, Lios, Opara and Greedy and keeps the fastest.
         #[arg(long, value_name = "STREAMS")]
         cuda: Option<usize>,
+        /// Write every output as DIR/NAME.npy (created if missing; `/` in a name becomes `_`).
+        #[arg(long, value_name = "DIR")]
+        output_dir: Option<PathBuf>,
     },
     /// Measure every node on every device and write the cost model (JSON).
     Profile {
@@ -130,6 +133,7 @@ fn main() -> Result<()> {
             trace,
             pause_ms,
             cuda,
+            output_dir,
         } => cli::run::run(
             model,
             &inputs,
@@ -140,6 +144,7 @@ fn main() -> Result<()> {
                 trace,
                 pause: std::time::Duration::from_millis(pause_ms),
                 cuda_streams: cuda,
+                output_dir,
             },
         ),
         Command::Profile {

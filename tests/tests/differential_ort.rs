@@ -10,7 +10,8 @@ use spillway_kernels::Tensor;
 use spillway_tests::build::{Attr, ModelBuilder};
 use spillway_tests::oracle::{Oracle, OrtConfig};
 use spillway_tests::{
-    onnx_test_data, relative_l2, seeded_inputs, seeded_inputs_from, workspace_root,
+    max_relative_difference, onnx_test_data, relative_l2, seeded_inputs, seeded_inputs_from,
+    workspace_root,
 };
 
 const TOLERANCE: f64 = 1e-4;
@@ -572,4 +573,60 @@ fn conv_transpose_geometries_match_onnx_runtime() {
         rows.push(compare_built(label, &m.to_bytes(17), 3));
     }
     check_table(&rows);
+}
+
+/// `Resize` over the geometries detectors use (a photo scaled to a detector's input size, up
+/// and down; FPN's nearest ×2) and the other coordinate modes, against ORT to within
+/// rounding: the largest difference may be 1e-6 on inputs in [-1, 1). ORT computes a float
+/// tensor's scales and source coordinates in `f32`; coordinates computed in `f64` put the
+/// samples up to 3e-5 of a pixel elsewhere on a 640-pixel axis and change values by 1e-4,
+/// which a detector's backbone amplifies into different proposals.
+#[test]
+fn resize_geometries_match_onnx_runtime() {
+    // (input h, w, output h, w, mode, coordinate_transformation_mode)
+    type Geometry = (i64, i64, i64, i64, &'static str, &'static str);
+    let geometries: &[Geometry] = &[
+        (480, 640, 320, 427, "linear", "half_pixel"),
+        (480, 640, 800, 1067, "linear", "half_pixel"),
+        (37, 53, 91, 17, "linear", "pytorch_half_pixel"),
+        (37, 53, 64, 80, "linear", "align_corners"),
+        (37, 53, 20, 100, "linear", "asymmetric"),
+        (25, 38, 50, 76, "nearest", "asymmetric"),
+        (37, 53, 91, 17, "nearest", "half_pixel"),
+        (37, 53, 64, 80, "cubic", "half_pixel"),
+    ];
+    for &(h, w, oh, ow, mode, coordinates) in geometries {
+        let label = format!("{h}x{w} -> {oh}x{ow} {mode} {coordinates}");
+        let mut m = ModelBuilder::new(3);
+        m.input("x", &[1, 3, h, w])
+            .ints("sizes", &[1, 3, oh, ow])
+            .node(
+                "Resize",
+                &["x", "", "", "sizes"],
+                &["y"],
+                &[
+                    ("mode", Attr::Str(mode)),
+                    ("coordinate_transformation_mode", Attr::Str(coordinates)),
+                    ("nearest_mode", Attr::Str("floor")),
+                ],
+            )
+            .output("y");
+        let bytes = m.to_bytes(19);
+        let session = Session::builder().commit_from_memory(&bytes).unwrap();
+        let inputs = vec![(
+            "x".to_string(),
+            spillway_tests::seeded_f32(&[1, 3, h as usize, w as usize], 5),
+        )];
+        let ours = session.run(inputs.clone()).unwrap().into_tensors();
+        let theirs = Oracle::load_bytes(&bytes, OrtConfig::default())
+            .unwrap()
+            .run(&inputs)
+            .unwrap();
+        let difference = max_relative_difference(&theirs[0], &ours[0]).unwrap();
+        println!("resize {label}: largest difference {difference:.2e}");
+        assert!(
+            difference <= 1e-6,
+            "{label}: differs from ORT by {difference:.2e}"
+        );
+    }
 }

@@ -2,6 +2,7 @@
 
 pub mod devices;
 pub mod inputs;
+pub mod outputs;
 pub mod profile;
 pub mod run;
 pub mod schedule;

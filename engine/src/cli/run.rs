@@ -11,7 +11,8 @@ use super::inputs::model_inputs;
 
 /// The small multi-branch model `spillway run` uses when no model is given
 /// (built by `models/make_small.py`).
-const DEFAULT_MODEL: &[u8] = include_bytes!("../../../models/small/inception_block.onnx");
+pub(crate) const DEFAULT_MODEL: &[u8] =
+    include_bytes!("../../../models/small/inception_block.onnx");
 
 /// How `spillway run` runs a model.
 #[derive(Debug, Clone)]
@@ -28,6 +29,8 @@ pub struct RunSettings {
     pub pause: Duration,
     /// Run every node on CUDA GPU 0 with this many streams (`Auto` picks how they are used).
     pub cuda_streams: Option<usize>,
+    /// Where every output goes as `NAME.npy`.
+    pub output_dir: Option<PathBuf>,
 }
 
 /// Runs `model` (or the bundled one) as `settings` say, with the inputs `given` (NAME=FILE.npy;
@@ -129,6 +132,10 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
             ),
             None => println!("output {name}: {}", v.type_string()),
         }
+    }
+    if let Some(dir) = &settings.output_dir {
+        super::outputs::write_npy_dir(dir, &outputs)?;
+        println!("outputs written to {}", dir.display());
     }
     // A GPU session's values live in its device arena, planned once; these are the CPU's.
     if !session.devices().has_cuda() {

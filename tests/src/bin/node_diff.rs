@@ -1,11 +1,15 @@
 //! Finds where Spillway and ONNX Runtime part ways inside a model: every node output becomes a
 //! graph output, both engines run the rewritten model unoptimized on the same seeded inputs,
 //! and each value's relative L2 error is printed in node order (the first value above the
-//! threshold is where to look).
+//! threshold is where to look). Beside it, how far ORT with its graph optimizations moves the
+//! same value by reordering float arithmetic alone: a difference Spillway shares with optimized
+//! ORT is the model's sensitivity, one that ORT does not have is ours.
 //!
-//! `cargo run --release -p spillway-tests --bin node_diff -- MODEL.onnx [THRESHOLD] [BATCH] [optimized|plain] [ROWS]`
+//! `cargo run --release -p spillway-tests --bin node_diff -- [--image PHOTO] MODEL.onnx [THRESHOLD] [BATCH] [optimized|plain] [ROWS]`
 //!
-//! At most ROWS (default 40) differing values are listed.
+//! At most ROWS (default 40) differing values are listed. `--image` feeds a photo to the first
+//! input, decoded as `spillway detect` and `detection_check` decode it (a float 3×H×W tensor in
+//! [0, 1]); the other inputs are seeded.
 //!
 //! With `optimized`, Spillway runs its graph passes (values they remove are skipped).
 
@@ -14,6 +18,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use prost::Message;
+use spillway::detect::{read_rgb, to_chw_tensor};
 use spillway::onnx::proto::{ModelProto, ValueInfoProto};
 use spillway::{OptimizationLevel, Session, Tensor};
 use spillway_tests::oracle::{Oracle, OrtConfig};
@@ -76,9 +81,16 @@ fn worst_element(expected: &Tensor, actual: &Tensor) -> String {
 }
 
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    let photo = match args.peek().map(String::as_str) {
+        Some("--image") => {
+            args.next();
+            Some(PathBuf::from(args.next().context("--image PHOTO")?))
+        }
+        _ => None,
+    };
     let Some(path) = args.next().map(PathBuf::from) else {
-        bail!("usage: node_diff MODEL.onnx [THRESHOLD] [BATCH]");
+        bail!("usage: node_diff [--image PHOTO] MODEL.onnx [THRESHOLD] [BATCH]");
     };
     let threshold: f64 = args.next().map_or(Ok(1e-5), |s| s.parse())?;
     let batch: usize = args.next().map_or(Ok(1), |s| s.parse())?;
@@ -93,7 +105,10 @@ fn main() -> Result<()> {
             OptimizationLevel::Disabled
         })
         .commit_from_memory(&exposed)?;
-    let inputs = seeded_inputs(&ours, batch);
+    let mut inputs = seeded_inputs(&ours, batch);
+    if let Some(photo) = &photo {
+        inputs[0].1 = to_chw_tensor(&read_rgb(photo)?)?;
+    }
     let mut oracle = Oracle::load_bytes(
         &exposed,
         OrtConfig {
@@ -102,6 +117,7 @@ fn main() -> Result<()> {
         },
     )?;
     let theirs = oracle.run(&inputs)?;
+    let reordered = Oracle::load_bytes(&exposed, OrtConfig::default())?.run(&inputs)?;
     println!("Graph outputs of the model as written, against ORT unoptimized:");
     for level in [OptimizationLevel::Disabled, OptimizationLevel::All] {
         let plain = Session::builder()
@@ -115,7 +131,9 @@ fn main() -> Result<()> {
     }
     let mine = ours.run(inputs)?;
     let mut shown = 0;
-    println!("| value | rel L2 | largest difference |\n| --- | ---: | --- |");
+    println!(
+        "| value | rel L2 | largest difference | ORT optimized rel L2 |\n| --- | ---: | --- | ---: |"
+    );
     for (i, name) in names.iter().enumerate() {
         let (Some(a), Some(b)) = (theirs.get(i), mine.get(name)) else {
             if !optimized {
@@ -126,7 +144,15 @@ fn main() -> Result<()> {
         // Tensors that are not numbers (Bool) must be equal.
         let err = relative_l2(a, b).unwrap_or(if a == b { 0.0 } else { f64::INFINITY });
         if err > threshold || !err.is_finite() {
-            println!("| {name} | {err:.3e} | {} |", worst_element(a, b));
+            let own = relative_l2(a, &reordered[i]).unwrap_or(if *a == reordered[i] {
+                0.0
+            } else {
+                f64::INFINITY
+            });
+            println!(
+                "| {name} | {err:.3e} | {} | {own:.3e} |",
+                worst_element(a, b)
+            );
             shown += 1;
             if shown >= rows {
                 println!("(more values differ; stopping)");

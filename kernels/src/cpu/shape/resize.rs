@@ -204,12 +204,14 @@ fn given<'a>(inputs: &[Option<&'a Tensor>], i: usize) -> Option<&'a Tensor> {
 }
 
 impl Resize {
-    /// Output sizes, scales and roi for every axis of `shape`, plus the axes to resize in order.
+    /// Output sizes, scales and roi for every axis of `shape`, plus the axes to resize in order;
+    /// `single`: scales computed from sizes in `f32`, as ONNX Runtime does for `f32` tensors.
     #[allow(clippy::type_complexity)]
     fn geometry(
         &self,
         inputs: &[Option<&Tensor>],
         shape: &[usize],
+        single: bool,
     ) -> Result<(Vec<usize>, Vec<f64>, Vec<(f64, f64)>, Vec<usize>)> {
         let r = shape.len();
         let axes = match &self.axes {
@@ -258,7 +260,11 @@ impl Resize {
                     )));
                 }
                 for (&ax, &v) in axes.iter().zip(&z) {
-                    sc[ax] = v as f64 / shape[ax] as f64;
+                    sc[ax] = if single {
+                        f64::from(v as f32 / shape[ax] as f32)
+                    } else {
+                        v as f64 / shape[ax] as f64
+                    };
                     out[ax] = v as usize;
                 }
                 if self.policy != AspectPolicy::Stretch {
@@ -322,6 +328,7 @@ impl Resize {
         scales: &[f64],
         rois: &[(f64, f64)],
         axes: &[usize],
+        single: bool,
     ) -> Vec<ResizePass> {
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
         let identity = |ax: usize| {
@@ -351,6 +358,7 @@ impl Resize {
                     interp: self.interp,
                     antialias: self.antialias,
                     exclude_outside: self.exclude_outside,
+                    single,
                 };
                 let pass = ResizePass {
                     axis: ax,
@@ -383,14 +391,16 @@ impl Resize {
     }
 
     /// The output shape and the passes of a resize of a tensor of `shape` given `inputs`
-    /// (the tensor's own entry may be absent), and the extrapolation value.
+    /// (the tensor's own entry may be absent), and the extrapolation value; `single`: the
+    /// tensor is `f32`, whose scales and coordinates are computed in `f32` as ONNX Runtime does.
     pub(crate) fn plan_for(
         &self,
         inputs: &[Option<&Tensor>],
         shape: &[usize],
+        single: bool,
     ) -> Result<(Vec<usize>, Vec<ResizePass>, f64)> {
-        let (out_shape, scales, rois, axes) = self.geometry(inputs, shape)?;
-        let passes = self.passes(shape, &out_shape, &scales, &rois, &axes);
+        let (out_shape, scales, rois, axes) = self.geometry(inputs, shape, single)?;
+        let passes = self.passes(shape, &out_shape, &scales, &rois, &axes, single);
         Ok((out_shape, passes, self.extrapolation))
     }
 }
@@ -398,7 +408,8 @@ impl Resize {
 impl Kernel for Resize {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
-        let (out_shape, passes, _) = self.plan_for(inputs, x.shape())?;
+        let single = x.dtype() == DType::F32;
+        let (out_shape, passes, _) = self.plan_for(inputs, x.shape(), single)?;
         // f32 computes in f32, as ONNX Runtime does; every other type in f64, like the reference.
         if let Tensor::F32(a) = x {
             let a = a.as_standard_layout();

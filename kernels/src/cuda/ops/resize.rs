@@ -131,7 +131,7 @@ pub(super) fn build_resize(gpu: &Gpu, node: &GpuNode<'_>) -> CudaResult<Box<dyn 
         }
         constants.push(node.constant(i));
     }
-    let (out_shape, passes, extrapolation) = resize.plan_for(&constants, &x.shape)?;
+    let (out_shape, passes, extrapolation) = resize.plan_for(&constants, &x.shape, true)?;
     if out_shape != y.shape {
         return Err(node.unsupported(format!(
             "output shape {:?}, the plan says {:?}",

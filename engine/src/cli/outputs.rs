@@ -1,0 +1,78 @@
+//! Writing a run's outputs as `.npy` files (`spillway run --output-dir`).
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use ndarray_npy::WriteNpyExt;
+use spillway::{DType, SessionOutputs, Tensor};
+
+/// Writes every output of `outputs` to `dir/NAME.npy` (`/` and `\` in a name become `_`),
+/// creating `dir` if it is missing. An output that is not a tensor, or a tensor whose element
+/// type `.npy` cannot hold (strings, 16-bit and smaller floats), fails naming the output.
+pub fn write_npy_dir(dir: &Path, outputs: &SessionOutputs) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, value) in outputs.iter_values() {
+        let Some(tensor) = value.as_tensor() else {
+            bail!(
+                "output {name} is a {}, which .npy cannot hold",
+                value.type_string()
+            );
+        };
+        let path = dir.join(format!("{}.npy", name.replace(['/', '\\'], "_")));
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        write_npy(tensor, std::io::BufWriter::new(file))
+            .with_context(|| format!("writing output {name} to {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn write_npy(tensor: &Tensor, out: impl std::io::Write) -> Result<()> {
+    macro_rules! write_as {
+        ($t:ty) => {
+            tensor.view::<$t>()?.write_npy(out)?
+        };
+    }
+    match tensor.dtype() {
+        DType::F32 => write_as!(f32),
+        DType::F64 => write_as!(f64),
+        DType::I64 => write_as!(i64),
+        DType::I32 => write_as!(i32),
+        DType::I16 => write_as!(i16),
+        DType::I8 => write_as!(i8),
+        DType::U8 => write_as!(u8),
+        DType::U16 => write_as!(u16),
+        DType::U32 => write_as!(u32),
+        DType::U64 => write_as!(u64),
+        DType::Bool => write_as!(bool),
+        other => bail!("a {other} tensor cannot be written as .npy"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::ArrayD;
+    use ndarray_npy::ReadNpyExt;
+    use spillway::Session;
+
+    #[test]
+    fn every_output_reads_back_equal() {
+        let session = Session::builder()
+            .commit_from_memory(crate::cli::run::DEFAULT_MODEL)
+            .unwrap();
+        let inputs = crate::cli::inputs::model_inputs(&session.inputs(), &[], 1).unwrap();
+        let outputs = session.run(inputs).unwrap();
+        let dir = std::env::temp_dir().join(format!("spillway-outputs-{}", std::process::id()));
+        write_npy_dir(&dir, &outputs).unwrap();
+        for (name, value) in outputs.iter_values() {
+            let file =
+                std::fs::File::open(dir.join(format!("{}.npy", name.replace('/', "_")))).unwrap();
+            let back = ArrayD::<f32>::read_npy(file).unwrap();
+            let want = value.as_tensor().unwrap().view::<f32>().unwrap();
+            assert_eq!(back.view(), want, "output {name}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
