@@ -1,5 +1,6 @@
 //! One axis of a separable resize: source coordinates, interpolation taps and
-//! their application, following `onnx.reference.ops.op_resize` exactly.
+//! their application, following `onnx.reference.ops.op_resize` exactly, except that an `f32`
+//! tensor's source coordinates are computed in `f32`, as ONNX Runtime computes them.
 
 /// How an output index maps back to an input coordinate.
 #[derive(Debug, Clone, Copy, PartialEq)]
