@@ -21,8 +21,26 @@ pub trait Real:
     fn of(v: f64) -> Self {
         <Self as num_traits::NumCast>::from(v).unwrap_or_else(Self::nan)
     }
+
+    /// `values[i] ← activation(values[i] + add[i])` in one vectorized pass where this type,
+    /// the CPU and the activation allow; false when the caller must do it generically.
+    fn finish_vectorized(
+        _values: &mut [Self],
+        _add: Option<&[Self]>,
+        _activation: super::epilogue::Activation,
+    ) -> bool {
+        false
+    }
 }
-impl Real for f32 {}
+impl Real for f32 {
+    fn finish_vectorized(
+        values: &mut [f32],
+        add: Option<&[f32]>,
+        activation: super::epilogue::Activation,
+    ) -> bool {
+        super::epilogue_simd::finish_f32(values, add, activation)
+    }
+}
 impl Real for f64 {}
 
 /// Returns the tensor widened to a type the kernels compute in: `f16`/`bf16` become `f32`,

@@ -151,8 +151,11 @@ impl<'a, T: Real> Epilogue<'a, T> {
     /// # Panics
     /// If `add` does not cover those elements (an internal contract).
     pub fn finish(&self, values: &mut [T], offset: usize) {
-        if let Some(add) = self.add {
-            let add = &add[offset..offset + values.len()];
+        let add = self.add.map(|a| &a[offset..offset + values.len()]);
+        if T::finish_vectorized(values, add, self.activation) {
+            return;
+        }
+        if let Some(add) = add {
             values.iter_mut().zip(add).for_each(|(v, &z)| *v += z);
         }
         self.activation.apply(values);

@@ -7,6 +7,7 @@ pub mod conv_transpose;
 mod depthwise;
 pub mod einsum;
 pub mod epilogue;
+mod epilogue_simd;
 pub mod fused_conv;
 pub mod gemm_op;
 mod gemv;
