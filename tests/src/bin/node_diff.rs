@@ -107,7 +107,10 @@ fn main() -> Result<()> {
         .commit_from_memory(&exposed)?;
     let mut inputs = seeded_inputs(&ours, batch);
     if let Some(photo) = &photo {
-        inputs[0].1 = to_chw_tensor(&read_rgb(photo)?)?;
+        let first = inputs
+            .first_mut()
+            .context("--image: the model has no inputs")?;
+        first.1 = to_chw_tensor(&read_rgb(photo)?)?;
     }
     let mut oracle = Oracle::load_bytes(
         &exposed,
