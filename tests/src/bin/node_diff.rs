@@ -80,6 +80,16 @@ fn worst_element(expected: &Tensor, actual: &Tensor) -> String {
     }
 }
 
+/// Relative L2 error of `actual` against `expected`; tensors that are not numbers (Bool) must
+/// be equal (0, else infinite).
+fn difference(expected: &Tensor, actual: &Tensor) -> f64 {
+    relative_l2(expected, actual).unwrap_or(if expected == actual {
+        0.0
+    } else {
+        f64::INFINITY
+    })
+}
+
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1).peekable();
     let photo = match args.peek().map(String::as_str) {
@@ -144,14 +154,9 @@ fn main() -> Result<()> {
             }
             continue;
         };
-        // Tensors that are not numbers (Bool) must be equal.
-        let err = relative_l2(a, b).unwrap_or(if a == b { 0.0 } else { f64::INFINITY });
+        let err = difference(a, b);
         if err > threshold || !err.is_finite() {
-            let own = relative_l2(a, &reordered[i]).unwrap_or(if *a == reordered[i] {
-                0.0
-            } else {
-                f64::INFINITY
-            });
+            let own = difference(a, &reordered[i]);
             println!(
                 "| {name} | {err:.3e} | {} | {own:.3e} |",
                 worst_element(a, b)

@@ -18,6 +18,8 @@ pub mod range;
 pub mod reshape;
 pub mod resize;
 mod resize_axis;
+#[cfg(test)]
+mod resize_tests;
 pub mod shape_of;
 pub mod slice;
 pub mod split;
