@@ -158,7 +158,9 @@ fn segments_on_both_sides_compute_what_the_cpu_computes_on_other_data() {
         let segments = partition(&graph, &sides);
         assert!(segments.iter().any(|s| s.side == Side::Device));
         assert!(segments.iter().any(|s| s.side == Side::Host));
-        let plan = host_stand_in(&graph, &sides, input_shapes(&inputs(1, [0, 5]))).unwrap();
+        let plan = host_stand_in(&graph, &sides, input_shapes(&inputs(1, [0, 5])))
+            .unwrap()
+            .plan;
         for (seed, idx) in [(2, [3, 7]), (3, [287, 0]), (4, [1, 1])] {
             let x = inputs(seed, idx);
             let want = cpu_outputs(&bytes, &["x", "idx"], &x);
@@ -178,7 +180,9 @@ fn a_wrong_shape_and_a_failing_segment_are_errors_and_the_plan_keeps_working() {
     let mut graph = loaded(&bytes);
     let (_, fixed) = specialize(&mut graph, &inputs(1, [0, 5])).unwrap();
     let sides = fixed_on_device(&graph, &fixed);
-    let plan = host_stand_in(&graph, &sides, input_shapes(&inputs(1, [0, 5]))).unwrap();
+    let plan = host_stand_in(&graph, &sides, input_shapes(&inputs(1, [0, 5])))
+        .unwrap()
+        .plan;
     let wrong = vec![
         Value::Tensor(seeded_f32(&[1, 4, 7, 7], 5)),
         Value::Tensor(Tensor::from_shape_vec(&[2], vec![0i64, 1]).unwrap()),
@@ -409,15 +413,61 @@ fn zoo_detectors_split_gpu_first_match_the_cpu() {
             on(Side::Device),
             on(Side::Host)
         );
-        let plan = host_stand_in(&graph, &sides, input_shapes(&image(1))).unwrap();
+        let stand_in = host_stand_in(&graph, &sides, input_shapes(&image(1))).unwrap();
+        let kept: usize = stand_in.plan.segments().iter().map(|s| s.kept_outputs()).sum();
         for seed in [2, 3] {
             let want = cpu_outputs(&bytes, &["image"], &image(seed));
-            let got = plan.run(image(seed)).unwrap();
+            let got = stand_in.plan.run(image(seed)).unwrap();
             for (w, g) in want.iter().zip(tensors(&got)) {
                 assert_eq!(w.shape(), g.shape(), "{name}");
                 let err = relative_l2(w, g).unwrap();
                 assert!(err <= 1e-5, "{name}: relative L2 error {err}");
             }
         }
+        // The backbone's feature maps pass from device segment to device segment.
+        assert!(kept > 0, "{name}: no value stays on the device");
+        assert!(stand_in.read_on_device() >= 2 * kept, "{name}");
+        assert_eq!(stand_in.fetched(), 0, "{name}");
     }
+}
+
+#[test]
+fn values_only_device_segments_read_stay_on_the_device_under_concurrent_runs() {
+    let bytes = model();
+    let mut graph = loaded(&bytes);
+    specialize(&mut graph, &inputs(1, [0, 5])).unwrap();
+    // NonZero to ReduceSum on the host, the rest on the device: `picked` (Gather) passes
+    // from the first device segment to the last, over the host segment.
+    let sides: Vec<Side> = (graph.nodes.iter())
+        .map(|n| match n.op_type.as_str() {
+            "NonZero" | "Transpose" | "Cast" | "ReduceSum" => Side::Host,
+            _ => Side::Device,
+        })
+        .collect();
+    let stand_in = host_stand_in(&graph, &sides, input_shapes(&inputs(1, [0, 5]))).unwrap();
+    let kept: usize = stand_in.plan.segments().iter().map(|s| s.kept_outputs()).sum();
+    assert!(kept > 0, "the split passes no value from device to device");
+    // Runs from 4 threads at once, each on its own data: a device segment's next run
+    // overwrites what it kept, so a reader that copied it after another run's writer would
+    // compute from the other run's data.
+    let runs = 12;
+    std::thread::scope(|scope| {
+        for thread in 0..4u64 {
+            let (stand_in, bytes) = (&stand_in, &bytes);
+            scope.spawn(move || {
+                for run in 0..runs as u64 {
+                    let x = inputs(10 + thread * 100 + run, [(run % 7) as i64, 9]);
+                    let want = cpu_outputs(bytes, &["x", "idx"], &x);
+                    let got = stand_in.plan.run(x).unwrap();
+                    for (w, g) in want.iter().zip(tensors(&got)) {
+                        assert_eq!(w.shape(), g.shape());
+                        let err = relative_l2(w, g).unwrap();
+                        assert!(err <= 1e-6, "thread {thread} run {run}: relative L2 {err}");
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(stand_in.read_on_device(), 4 * runs * kept);
+    assert_eq!(stand_in.fetched(), 0);
 }

@@ -10,16 +10,20 @@
 //! threads are tested without a GPU.
 
 mod fixed_shapes;
+mod kept;
 mod plan;
 mod segments;
 mod shape_cache;
+mod stand_in;
 #[cfg(test)]
 mod test_graphs;
 
 pub use fixed_shapes::{FixedValues, shapes_follow_input_shapes};
+pub use kept::{KeptValue, SegmentValue, all_on_host, hosted};
 pub use plan::{HostSegment, HybridPlan, PlannedSegment, SegmentWork};
 pub use segments::{Segment, Side, partition, segment_graph};
 pub use shape_cache::{SegmentCompiler, ShapeKeyedSegment, ShapeStats};
+pub use stand_in::{StandIn, host_stand_in};
 
 use crate::error::{Error, Result};
 use crate::exec::SequentialPlan;
@@ -132,22 +136,4 @@ pub fn compile_split(
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(HybridPlan::new(graph, segments, input_shapes(inputs)))
-}
-
-/// A test instrument: `graph` split by `sides` with every segment, device ones included, run
-/// on the host. Checks the splitting and the two threads against a plain run.
-pub fn host_stand_in(
-    graph: &Graph,
-    sides: &[Side],
-    input_shapes: Vec<Option<Vec<usize>>>,
-) -> Result<HybridPlan> {
-    let segments = partition(graph, sides)
-        .into_iter()
-        .map(|s| {
-            let work: Box<dyn SegmentWork> =
-                Box::new(HostSegment::compile(&segment_graph(graph, &s))?);
-            Ok((s, work))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(HybridPlan::new(graph, segments, input_shapes))
 }

@@ -1,7 +1,9 @@
 //! [`HybridPlan`]: a graph's segments on the host and on one device, run side by side. The
 //! device's segments run in order on one thread, the host's in order on another (the caller's);
-//! a segment starts once the segments it reads from have finished, and the values between
-//! segments travel as host tensors.
+//! a segment starts once the segments it reads from have finished. A value between segments
+//! travels as a host tensor, except one that only device segments read: that one stays on the
+//! device ([`super::KeptValue`]), and the device side of a run then holds the plan's device lock, so
+//! that no other run's segment overwrites it before its readers have copied it.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -11,6 +13,7 @@ use spillway_kernels::Tensor;
 use spillway_kernels::buffer_pool::Pool;
 use spillway_kernels::output_buffer::{self, Buffer};
 
+use super::kept::{SegmentValue, all_on_host, hosted};
 use super::segments::{Segment, Side};
 use super::shape_cache::ShapeStats;
 use crate::error::{Error, Result};
@@ -23,6 +26,20 @@ use crate::value::Value;
 pub trait SegmentWork: Send + Sync + std::fmt::Debug {
     /// Runs on the segment's inputs (in its order); returns its outputs (in its order).
     fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>>;
+
+    /// [`SegmentWork::run`] on inputs that may have been left on the device by other
+    /// segments; an output whose flag in `keep` is set (missing flags are unset) may stay on
+    /// the device as a [`super::KeptValue`]. By default kept inputs are copied to the host and
+    /// nothing is kept.
+    fn run_with(&self, inputs: Vec<SegmentValue>, keep: &[bool]) -> Result<Vec<SegmentValue>> {
+        let _ = keep;
+        Ok(hosted(self.run(all_on_host(inputs)?)?))
+    }
+
+    /// Whether [`SegmentWork::run_with`] may keep outputs on the device.
+    fn keeps_outputs(&self) -> bool {
+        false
+    }
 
     /// Device memory the segment holds, bytes (0 on the host).
     fn device_bytes(&self) -> usize {
@@ -79,6 +96,8 @@ pub struct PlannedSegment {
     pub nodes: usize,
     inputs: Vec<ValueId>,
     outputs: Vec<ValueId>,
+    /// Per output: whether it stays on the device (only device segments read it).
+    keep: Vec<bool>,
     work: Box<dyn SegmentWork>,
     /// The plan's buffers of dead values between segments, where a device segment's downloads
     /// take their memory.
@@ -88,19 +107,30 @@ pub struct PlannedSegment {
 impl PlannedSegment {
     /// Runs the segment alone on its inputs (in its order).
     pub fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
+        all_on_host(self.run_with(hosted(inputs), &[])?)
+    }
+
+    /// Runs the segment on its inputs (in its order), keeping the outputs `keep` flags on the
+    /// device where it can.
+    fn run_with(&self, inputs: Vec<SegmentValue>, keep: &[bool]) -> Result<Vec<SegmentValue>> {
         match self.side {
             // Its downloads are host tensors of up to a hundred MiB (a detector's RoI
             // features): fresh memory would fault its pages in on every run.
-            Side::Device => {
-                output_buffer::offer(&mut [], Some(&self.pool), || self.work.run(inputs))
-            }
-            Side::Host => self.work.run(inputs),
+            Side::Device => output_buffer::offer(&mut [], Some(&self.pool), || {
+                self.work.run_with(inputs, keep)
+            }),
+            Side::Host => self.work.run_with(inputs, keep),
         }
+    }
+
+    /// How many of its outputs stay on the device in a run of the whole plan.
+    pub fn kept_outputs(&self) -> usize {
+        self.keep.iter().filter(|&&k| k).count()
     }
 
     /// Gives the memory of `values`, which nothing reads any more, to the plan's pool.
     pub fn recycle(&self, values: Vec<Value>) {
-        recycle(&self.pool, values);
+        recycle(&self.pool, hosted(values));
     }
 
     /// Each node's device time measured alone, µs, in the segment's order (`None` on the host).
@@ -124,12 +154,14 @@ pub struct HybridPlan {
     /// Memory of the values between segments that died in the last run (see
     /// [`PlannedSegment::run`]).
     pool: Arc<Pool>,
+    /// Held by the device side of a run while values stay on the device between segments.
+    device_side: Mutex<()>,
 }
 
 /// Gives the storage of each tensor in `values` that nothing else shares to `pool`.
-fn recycle(pool: &Pool, values: impl IntoIterator<Item = Value>) {
+fn recycle(pool: &Pool, values: impl IntoIterator<Item = SegmentValue>) {
     for v in values {
-        if let Value::Tensor(t) = v
+        if let SegmentValue::Host(Value::Tensor(t)) = v
             && let Some(buffer) = Buffer::reclaim(t)
         {
             pool.give(buffer);
@@ -139,7 +171,7 @@ fn recycle(pool: &Pool, values: impl IntoIterator<Item = Value>) {
 
 /// The values of one run, shared by its two threads.
 struct RunValues {
-    values: HashMap<ValueId, Value>,
+    values: HashMap<ValueId, SegmentValue>,
     readers: HashMap<ValueId, usize>,
     error: Option<Error>,
 }
@@ -158,9 +190,13 @@ impl HybridPlan {
         input_shapes: Vec<Option<Vec<usize>>>,
     ) -> HybridPlan {
         let mut readers: HashMap<ValueId, usize> = HashMap::new();
+        let mut host_reads: Vec<ValueId> = graph.outputs.clone();
         for (s, _) in &segments {
             for &v in &s.inputs {
                 *readers.entry(v).or_default() += 1;
+                if s.side == Side::Host {
+                    host_reads.push(v);
+                }
             }
         }
         let pool = Arc::new(Pool::new());
@@ -170,6 +206,16 @@ impl HybridPlan {
                 .map(|(s, work)| PlannedSegment {
                     side: s.side,
                     nodes: s.nodes.len(),
+                    keep: s
+                        .outputs
+                        .iter()
+                        .map(|v| {
+                            s.side == Side::Device
+                                && work.keeps_outputs()
+                                && readers.contains_key(v)
+                                && !host_reads.contains(v)
+                        })
+                        .collect(),
                     inputs: s.inputs,
                     outputs: s.outputs,
                     work,
@@ -191,6 +237,7 @@ impl HybridPlan {
                 .collect(),
             readers,
             pool,
+            device_side: Mutex::new(()),
         }
     }
 
@@ -229,7 +276,7 @@ impl HybridPlan {
             }
         }
         let state = Mutex::new(RunValues {
-            values: self.inputs.iter().copied().zip(inputs).collect(),
+            values: self.inputs.iter().copied().zip(hosted(inputs)).collect(),
             readers: self.readers.clone(),
             error: None,
         });
@@ -264,15 +311,21 @@ impl HybridPlan {
             .iter()
             .map(|v| match self.constants.get(v) {
                 Some(t) => Ok(Value::Tensor(t.clone())),
-                None => state.values.get(v).cloned().ok_or_else(|| {
-                    Error::Internal("a graph output was computed by no segment".into())
-                }),
+                None => match state.values.get(v) {
+                    Some(SegmentValue::Host(value)) => Ok(value.clone()),
+                    Some(SegmentValue::Kept(kept)) => kept.fetch(),
+                    None => Err(Error::Internal(
+                        "a graph output was computed by no segment".into(),
+                    )),
+                },
             })
             .collect()
     }
 
     /// Runs the segments of `side` in order, each once its inputs are there.
     fn run_side(&self, side: Side, state: &Mutex<RunValues>, ready: &Condvar) {
+        let keeps = side == Side::Device && self.segments.iter().any(|s| s.kept_outputs() > 0);
+        let _device_side = keeps.then(|| lock(&self.device_side));
         for segment in self.segments.iter().filter(|s| s.side == side) {
             let args = {
                 let mut run = lock(state);
@@ -291,7 +344,7 @@ impl HybridPlan {
                     .map(|v| run.values[v].clone())
                     .collect()
             };
-            let result = catch_unwind(AssertUnwindSafe(|| segment.run(args)))
+            let result = catch_unwind(AssertUnwindSafe(|| segment.run_with(args, &segment.keep)))
                 .unwrap_or_else(|_| Err(Error::Internal("a segment panicked".into())));
             let mut run = lock(state);
             match result {

@@ -13,6 +13,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::kept::{SegmentValue, all_on_host, hosted};
 use super::plan::{HostSegment, SegmentWork};
 use super::with_constants;
 use crate::error::{Error, Result};
@@ -162,16 +163,16 @@ fn content_key(t: &Tensor) -> Option<Vec<u64>> {
 }
 
 /// The key of `inputs`; `None` when a shape-arithmetic input is not a tensor of numbers.
-fn key_of(inputs: &[Value], by_content: &[bool]) -> Option<Key> {
-    let shapes = inputs
-        .iter()
-        .map(|v| v.as_tensor().map(|t| t.shape().to_vec()))
-        .collect();
+fn key_of(inputs: &[SegmentValue], by_content: &[bool]) -> Option<Key> {
+    let shapes = inputs.iter().map(SegmentValue::shape).collect();
     let contents = inputs
         .iter()
         .zip(by_content)
         .filter(|(_, keyed)| **keyed)
-        .map(|(v, _)| content_key(v.as_tensor()?))
+        .map(|(v, _)| match v {
+            SegmentValue::Host(v) => content_key(v.as_tensor()?),
+            SegmentValue::Kept(_) => None,
+        })
         .collect::<Option<_>>()?;
     Some((shapes, contents))
 }
@@ -198,7 +199,7 @@ impl ShapeKeyedSegment {
         inputs: &[Value],
         values: &[Option<Value>],
     ) -> Result<ShapeKeyedSegment> {
-        let key = key_of(inputs, &by_content).ok_or_else(|| {
+        let key = key_of(&hosted(inputs.to_vec()), &by_content).ok_or_else(|| {
             Error::Internal("a shape-arithmetic segment input is not a tensor of numbers".into())
         })?;
         let first = compiler.compile(
@@ -264,22 +265,39 @@ impl ShapeKeyedSegment {
 
 impl SegmentWork for ShapeKeyedSegment {
     fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
-        let Some(key) = key_of(&inputs, &self.by_content) else {
+        all_on_host(self.run_with(hosted(inputs), &[])?)
+    }
+
+    /// Inputs kept on the device stay there when the shapes have a device plan; the outputs
+    /// of a run on the host are host values whatever `keep` asks.
+    fn run_with(&self, inputs: Vec<SegmentValue>, keep: &[bool]) -> Result<Vec<SegmentValue>> {
+        // Shape arithmetic is keyed by its content, which the host reads.
+        let inputs = (inputs.into_iter().zip(&self.by_content))
+            .map(|(v, &by_content)| match v {
+                SegmentValue::Kept(k) if by_content => k.fetch().map(SegmentValue::Host),
+                v => Ok(v),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let on_host = |inputs| -> Result<Vec<SegmentValue>> {
             lock(&self.cache).stats.host_runs += 1;
-            return self.host.run(inputs);
+            Ok(hosted(self.host.run(all_on_host(inputs)?)?))
+        };
+        let Some(key) = key_of(&inputs, &self.by_content) else {
+            return on_host(inputs);
         };
         let route = lock(&self.cache).route(&key);
         match route {
             Route::Device(work) => {
                 lock(&self.cache).stats.device_runs += 1;
-                work.run(inputs)
+                work.run_with(inputs, keep)
             }
-            Route::Host => {
-                lock(&self.cache).stats.host_runs += 1;
-                self.host.run(inputs)
-            }
-            Route::Compile => self.run_and_compile(key, inputs),
+            Route::Host => on_host(inputs),
+            Route::Compile => Ok(hosted(self.run_and_compile(key, all_on_host(inputs)?)?)),
         }
+    }
+
+    fn keeps_outputs(&self) -> bool {
+        true
     }
 
     fn device_bytes(&self) -> usize {
@@ -365,16 +383,16 @@ mod tests {
         let yes = tensor(Tensor::from_shape_vec(&[1], vec![true]).unwrap());
         let data = tensor(Tensor::from_shape_vec(&[1], vec![7.0f32]).unwrap());
         let keyed = [true, true, true, false];
-        let key = key_of(&[ints.clone(), half, yes.clone(), data], &keyed).unwrap();
+        let key = key_of(&hosted(vec![ints.clone(), half, yes.clone(), data]), &keyed).unwrap();
         assert_eq!(key.1, [vec![3, 4], vec![0.5f64.to_bits()], vec![1]]);
         // Data is keyed by its shape only; shape arithmetic by its content.
         let other_data = tensor(Tensor::from_shape_vec(&[1], vec![9.0f32]).unwrap());
         let same = key_of(
-            &[ints.clone(), key_input(0.5), yes.clone(), other_data],
+            &hosted(vec![ints.clone(), key_input(0.5), yes.clone(), other_data]),
             &keyed,
         );
         assert_eq!(same, Some(key.clone()));
-        let other = key_of(&[ints, quarter, yes, key_input(1.0)], &keyed).unwrap();
+        let other = key_of(&hosted(vec![ints, quarter, yes, key_input(1.0)]), &keyed).unwrap();
         assert_ne!(other, key);
     }
 
