@@ -121,6 +121,15 @@ if [ -x gpu-bundle/gpu_hybrid ] && [ -n "$detection" ] && want hybrid; then
     --splits "${HYBRID_SPLITS:-sequential,comm_sd,auto}" \
     > "$out/gpu_hybrid.log" 2>&1 || status=9
   tail -20 "$out/gpu_hybrid.log"
+  # A baseline in the same run: gpu-bundle/gpu_hybrid_before, when there (a build of an
+  # earlier commit, put there by hand after scripts/gpu_bundle.sh), on the same models with
+  # the splits HYBRID_BEFORE_SPLITS (default sequential), into OUT_DIR/before.
+  if [ -x gpu-bundle/gpu_hybrid_before ]; then
+    mkdir -p "$out/before"
+    "${limit[@]}" gpu-bundle/gpu_hybrid_before "$out/before" "${models[@]}" --runs "${HYBRID_RUNS:-10}" \
+      --splits "${HYBRID_BEFORE_SPLITS:-sequential}" > "$out/before/gpu_hybrid.log" 2>&1 || status=9
+    tail -8 "$out/before/gpu_hybrid.log"
+  fi
 fi
 
 # The CUDA backend's tests, on this GPU (they find the checkout through SPILLWAY_ROOT), one at

@@ -183,6 +183,8 @@ fn split_sessions_match_the_cpu_session() {
         assert_eq!(on("NonZero"), "cpu", "{report}");
         if policy == Placement::Sequential {
             assert_eq!(on("Conv"), "cuda0", "{report}");
+            // `picked` passes from the first GPU segment to the last over NonZero's.
+            assert!(report.kept_on_gpu >= Some(1), "{report}");
         }
         std::thread::scope(|scope| {
             for t in 0..3u64 {

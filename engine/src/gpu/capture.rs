@@ -7,7 +7,7 @@ use spillway_kernels::Tensor;
 use spillway_kernels::cuda::cudarc::driver::CudaGraph;
 use spillway_kernels::cuda::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 
-use super::plan::GpuPlan;
+use super::plan::{GpuPlan, PlanInput, all_downloaded, host_inputs};
 use super::step_error;
 use crate::error::Result;
 
@@ -85,10 +85,16 @@ impl CapturedPlan {
 
     /// Uploads `inputs`, replays the graph and returns the outputs.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        all_downloaded(self.run_with(&host_inputs(inputs), &[])?)
+    }
+
+    /// [`CapturedPlan::run`] with inputs that may be on the device, keeping the outputs
+    /// whose flag in `keep` is set on the device (`None`, see [`GpuPlan::download`]).
+    pub fn run_with(&self, inputs: &[PlanInput], keep: &[bool]) -> Result<Vec<Option<Tensor>>> {
         let mut staging = self.plan.running.lock().unwrap_or_else(|p| p.into_inner());
         let _streams = self.plan.gpu.sharing_streams();
         self.plan.upload(&mut staging, inputs)?;
         self.launch()?;
-        self.plan.download(&mut staging)
+        self.plan.download(&mut staging, keep)
     }
 }

@@ -11,7 +11,7 @@ use spillway_placement::{Options, Policy, Schedule, Topology, place, simulate};
 use super::assignment::StreamAssignment;
 use super::capture::CapturedPlan;
 use super::costs::cost_graph;
-use super::plan::GpuPlan;
+use super::plan::{GpuPlan, PlanInput, all_downloaded, host_inputs};
 use super::timing::median_ms;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -176,9 +176,15 @@ impl GpuEngine {
 
     /// Runs on `inputs` (one per graph input, in order, in the shapes it was built for).
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        all_downloaded(self.run_with(&host_inputs(inputs), &[])?)
+    }
+
+    /// [`GpuEngine::run`] with inputs that may be on the device, keeping the outputs whose
+    /// flag in `keep` is set in the plan's memory (`None`), until the next run.
+    pub fn run_with(&self, inputs: &[PlanInput], keep: &[bool]) -> Result<Vec<Option<Tensor>>> {
         match &self.captured {
-            Some(c) => c.run(inputs),
-            None => self.plan.run(inputs),
+            Some(c) => c.run_with(inputs, keep),
+            None => self.plan.run_with(inputs, keep),
         }
     }
 

@@ -12,24 +12,28 @@
 //!   keeps the fastest.
 //!
 //! Each GPU segment is a [`GpuEngine`] (its streams chosen by its own policy, replayed as a
-//! CUDA Graph).
+//! CUDA Graph). A value that only GPU segments read stays in the arena of the segment that
+//! wrote it, and each reader copies it into its own arena on the GPU (see
+//! [`crate::hybrid::KeptValue`]).
 
+use std::any::Any;
 use std::sync::Arc;
 use std::time::Instant;
 
 use spillway_kernels::Tensor;
-use spillway_kernels::cuda::Gpu;
 use spillway_kernels::cuda::ops::TensorDesc;
+use spillway_kernels::cuda::{DeviceRegion, Gpu};
 use spillway_placement::{CostGraph, Device, DeviceKind, Options, Policy, Topology, place};
 
 use super::engine::GpuEngine;
-use super::plan::build_kernel;
+use super::plan::{GpuPlan, PlanInput, build_kernel};
 use crate::device::Devices;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, ValueId};
 use crate::hybrid::{
-    FixedValues, HostSegment, HybridPlan, SegmentCompiler, SegmentWork, Side, compile_split,
-    partition, segment_graph, shapes_follow_input_shapes, with_constants,
+    FixedValues, HostSegment, HybridPlan, KeptValue, SegmentCompiler, SegmentValue, SegmentWork,
+    Side, all_on_host, compile_split, hosted, partition, segment_graph, shapes_follow_input_shapes,
+    with_constants,
 };
 use crate::profile::{self, ProfileOptions};
 use crate::value::{Value, all_tensors};
@@ -49,15 +53,79 @@ const LINK_LATENCY_US: f64 = 30.0;
 #[derive(Debug)]
 struct DeviceSegment(GpuEngine);
 
+/// Where a GPU segment's input is.
+enum Source {
+    Host(Tensor),
+    Gpu(DeviceRegion),
+}
+
+/// An output a GPU segment kept in its plan's memory.
+#[derive(Debug)]
+struct GpuKept {
+    plan: Arc<GpuPlan>,
+    index: usize,
+    shape: Vec<usize>,
+}
+
+impl KeptValue for GpuKept {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn fetch(&self) -> Result<Value> {
+        self.plan.fetch_output(self.index).map(Value::Tensor)
+    }
+}
+
 impl SegmentWork for DeviceSegment {
     fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
-        let tensors = tensors(inputs)?;
-        Ok(self
-            .0
-            .run(&tensors)?
+        all_on_host(self.run_with(hosted(inputs), &[])?)
+    }
+
+    /// A kept input that another GPU segment on the same GPU wrote is copied on the GPU.
+    fn run_with(&self, inputs: Vec<SegmentValue>, keep: &[bool]) -> Result<Vec<SegmentValue>> {
+        let plan = self.0.plan();
+        let sources = inputs
             .into_iter()
-            .map(Value::Tensor)
+            .map(|input| match input {
+                SegmentValue::Kept(k) => match (k.as_ref() as &dyn Any).downcast_ref::<GpuKept>() {
+                    Some(g) if Arc::ptr_eq(g.plan.gpu(), plan.gpu()) => g
+                        .plan
+                        .output_region(g.index)
+                        .map(|(region, _)| Source::Gpu(region))
+                        .ok_or_else(|| Error::Internal("a kept output is not in its plan".into())),
+                    _ => Ok(Source::Host(tensor(k.fetch()?)?)),
+                },
+                SegmentValue::Host(v) => Ok(Source::Host(tensor(v)?)),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let inputs: Vec<PlanInput> = sources
+            .iter()
+            .map(|s| match s {
+                Source::Host(t) => PlanInput::Host(t),
+                Source::Gpu(region) => PlanInput::Device(*region),
+            })
+            .collect();
+        let outputs = self.0.run_with(&inputs, keep)?;
+        Ok(outputs
+            .into_iter()
+            .enumerate()
+            .map(|(index, t)| match t {
+                Some(t) => SegmentValue::Host(Value::Tensor(t)),
+                None => SegmentValue::Kept(Arc::new(GpuKept {
+                    plan: plan.clone(),
+                    index,
+                    shape: plan
+                        .output_region(index)
+                        .map(|(_, d)| d.shape.clone())
+                        .unwrap_or_default(),
+                })),
+            })
             .collect())
+    }
+
+    fn keeps_outputs(&self) -> bool {
+        true
     }
 
     fn device_bytes(&self) -> usize {
@@ -116,6 +184,17 @@ fn desc(value: &Option<Value>) -> Option<TensorDesc> {
     }
 }
 
+/// The tensor of `value`: GPU nodes read tensors only.
+fn tensor(value: Value) -> Result<Tensor> {
+    match value {
+        Value::Tensor(t) => Ok(t),
+        other => Err(Error::Internal(format!(
+            "a GPU segment was given {}",
+            other.type_string()
+        ))),
+    }
+}
+
 /// The tensors of `values`: GPU nodes read tensors only.
 fn tensors(values: Vec<Value>) -> Result<Vec<Tensor>> {
     all_tensors(values).map_err(|other| {
@@ -142,6 +221,9 @@ pub struct HybridChoice {
     pub measured_ms: Vec<(String, f64)>,
     /// Device memory of the GPU segments, bytes.
     pub device_bytes: usize,
+    /// Values that pass from GPU segment to GPU segment on the GPU (only GPU segments read
+    /// them).
+    pub kept_on_gpu: usize,
     /// GPU-first segments `Auto` moved to the CPU, which ran them faster.
     pub demoted: usize,
     /// Whether `Auto` kept only the nodes of fixed shapes on the GPU.
@@ -243,6 +325,7 @@ impl HybridEngine {
             node_us: Vec::new(),
             measured_ms: Vec::new(),
             device_bytes: 0,
+            kept_on_gpu: 0,
             demoted: 0,
             fixed_only: false,
         };
@@ -271,6 +354,7 @@ impl HybridEngine {
         let on = |side: Side| best.segments().iter().filter(|s| s.side == side).count();
         choice.segments = (on(Side::Host), on(Side::Device));
         choice.device_bytes = best.device_bytes();
+        choice.kept_on_gpu = best.kept_values();
         Ok(HybridEngine { plan: best, choice })
     }
 

@@ -23,7 +23,7 @@ pub use costs::cost_graph;
 pub use engine::{GpuChoice, GpuEngine, open_gpu};
 pub use hybrid::{HybridChoice, HybridEngine, HybridParts, NodeTimes};
 pub use memory::ValueMemory;
-pub use plan::GpuPlan;
+pub use plan::{GpuPlan, PlanInput};
 pub use timing::median_ms;
 pub use values::{cpu_values, descs, specialize};
 

@@ -24,6 +24,19 @@ use crate::graph::{Graph, Node, ValueId};
 /// input's region and the launch copies nothing.
 pub(super) const ALIASES: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
 
+/// `inputs` as plan inputs from the host.
+pub(super) fn host_inputs(inputs: &[Tensor]) -> Vec<PlanInput<'_>> {
+    inputs.iter().map(PlanInput::Host).collect()
+}
+
+/// Outputs of a download that kept none.
+pub(super) fn all_downloaded(outputs: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
+    outputs
+        .into_iter()
+        .map(|t| t.ok_or_else(|| Error::Internal("an output was not downloaded".into())))
+        .collect()
+}
+
 /// One node, ready to launch.
 #[derive(Debug)]
 pub(super) struct Step {
@@ -80,6 +93,17 @@ pub struct GpuPlan {
     /// Page-locked staging, one buffer per input then one per output, so that copies run
     /// asynchronously at full speed. Runs are serialized by `running`, which guards these.
     pub(super) running: Mutex<Staging>,
+}
+
+/// Where a plan's input comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum PlanInput<'a> {
+    /// A host tensor, uploaded.
+    Host(&'a Tensor),
+    /// Device memory on the same GPU holding a tensor of the input's type and shape, written
+    /// by work enqueued on stream 0 before this run (another plan's output): copied on the
+    /// device.
+    Device(DeviceRegion),
 }
 
 /// The page-locked host buffers of a plan's inputs and outputs.
@@ -343,16 +367,22 @@ impl GpuPlan {
     /// Uploads `inputs` (one per graph input, in order), launches every node and returns the
     /// outputs.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        all_downloaded(self.run_with(&host_inputs(inputs), &[])?)
+    }
+
+    /// [`GpuPlan::run`] with inputs that may be on the device, keeping the outputs whose flag
+    /// in `keep` is set on the device (`None`, see [`GpuPlan::download`]).
+    pub fn run_with(&self, inputs: &[PlanInput], keep: &[bool]) -> Result<Vec<Option<Tensor>>> {
         let mut staging = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let _streams = self.gpu.sharing_streams();
         self.upload(&mut staging, inputs)?;
         self.enqueue()?;
-        self.download(&mut staging)
+        self.download(&mut staging, keep)
     }
 
-    /// Copies `inputs` into their regions (through the pinned staging) and makes stream 0
-    /// wait for the copies.
-    pub(super) fn upload(&self, staging: &mut Staging, inputs: &[Tensor]) -> Result<()> {
+    /// Copies `inputs` into their regions (host ones through the pinned staging on the copy
+    /// stream, device ones on stream 0) and makes stream 0 wait for the copies.
+    pub(super) fn upload(&self, staging: &mut Staging, inputs: &[PlanInput]) -> Result<()> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::Config(format!(
                 "{} inputs given, the model has {}",
@@ -360,7 +390,23 @@ impl GpuPlan {
                 self.inputs.len()
             )));
         }
-        for ((t, b), pinned) in inputs.iter().zip(&self.inputs).zip(&mut staging.inputs) {
+        let mut on_device = Vec::new();
+        for ((input, b), pinned) in inputs.iter().zip(&self.inputs).zip(&mut staging.inputs) {
+            let t = match *input {
+                PlanInput::Host(t) => t,
+                PlanInput::Device(region) => {
+                    if region.bytes != b.desc.bytes() {
+                        return Err(Error::Internal(format!(
+                            "input '{}' is {} bytes on the device, the plan's is {}",
+                            b.name,
+                            region.bytes,
+                            b.desc.bytes()
+                        )));
+                    }
+                    on_device.push((region, b));
+                    continue;
+                }
+            };
             if t.dtype() != b.desc.dtype || t.shape() != b.desc.shape.as_slice() {
                 return Err(Error::InputShape {
                     name: b.name.clone(),
@@ -383,7 +429,13 @@ impl GpuPlan {
         self.uploaded
             .record(copy)
             .and_then(|_| self.gpu.stream(0).wait(&self.uploaded))
-            .map_err(|e| step_error("ordering the uploads", e))
+            .map_err(|e| step_error("ordering the uploads", e))?;
+        for (region, b) in on_device {
+            self.gpu
+                .copy_device(region, b.region, b.desc.bytes(), 0)
+                .map_err(|e| step_error(format!("copying input '{}' on the device", b.name), e))?;
+        }
+        Ok(())
     }
 
     /// Enqueues every node on its stream (stream 0 forks to the others and joins them at the
@@ -435,16 +487,29 @@ impl GpuPlan {
     }
 
     /// Waits for stream 0, fails if a kernel reported a bad value, and copies the outputs
-    /// back.
-    pub(super) fn download(&self, staging: &mut Staging) -> Result<Vec<Tensor>> {
+    /// back, except those whose flag in `keep` is set (`None`): they stay in the plan's
+    /// memory until its next run.
+    pub(super) fn download(
+        &self,
+        staging: &mut Staging,
+        keep: &[bool],
+    ) -> Result<Vec<Option<Tensor>>> {
         self.after_main()?;
+        self.gpu
+            .copy_out_stream()
+            .synchronize()
+            .map_err(|e| step_error("waiting for the run", e))?;
         if let Some(words) = &self.status {
             words.check(&self.gpu, &self.graph, &self.steps)?;
         }
         self.outputs
             .iter()
             .zip(&mut staging.outputs)
-            .map(|(b, pinned)| {
+            .enumerate()
+            .map(|(i, (b, pinned))| {
+                if keep.get(i) == Some(&true) {
+                    return Ok(None);
+                }
                 let what = || format!("downloading '{}'", b.name);
                 let host = pinned.as_mut_slice().map_err(|e| step_error(what(), e))?;
                 let host = &mut host[..b.desc.bytes()];
@@ -452,9 +517,25 @@ impl GpuPlan {
                     .download(b.region, host)
                     .map_err(|e| step_error(what(), e))?;
                 tensor_from_bytes(b.desc.dtype, &b.desc.shape, host)
+                    .map(Some)
                     .map_err(|e| step_error(what(), e))
             })
             .collect()
+    }
+
+    /// Where output `index` lives on the GPU, and its type and shape.
+    pub fn output_region(&self, index: usize) -> Option<(DeviceRegion, &TensorDesc)> {
+        self.outputs.get(index).map(|b| (b.region, &b.desc))
+    }
+
+    /// Output `index` as the last run left it (a kept output: see [`GpuPlan::download`]).
+    pub fn fetch_output(&self, index: usize) -> Result<Tensor> {
+        let _guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let b = self
+            .outputs
+            .get(index)
+            .ok_or_else(|| Error::Internal(format!("the plan has no output {index}")))?;
+        self.fetch(b)
     }
 
     /// Orders the download stream after everything enqueued on stream 0.

@@ -246,6 +246,11 @@ impl HybridPlan {
         &self.segments
     }
 
+    /// Values that stay on the device between device segments in a run.
+    pub fn kept_values(&self) -> usize {
+        self.segments.iter().map(PlannedSegment::kept_outputs).sum()
+    }
+
     /// Device memory held by the device segments, bytes.
     pub fn device_bytes(&self) -> usize {
         self.segments.iter().map(|s| s.work.device_bytes()).sum()

@@ -119,15 +119,15 @@ impl SegmentWork for StandInDevice {
         let inputs = inputs
             .into_iter()
             .map(|v| match v {
-                SegmentValue::Kept(k) => match (k.as_ref() as &dyn std::any::Any)
-                    .downcast_ref::<StandInKept>()
-                {
-                    Some(on_device) => {
-                        self.counts.on_device.fetch_add(1, Ordering::Relaxed);
-                        on_device.read()
+                SegmentValue::Kept(k) => {
+                    match (k.as_ref() as &dyn std::any::Any).downcast_ref::<StandInKept>() {
+                        Some(on_device) => {
+                            self.counts.on_device.fetch_add(1, Ordering::Relaxed);
+                            on_device.read()
+                        }
+                        None => k.fetch(),
                     }
-                    None => k.fetch(),
-                },
+                }
                 SegmentValue::Host(v) => Ok(v),
             })
             .collect::<Result<Vec<_>>>()?;

@@ -62,6 +62,9 @@ pub struct PlacementReport {
     pub simulation: SimResult,
     /// GPU memory the session holds (its plans' arenas), bytes; `None` without a GPU.
     pub gpu_bytes: Option<usize>,
+    /// A session split between the CPU and a GPU: the values that pass from GPU segment to
+    /// GPU segment without leaving the GPU (`None` for other sessions).
+    pub kept_on_gpu: Option<usize>,
 }
 
 impl PlacementReport {
@@ -100,6 +103,7 @@ impl PlacementReport {
             schedule,
             simulation,
             gpu_bytes: None,
+            kept_on_gpu: None,
         }
     }
 
@@ -581,6 +585,7 @@ fn hybrid_report(
         simulation,
     );
     report.gpu_bytes = Some(choice.device_bytes);
+    report.kept_on_gpu = Some(choice.kept_on_gpu);
     for ((node, side), s) in report.nodes.iter_mut().zip(&choice.sides).zip(&segment_of) {
         node.2 = match side {
             Side::Host => "cpu".to_string(),

@@ -80,6 +80,8 @@ struct Split {
     gpu_nodes: usize,
     nodes: usize,
     gpu_mib: f64,
+    /// Values passed from GPU segment to GPU segment without leaving the GPU.
+    kept_on_gpu: usize,
     build_s: f64,
     run_ms: f64,
     detections: usize,
@@ -171,6 +173,7 @@ fn split(
             .count(),
         nodes: report.nodes.len(),
         gpu_mib: report.gpu_bytes.unwrap_or(0) as f64 / (1 << 20) as f64,
+        kept_on_gpu: report.kept_on_gpu.unwrap_or(0),
         build_s,
         run_ms,
         shape_stats: session.shape_stats().map(|s| format!("{s:?}")),
@@ -233,6 +236,7 @@ fn run_model(args: &Args, path: &Path, image: &Tensor) -> Result<ModelResult> {
                 gpu_nodes: 0,
                 nodes: 0,
                 gpu_mib: 0.0,
+                kept_on_gpu: 0,
                 build_s: 0.0,
                 run_ms: f64::NAN,
                 detections: 0,
@@ -267,9 +271,9 @@ fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
          `gpu_hybrid` on `{}`, {} streams per GPU segment, median of {} runs of `Session::run` \
          (wall, uploads and downloads included). GPU first = every node with a GPU kernel whose \
          shapes are fixed or follow from its input shapes on the GPU. Outputs vs a CPU session on the same photo (≤ {TOLERANCE:e}; masks: IoU of `p > 0.5` ≥ {MASK_IOU} per detection).\n\n\
-         | model | split | placement | GPU nodes | run ms | vs GPU first | GPU MiB | vs GPU first | \
+         | model | split | placement | GPU nodes | kept on GPU | run ms | vs GPU first | GPU MiB | vs GPU first | \
          detections (CPU) | max rel diff | pass | build s |\n\
-         |---|---|---|---|---:|---:|---:|---:|---|---:|---|---:|\n",
+         |---|---|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|\n",
         args.image.display(),
         args.streams,
         args.runs
@@ -282,13 +286,14 @@ fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
                     .map_or(String::new(), |b| format!("{:.3}", a / b))
             };
             md += &format!(
-                "| {} {:?} | {} | {} | {}/{} | {:.2} | {} | {:.1} | {} | {} ({}) | {:.1e} | {} | {:.1} |\n",
+                "| {} {:?} | {} | {} | {}/{} | {} | {:.2} | {} | {:.1} | {} | {} ({}) | {:.1e} | {} | {:.1} |\n",
                 r.model,
                 r.image,
                 s.name,
                 s.error.as_deref().unwrap_or(&s.report),
                 s.gpu_nodes,
                 s.nodes,
+                s.kept_on_gpu,
                 s.run_ms,
                 ratio(s.run_ms, first.map(|f| f.run_ms)),
                 s.gpu_mib,
@@ -301,7 +306,7 @@ fn markdown(gpu: &str, args: &Args, results: &[ModelResult]) -> String {
             );
         }
         md += &format!(
-            "| {} | CPU session (every core) | | 0/- | {:.2} | | | | {} | | | |\n",
+            "| {} | CPU session (every core) | | 0/- | | {:.2} | | | | {} | | | |\n",
             r.model, r.cpu_ms, r.cpu_detections
         );
     }
