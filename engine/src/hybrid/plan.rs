@@ -98,6 +98,8 @@ pub struct PlannedSegment {
     outputs: Vec<ValueId>,
     /// Per output: whether it stays on the device (only device segments read it).
     keep: Vec<bool>,
+    /// Whether it reads a value another segment keeps on the device.
+    reads_kept: bool,
     work: Box<dyn SegmentWork>,
     /// The plan's buffers of dead values between segments, where a device segment's downloads
     /// take their memory.
@@ -126,6 +128,11 @@ impl PlannedSegment {
     /// How many of its outputs stay on the device in a run of the whole plan.
     pub fn kept_outputs(&self) -> usize {
         self.keep.iter().filter(|&&k| k).count()
+    }
+
+    /// Whether, in a run of the whole plan, it reads or writes a value kept on the device.
+    pub fn touches_kept(&self) -> bool {
+        self.reads_kept || self.kept_outputs() > 0
     }
 
     /// Gives the memory of `values`, which nothing reads any more, to the plan's pool.
@@ -200,28 +207,37 @@ impl HybridPlan {
             }
         }
         let pool = Arc::new(Pool::new());
+        let mut planned: Vec<PlannedSegment> = segments
+            .into_iter()
+            .map(|(s, work)| PlannedSegment {
+                side: s.side,
+                nodes: s.nodes.len(),
+                keep: s
+                    .outputs
+                    .iter()
+                    .map(|v| {
+                        s.side == Side::Device
+                            && work.keeps_outputs()
+                            && readers.contains_key(v)
+                            && !host_reads.contains(v)
+                    })
+                    .collect(),
+                reads_kept: false,
+                inputs: s.inputs,
+                outputs: s.outputs,
+                work,
+                pool: pool.clone(),
+            })
+            .collect();
+        let kept: Vec<ValueId> = (planned.iter())
+            .flat_map(|s| s.outputs.iter().zip(&s.keep).filter(|(_, k)| **k))
+            .map(|(v, _)| *v)
+            .collect();
+        for s in &mut planned {
+            s.reads_kept = s.inputs.iter().any(|v| kept.contains(v));
+        }
         HybridPlan {
-            segments: segments
-                .into_iter()
-                .map(|(s, work)| PlannedSegment {
-                    side: s.side,
-                    nodes: s.nodes.len(),
-                    keep: s
-                        .outputs
-                        .iter()
-                        .map(|v| {
-                            s.side == Side::Device
-                                && work.keeps_outputs()
-                                && readers.contains_key(v)
-                                && !host_reads.contains(v)
-                        })
-                        .collect(),
-                    inputs: s.inputs,
-                    outputs: s.outputs,
-                    work,
-                    pool: pool.clone(),
-                })
-                .collect(),
+            segments: planned,
             inputs: graph.inputs.clone(),
             input_shapes: graph
                 .inputs
