@@ -459,25 +459,44 @@ fn values_only_device_segments_read_stay_on_the_device_under_concurrent_runs() {
     assert!(kept > 0, "the split passes no value from device to device");
     // Runs from 4 threads at once, each on its own data: a device segment's next run
     // overwrites what it kept, so a reader that copied it after another run's writer would
-    // compute from the other run's data.
+    // compute from the other run's data. Every fourth run fails in the first device segment
+    // (an index past the end), which must give up its reads rather than block the next run.
     let runs = 12;
-    std::thread::scope(|scope| {
-        for thread in 0..4u64 {
-            let (stand_in, bytes) = (&stand_in, &bytes);
-            scope.spawn(move || {
-                for run in 0..runs as u64 {
-                    let x = inputs(10 + thread * 100 + run, [(run % 7) as i64, 9]);
-                    let want = cpu_outputs(bytes, &["x", "idx"], &x);
-                    let got = stand_in.plan.run(x).unwrap();
-                    for (w, g) in want.iter().zip(tensors(&got)) {
-                        assert_eq!(w.shape(), g.shape());
-                        let err = relative_l2(w, g).unwrap();
-                        assert!(err <= 1e-6, "thread {thread} run {run}: relative L2 {err}");
+    let (sender, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let failures = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for thread in 0..4u64 {
+                let (stand_in, bytes, failures) = (&stand_in, &bytes, &failures);
+                scope.spawn(move || {
+                    for run in 0..runs as u64 {
+                        if run % 4 == 3 {
+                            match stand_in.plan.run(inputs(run, [0, 288])) {
+                                Err(Error::Kernel { op_type, .. }) => assert_eq!(op_type, "Gather"),
+                                other => panic!("expected a Gather failure, got {other:?}"),
+                            }
+                            failures.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        let x = inputs(10 + thread * 100 + run, [(run % 7) as i64, 9]);
+                        let want = cpu_outputs(bytes, &["x", "idx"], &x);
+                        let got = stand_in.plan.run(x).unwrap();
+                        for (w, g) in want.iter().zip(tensors(&got)) {
+                            assert_eq!(w.shape(), g.shape());
+                            let err = relative_l2(w, g).unwrap();
+                            assert!(err <= 1e-6, "thread {thread} run {run}: relative L2 {err}");
+                        }
                     }
-                }
-            });
-        }
+                });
+            }
+        });
+        let good = 4 * runs - failures.load(Ordering::Relaxed);
+        let _ = sender.send((good, stand_in.read_on_device(), stand_in.fetched()));
     });
-    assert_eq!(stand_in.read_on_device(), 4 * runs * kept);
-    assert_eq!(stand_in.fetched(), 0);
+    // A hang (a run waiting for reads that a failed run never gives up) fails here.
+    let (good, read_on_device, fetched) = finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the runs finished within 120 s without a failed assertion");
+    assert_eq!(read_on_device, good * kept);
+    assert_eq!(fetched, 0);
 }

@@ -5,7 +5,7 @@
 
 use std::any::Any;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::Result;
 use crate::value::Value;
@@ -56,4 +56,36 @@ pub fn all_on_host(values: Vec<SegmentValue>) -> Result<Vec<Value>> {
 /// `values` as segment values on the host.
 pub fn hosted(values: Vec<Value>) -> Vec<SegmentValue> {
     values.into_iter().map(SegmentValue::Host).collect()
+}
+
+/// Guards the memory of one device segment's kept outputs: the segment's next run waits until
+/// every read of what its last run kept has happened, or was given up by a failed run. Runs
+/// from several threads thus overlap their device segments as far as the reads allow.
+#[derive(Debug, Default)]
+pub(super) struct ReadGate {
+    pending: Mutex<usize>,
+    read: Condvar,
+}
+
+impl ReadGate {
+    /// Waits until no read is pending, then expects `reads` reads.
+    pub(super) fn claim(&self, reads: usize) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        while *pending > 0 {
+            pending = self.read.wait(pending).unwrap_or_else(|p| p.into_inner());
+        }
+        *pending = reads;
+    }
+
+    /// `reads` of the expected reads happened or were given up.
+    pub(super) fn release(&self, reads: usize) {
+        if reads == 0 {
+            return;
+        }
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        *pending = pending.saturating_sub(reads);
+        if *pending == 0 {
+            self.read.notify_all();
+        }
+    }
 }

@@ -2,8 +2,8 @@
 //! device's segments run in order on one thread, the host's in order on another (the caller's);
 //! a segment starts once the segments it reads from have finished. A value between segments
 //! travels as a host tensor, except one that only device segments read: that one stays on the
-//! device ([`super::KeptValue`]), and the device side of a run then holds the plan's device lock, so
-//! that no other run's segment overwrites it before its readers have copied it.
+//! device ([`super::KeptValue`]), and the segment that wrote it runs again (in another run) only
+//! once its readers have read it.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -13,7 +13,7 @@ use spillway_kernels::Tensor;
 use spillway_kernels::buffer_pool::Pool;
 use spillway_kernels::output_buffer::{self, Buffer};
 
-use super::kept::{SegmentValue, all_on_host, hosted};
+use super::kept::{ReadGate, SegmentValue, all_on_host, hosted};
 use super::segments::{Segment, Side};
 use super::shape_cache::ShapeStats;
 use crate::error::{Error, Result};
@@ -100,6 +100,10 @@ pub struct PlannedSegment {
     keep: Vec<bool>,
     /// Whether it reads a value another segment keeps on the device.
     reads_kept: bool,
+    /// Reads of its kept outputs in one run.
+    reads_of_kept: usize,
+    /// Its next run waits for those reads.
+    gate: ReadGate,
     work: Box<dyn SegmentWork>,
     /// The plan's buffers of dead values between segments, where a device segment's downloads
     /// take their memory.
@@ -161,8 +165,8 @@ pub struct HybridPlan {
     /// Memory of the values between segments that died in the last run (see
     /// [`PlannedSegment::run`]).
     pool: Arc<Pool>,
-    /// Held by the device side of a run while values stay on the device between segments.
-    device_side: Mutex<()>,
+    /// Per value kept on the device: the segment (index) that keeps it.
+    kept_by: HashMap<ValueId, usize>,
 }
 
 /// Gives the storage of each tensor in `values` that nothing else shares to `pool`.
@@ -179,6 +183,8 @@ fn recycle(pool: &Pool, values: impl IntoIterator<Item = SegmentValue>) {
 /// The values of one run, shared by its two threads.
 struct RunValues {
     values: HashMap<ValueId, SegmentValue>,
+    /// Segments (indices) of this run whose kept outputs other runs wait to overwrite.
+    claimed: Vec<usize>,
     readers: HashMap<ValueId, usize>,
     error: Option<Error>,
 }
@@ -223,18 +229,27 @@ impl HybridPlan {
                     })
                     .collect(),
                 reads_kept: false,
+                reads_of_kept: 0,
+                gate: ReadGate::default(),
                 inputs: s.inputs,
                 outputs: s.outputs,
                 work,
                 pool: pool.clone(),
             })
             .collect();
-        let kept: Vec<ValueId> = (planned.iter())
-            .flat_map(|s| s.outputs.iter().zip(&s.keep).filter(|(_, k)| **k))
-            .map(|(v, _)| *v)
+        let kept_by: HashMap<ValueId, usize> = (planned.iter().enumerate())
+            .flat_map(|(i, s)| {
+                (s.outputs.iter().zip(&s.keep))
+                    .filter(|(_, k)| **k)
+                    .map(move |(v, _)| (*v, i))
+            })
             .collect();
         for s in &mut planned {
-            s.reads_kept = s.inputs.iter().any(|v| kept.contains(v));
+            s.reads_kept = s.inputs.iter().any(|v| kept_by.contains_key(v));
+            s.reads_of_kept = (s.outputs.iter().zip(&s.keep))
+                .filter(|(_, k)| **k)
+                .map(|(v, _)| readers[v])
+                .sum();
         }
         HybridPlan {
             segments: planned,
@@ -253,7 +268,7 @@ impl HybridPlan {
                 .collect(),
             readers,
             pool,
-            device_side: Mutex::new(()),
+            kept_by,
         }
     }
 
@@ -299,6 +314,7 @@ impl HybridPlan {
         let state = Mutex::new(RunValues {
             values: self.inputs.iter().copied().zip(hosted(inputs)).collect(),
             readers: self.readers.clone(),
+            claimed: Vec::new(),
             error: None,
         });
         let ready = Condvar::new();
@@ -316,6 +332,15 @@ impl HybridPlan {
             self.run_side(Side::Device, &state, &ready);
         }
         let mut state = state.into_inner().unwrap_or_else(|p| p.into_inner());
+        // Reads that a failed run will not make are given up.
+        for &i in &state.claimed {
+            let segment = &self.segments[i];
+            let unread = (segment.outputs.iter().zip(&segment.keep))
+                .filter(|(_, k)| **k)
+                .map(|(v, _)| state.readers.get(v).copied().unwrap_or(0))
+                .sum();
+            segment.gate.release(unread);
+        }
         // What no segment read after all (a failed run) goes back to the pool too.
         let unread: Vec<ValueId> = (state.values.keys().copied())
             .filter(|v| !self.outputs.contains(v))
@@ -345,9 +370,12 @@ impl HybridPlan {
 
     /// Runs the segments of `side` in order, each once its inputs are there.
     fn run_side(&self, side: Side, state: &Mutex<RunValues>, ready: &Condvar) {
-        let keeps = side == Side::Device && self.segments.iter().any(|s| s.kept_outputs() > 0);
-        let _device_side = keeps.then(|| lock(&self.device_side));
-        for segment in self.segments.iter().filter(|s| s.side == side) {
+        let of_side = self
+            .segments
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.side == side);
+        for (index, segment) in of_side {
             let args = {
                 let mut run = lock(state);
                 loop {
@@ -365,6 +393,11 @@ impl HybridPlan {
                     .map(|v| run.values[v].clone())
                     .collect()
             };
+            if segment.reads_of_kept > 0 {
+                // What it kept in an earlier run stays until that run's readers have read it.
+                segment.gate.claim(segment.reads_of_kept);
+                lock(state).claimed.push(index);
+            }
             let result = catch_unwind(AssertUnwindSafe(|| segment.run_with(args, &segment.keep)))
                 .unwrap_or_else(|_| Err(Error::Internal("a segment panicked".into())));
             let mut run = lock(state);
@@ -377,6 +410,9 @@ impl HybridPlan {
                             *r -= 1;
                             *r
                         });
+                        if let Some(&keeper) = self.kept_by.get(v) {
+                            self.segments[keeper].gate.release(1);
+                        }
                         if left == Some(0) && !self.outputs.contains(v) {
                             recycle(&self.pool, run.values.remove(v));
                         }
