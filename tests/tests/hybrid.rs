@@ -414,12 +414,7 @@ fn zoo_detectors_split_gpu_first_match_the_cpu() {
             on(Side::Host)
         );
         let stand_in = host_stand_in(&graph, &sides, input_shapes(&image(1))).unwrap();
-        let kept: usize = stand_in
-            .plan
-            .segments()
-            .iter()
-            .map(|s| s.kept_outputs())
-            .sum();
+        let kept = stand_in.plan.kept_values();
         for seed in [2, 3] {
             let want = cpu_outputs(&bytes, &["image"], &image(seed));
             let got = stand_in.plan.run(image(seed)).unwrap();
@@ -450,12 +445,7 @@ fn values_only_device_segments_read_stay_on_the_device_under_concurrent_runs() {
         })
         .collect();
     let stand_in = host_stand_in(&graph, &sides, input_shapes(&inputs(1, [0, 5]))).unwrap();
-    let kept: usize = stand_in
-        .plan
-        .segments()
-        .iter()
-        .map(|s| s.kept_outputs())
-        .sum();
+    let kept = stand_in.plan.kept_values();
     assert!(kept > 0, "the split passes no value from device to device");
     // Runs from 4 threads at once, each on its own data: a device segment's next run
     // overwrites what it kept, so a reader that copied it after another run's writer would
