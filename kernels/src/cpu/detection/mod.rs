@@ -4,6 +4,7 @@
 
 mod gather_nd;
 mod nms;
+mod nms_kept;
 mod nonzero;
 mod reduction;
 mod roi_align;

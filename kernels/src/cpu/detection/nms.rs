@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use super::nms_kept::KeptBoxes;
 use super::util::{contiguous, nan_greatest_cmp, require_opset, tensor_from_vec};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
@@ -38,17 +39,17 @@ pub(crate) fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 }
 
 /// A box as corners plus area, computed once per box the way ONNX Runtime computes them per pair.
-#[derive(Clone, Copy, Default)]
-struct Corners {
-    x_min: f32,
-    y_min: f32,
-    x_max: f32,
-    y_max: f32,
-    area: f32,
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Corners {
+    pub(super) x_min: f32,
+    pub(super) y_min: f32,
+    pub(super) x_max: f32,
+    pub(super) y_max: f32,
+    pub(super) area: f32,
 }
 
 impl Corners {
-    fn new(b: &[f32], center_point_box: bool) -> Self {
+    pub(super) fn new(b: &[f32], center_point_box: bool) -> Self {
         let (x_min, x_max, y_min, y_max) = if center_point_box {
             let (hw, hh) = (b[2] / 2.0, b[3] / 2.0);
             (b[0] - hw, b[0] + hw, b[1] - hh, b[1] + hh)
@@ -72,7 +73,7 @@ impl Corners {
 
     /// True when `self` and `other` overlap by more than `iou_threshold`.
     #[inline]
-    fn suppresses(&self, other: &Corners, iou_threshold: f32) -> bool {
+    pub(super) fn suppresses(&self, other: &Corners, iou_threshold: f32) -> bool {
         let ix_min = self.x_min.max(other.x_min);
         let ix_max = self.x_max.min(other.x_max);
         if ix_max <= ix_min {
@@ -151,6 +152,13 @@ impl Kernel for NonMaxSuppression {
             .chunks_exact(4)
             .map(|b| Corners::new(b, self.center_point_box))
             .collect();
+        // Kept boxes are tested in vectors when every corner and area is finite (see
+        // `nms_kept`), one pair at a time otherwise.
+        let finite = corners.iter().all(|c| {
+            [c.x_min, c.y_min, c.x_max, c.y_max, c.area]
+                .iter()
+                .all(|v| v.is_finite())
+        });
 
         let select = |bc: usize| -> Vec<usize> {
             if max_out == 0 {
@@ -169,16 +177,21 @@ impl Kernel for NonMaxSuppression {
             // Stable: equal scores keep ascending box order.
             candidates.sort_by(|a, b| nan_greatest_cmp(&b.0, &a.0));
             let mut kept: Vec<usize> = Vec::new();
+            let mut kept_boxes = KeptBoxes::default();
             for &(_, i) in &candidates {
                 if kept.len() >= max_out {
                     break;
                 }
                 let b = &batch_boxes[i];
-                if !kept
-                    .iter()
-                    .any(|&j| batch_boxes[j].suppresses(b, iou_threshold))
-                {
+                let suppressed = match finite {
+                    true => kept_boxes.any_suppresses(b, iou_threshold),
+                    false => (kept.iter()).any(|&j| batch_boxes[j].suppresses(b, iou_threshold)),
+                };
+                if !suppressed {
                     kept.push(i);
+                    if finite {
+                        kept_boxes.push(b);
+                    }
                 }
             }
             kept
