@@ -64,10 +64,16 @@ fn gather_typed<T: Element>(
     let dim = a.shape()[axis];
     let inner: usize = a.shape()[axis + 1..].iter().product();
     let mut data = crate::output_buffer::empty(0, out_shape.iter().product());
-    for o in 0..outer {
-        let base = o * dim * inner;
-        for &i in idx {
-            data.extend_from_slice(&src[base + i * inner..base + (i + 1) * inner]);
+    // An empty axis or rows gather nothing (`chunks_exact` wants a length above zero).
+    let planes = src.chunks_exact((dim * inner).max(1)).take(outer);
+    for plane in planes.filter(|_| dim * inner > 0) {
+        if inner == 1 {
+            // Element by element: a copy call per element would cost more than the element.
+            data.extend(idx.iter().map(|&i| plane[i].clone()));
+        } else {
+            for &i in idx {
+                data.extend_from_slice(&plane[i * inner..(i + 1) * inner]);
+            }
         }
     }
     tensor_from(out_shape, data)
