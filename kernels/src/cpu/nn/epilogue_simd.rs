@@ -1,12 +1,16 @@
 //! The fused-convolution epilogue `y ← activation(y + add)` on `f32` in one vectorized pass
 //! (AVX-512 or AVX2, the instruction set the packed GEMM uses), for the activations that are a
-//! clamp: none, `Relu` and `Clip`. The kernels crate is compiled for baseline x86-64, so the
+//! clamp (none, `Relu` and `Clip`) and for `HardSigmoid` and `HardSwish` (MobileNetV3's
+//! convolutions end in them). The kernels crate is compiled for baseline x86-64, so the
 //! generic epilogue runs on 4-wide SSE, and as two passes when a residual is added: on a
 //! ResNet 1×1 convolution it was a fifth of the node's time.
 //!
 //! Results equal the generic epilogue's bit for bit: the add rounds the same, and the clamp
 //! is `max(lo, v)` then `min(hi, v)` with `v` as the second operand, which x86 returns when it
 //! is NaN (NaN stays NaN, as in `Activation::apply`) or when both are zeros (`-0.0` stays).
+//! The hard activations compute `t = x · alpha + beta` as a product then a sum, as the generic
+//! code does, then `max(t, 0)` with `0` second (a NaN `t` gives `0`, as `f32::max`), then
+//! `min(·, 1)`, and `HardSwish` multiplies by `x`.
 
 use super::epilogue::Activation;
 use super::packed_gemm::Isa;
@@ -14,6 +18,9 @@ use super::packed_gemm::Isa;
 /// Finishes `values` (`add`, when given, holds as many values) if the CPU and the activation
 /// allow; false when the caller must run the generic epilogue.
 pub(super) fn finish_f32(values: &mut [f32], add: Option<&[f32]>, activation: Activation) -> bool {
+    if let Some(hard) = hard(activation) {
+        return finish_hard(values, add, hard);
+    }
     let Some((lo, hi)) = bounds(activation) else {
         return false;
     };
@@ -41,6 +48,111 @@ pub(super) fn finish_f32(values: &mut [f32], add: Option<&[f32]>, activation: Ac
         false
     }
 }
+
+/// A hard activation: `(alpha, beta, times_x)`, `min(1, max(0, x · alpha + beta))`, multiplied
+/// by `x` when `times_x` (`HardSwish`).
+type Hard = (f32, f32, bool);
+
+/// The hard activation `activation` is; `None` for the others.
+fn hard(activation: Activation) -> Option<Hard> {
+    match activation {
+        Activation::HardSigmoid(alpha, beta) => Some((alpha, beta, false)),
+        // The generic code's constants: 1/6 rounded once from f64.
+        Activation::HardSwish => Some(((1.0f64 / 6.0) as f32, 0.5, true)),
+        _ => None,
+    }
+}
+
+/// [`finish_f32`] for a hard activation.
+fn finish_hard(values: &mut [f32], add: Option<&[f32]>, hard: Hard) -> bool {
+    assert!(
+        add.is_none_or(|a| a.len() == values.len()),
+        "epilogue: the added values do not match the block"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `Isa::detect` reports only instruction sets this CPU has; `add` holds
+        // `values.len()` values (checked above).
+        match Isa::detect() {
+            Some(Isa::Avx512) => unsafe { hard_avx512(values, add, hard) },
+            Some(Isa::Avx2) => unsafe { hard_avx2(values, add, hard) },
+            None => return false,
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (values, hard);
+        false
+    }
+}
+
+/// The generic epilogue's hard activation on one value (the vector loops' tail).
+#[inline(always)]
+fn hard_one(v: f32, z: Option<f32>, (alpha, beta, times_x): Hard) -> f32 {
+    let v = z.map_or(v, |z| v + z);
+    let gate = (v * alpha + beta).max(0.0).min(1.0);
+    if times_x { v * gate } else { gate }
+}
+
+/// Defines `$name(values, add, hard)`: [`hard_one`] over `values` with `$lanes`-wide vectors.
+macro_rules! hard_kernel {
+    ($name:ident, $features:literal, $lanes:literal, $set1:ident, $load:ident, $add:ident,
+     $mul:ident, $max:ident, $min:ident, $store:ident) => {
+        /// # Safety
+        /// The CPU has the instruction set; `add`, when given, holds `values.len()` values.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name(values: &mut [f32], add: Option<&[f32]>, hard: Hard) {
+            use std::arch::x86_64::*;
+            let (alpha, beta, times_x) = hard;
+            let (alpha_v, beta_v) = ($set1(alpha), $set1(beta));
+            let (zero, one) = ($set1(0.0), $set1(1.0));
+            let whole = values.len() / $lanes * $lanes;
+            let p = values.as_mut_ptr();
+            // SAFETY: every access is below `whole ≤ values.len()`, which `add` also holds.
+            unsafe {
+                for i in (0..whole).step_by($lanes) {
+                    let mut v = $load(p.add(i));
+                    if let Some(z) = add {
+                        v = $add(v, $load(z.as_ptr().add(i)));
+                    }
+                    let gate = $min($max($add($mul(v, alpha_v), beta_v), zero), one);
+                    $store(p.add(i), if times_x { $mul(v, gate) } else { gate });
+                }
+            }
+            for i in whole..values.len() {
+                values[i] = hard_one(values[i], add.map(|z| z[i]), hard);
+            }
+        }
+    };
+}
+
+hard_kernel!(
+    hard_avx512,
+    "avx512f",
+    16,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_add_ps,
+    _mm512_mul_ps,
+    _mm512_max_ps,
+    _mm512_min_ps,
+    _mm512_storeu_ps
+);
+
+hard_kernel!(
+    hard_avx2,
+    "avx",
+    8,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_add_ps,
+    _mm256_mul_ps,
+    _mm256_max_ps,
+    _mm256_min_ps,
+    _mm256_storeu_ps
+);
 
 /// The clamp an activation is, `(lo, hi)`; `None` for the others.
 fn bounds(activation: Activation) -> Option<(f32, f32)> {
@@ -137,6 +249,8 @@ mod tests {
             f32::NEG_INFINITY,
             6.0,
             -6.0,
+            -3.0,
+            3.0,
         ];
         for len in [0, 1, 7, 8, 16, 37, 100] {
             let values: Vec<f32> = (0..len)
@@ -154,6 +268,9 @@ mod tests {
                 Activation::Identity,
                 Activation::Relu,
                 Activation::Clip(0.0, 6.0),
+                Activation::HardSwish,
+                Activation::HardSigmoid(0.2, 0.5),
+                Activation::HardSigmoid(-0.7, -0.0),
             ] {
                 for z in [None, Some(&add[..])] {
                     let mut want = values.clone();
@@ -161,14 +278,22 @@ mod tests {
                         want.iter_mut().zip(z).for_each(|(v, z)| *v += z);
                     }
                     activation.apply(&mut want);
-                    let (lo, hi) = bounds(activation).unwrap();
                     for isa in Isa::supported() {
                         let mut got = values.clone();
                         // SAFETY: `supported` lists what this CPU has; `add` matches.
                         unsafe {
-                            match isa {
-                                Isa::Avx512 => clamp_avx512(&mut got, z, lo, hi),
-                                Isa::Avx2 => clamp_avx2(&mut got, z, lo, hi),
+                            match (isa, hard(activation), bounds(activation)) {
+                                (Isa::Avx512, Some(h), _) => hard_avx512(&mut got, z, h),
+                                (Isa::Avx2, Some(h), _) => hard_avx2(&mut got, z, h),
+                                (Isa::Avx512, None, Some((lo, hi))) => {
+                                    clamp_avx512(&mut got, z, lo, hi)
+                                }
+                                (Isa::Avx2, None, Some((lo, hi))) => {
+                                    clamp_avx2(&mut got, z, lo, hi)
+                                }
+                                (_, None, None) => {
+                                    unreachable!("every listed activation has a kernel")
+                                }
                             }
                         }
                         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
