@@ -89,6 +89,8 @@ fn finish_hard(values: &mut [f32], add: Option<&[f32]>, hard: Hard) -> bool {
 
 /// The generic epilogue's hard activation on one value (the vector loops' tail).
 #[inline(always)]
+// Not `clamp`: it keeps a NaN, where `max(0)` gives 0 as the generic code does.
+#[allow(clippy::manual_clamp)]
 fn hard_one(v: f32, z: Option<f32>, (alpha, beta, times_x): Hard) -> f32 {
     let v = z.map_or(v, |z| v + z);
     let gate = (v * alpha + beta).max(0.0).min(1.0);
