@@ -233,7 +233,7 @@ impl SequentialPlan {
     /// plan was compiled from) leaves some intermediate's size to them: tensor inputs with
     /// symbolic dimensions and values the static plan could not size. Shapes are planned for
     /// when two runs in a row bring them, at the cost of one shape inference over the graph;
-    /// the last [`SHAPE_LAYOUTS`] are kept.
+    /// the last `SHAPE_LAYOUTS` are kept.
     pub fn for_input_shapes(mut self, graph: &Graph) -> Self {
         let symbolic = graph.inputs.iter().any(|&v| {
             let info = graph.value(v);

@@ -7,8 +7,9 @@ use spillway_kernels::Tensor;
 use spillway_kernels::cuda::cudarc::driver::CudaGraph;
 use spillway_kernels::cuda::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 
-use super::plan::{GpuPlan, PlanInput, all_downloaded, host_inputs};
+use super::plan::GpuPlan;
 use super::step_error;
+use super::transfer::{PlanInput, all_downloaded, host_inputs};
 use crate::error::Result;
 
 /// A plan and its captured graph. The graph replays exactly the launches of
@@ -89,7 +90,7 @@ impl CapturedPlan {
     }
 
     /// [`CapturedPlan::run`] with inputs that may be on the device, keeping the outputs
-    /// whose flag in `keep` is set on the device (`None`, see [`GpuPlan::download`]).
+    /// whose flag in `keep` is set on the device (`None`: it stays in the plan's memory until its next run, see [`GpuPlan::fetch_output`]).
     pub fn run_with(&self, inputs: &[PlanInput], keep: &[bool]) -> Result<Vec<Option<Tensor>>> {
         let mut staging = self.plan.running.lock().unwrap_or_else(|p| p.into_inner());
         let _streams = self.plan.gpu.sharing_streams();

@@ -11,8 +11,9 @@ use spillway_placement::{Options, Policy, Schedule, Topology, place, simulate};
 use super::assignment::StreamAssignment;
 use super::capture::CapturedPlan;
 use super::costs::cost_graph;
-use super::plan::{GpuPlan, PlanInput, all_downloaded, host_inputs};
+use super::plan::GpuPlan;
 use super::timing::median_ms;
+use super::transfer::{PlanInput, all_downloaded, host_inputs};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 

@@ -12,31 +12,29 @@
 //!   keeps the fastest (another split only when it beats GPU first by 3 %).
 //!
 //! Each GPU segment is a [`GpuEngine`] (its streams chosen by its own policy, replayed as a
-//! CUDA Graph). A value that only GPU segments read stays in the arena of the segment that
-//! wrote it, and each reader copies it into its own arena on the GPU (see
+//! CUDA Graph; see `segment.rs`). A value that only GPU segments read stays in the arena of
+//! the segment that wrote it, and each reader copies it into its own arena on the GPU (see
 //! [`crate::hybrid::KeptValue`]).
 
-use std::any::Any;
 use std::sync::Arc;
 use std::time::Instant;
 
 use spillway_kernels::Tensor;
+use spillway_kernels::cuda::Gpu;
 use spillway_kernels::cuda::ops::TensorDesc;
-use spillway_kernels::cuda::{DeviceRegion, Gpu};
 use spillway_placement::{CostGraph, Device, DeviceKind, Options, Policy, Topology, place};
 
-use super::engine::GpuEngine;
-use super::plan::{GpuPlan, PlanInput, build_kernel};
+use super::plan::build_kernel;
+use super::segment::{GpuCompiler, desc, tensors};
 use crate::device::Devices;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, ValueId};
 use crate::hybrid::{
-    FixedValues, HostSegment, HybridPlan, KeptValue, SegmentCompiler, SegmentValue, SegmentWork,
-    Side, all_on_host, compile_split, hosted, partition, segment_graph, shapes_follow_input_shapes,
-    with_constants,
+    FixedValues, HostSegment, HybridPlan, SegmentCompiler, SegmentWork, Side, compile_split,
+    partition, segment_graph, shapes_follow_input_shapes, with_constants,
 };
 use crate::profile::{self, ProfileOptions};
-use crate::value::{Value, all_tensors};
+use crate::value::Value;
 
 /// Whole runs timed per candidate when `Auto` weighs the splits.
 const AUTO_RUNS: usize = 7;
@@ -52,159 +50,6 @@ const SEGMENT_RUNS: usize = 3;
 /// which also covers a segment's launch and synchronization).
 const LINK_BYTES_PER_US: f64 = 10_000.0;
 const LINK_LATENCY_US: f64 = 30.0;
-
-/// A GPU segment.
-#[derive(Debug)]
-struct DeviceSegment(GpuEngine);
-
-/// Where a GPU segment's input is.
-enum Source {
-    Host(Tensor),
-    Gpu(DeviceRegion),
-}
-
-/// An output a GPU segment kept in its plan's memory.
-#[derive(Debug)]
-struct GpuKept {
-    plan: Arc<GpuPlan>,
-    index: usize,
-    shape: Vec<usize>,
-}
-
-impl KeptValue for GpuKept {
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-
-    fn fetch(&self) -> Result<Value> {
-        self.plan.fetch_output(self.index).map(Value::Tensor)
-    }
-}
-
-impl SegmentWork for DeviceSegment {
-    fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
-        all_on_host(self.run_with(hosted(inputs), &[])?)
-    }
-
-    /// A kept input that another GPU segment on the same GPU wrote is copied on the GPU.
-    fn run_with(&self, inputs: Vec<SegmentValue>, keep: &[bool]) -> Result<Vec<SegmentValue>> {
-        let plan = self.0.plan();
-        let sources = inputs
-            .into_iter()
-            .map(|input| match input {
-                SegmentValue::Kept(k) => match (k.as_ref() as &dyn Any).downcast_ref::<GpuKept>() {
-                    Some(g) if Arc::ptr_eq(g.plan.gpu(), plan.gpu()) => g
-                        .plan
-                        .output_region(g.index)
-                        .map(|(region, _)| Source::Gpu(region))
-                        .ok_or_else(|| Error::Internal("a kept output is not in its plan".into())),
-                    _ => Ok(Source::Host(tensor(k.fetch()?)?)),
-                },
-                SegmentValue::Host(v) => Ok(Source::Host(tensor(v)?)),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let inputs: Vec<PlanInput> = sources
-            .iter()
-            .map(|s| match s {
-                Source::Host(t) => PlanInput::Host(t),
-                Source::Gpu(region) => PlanInput::Device(*region),
-            })
-            .collect();
-        let outputs = self.0.run_with(&inputs, keep)?;
-        Ok(outputs
-            .into_iter()
-            .enumerate()
-            .map(|(index, t)| match t {
-                Some(t) => SegmentValue::Host(Value::Tensor(t)),
-                None => SegmentValue::Kept(Arc::new(GpuKept {
-                    plan: plan.clone(),
-                    index,
-                    shape: plan
-                        .output_region(index)
-                        .map(|(_, d)| d.shape.clone())
-                        .unwrap_or_default(),
-                })),
-            })
-            .collect())
-    }
-
-    fn keeps_outputs(&self) -> bool {
-        true
-    }
-
-    fn device_bytes(&self) -> usize {
-        self.0.choice().arena_bytes
-    }
-
-    fn device_node_us(&self) -> Result<Option<Vec<f64>>> {
-        self.0.plan().profile_nodes(5).map(Some)
-    }
-}
-
-/// Compiles GPU segments: a [`GpuEngine`] on the session's GPU. At session build its streams
-/// follow the session's stream policy; during a run (a new shape) it is compiled on one
-/// stream, without measuring.
-#[derive(Debug)]
-struct GpuCompiler {
-    gpu: Arc<Gpu>,
-    streams: usize,
-    stream_policy: Policy,
-}
-
-impl SegmentCompiler for GpuCompiler {
-    fn compile(
-        &self,
-        graph: &Graph,
-        inputs: &[Value],
-        values: &[Option<Value>],
-        measure: bool,
-    ) -> Result<Box<dyn SegmentWork>> {
-        let mut descs: Vec<Option<TensorDesc>> = values.iter().map(desc).collect();
-        descs.resize(graph.values.len(), None);
-        for (v, t) in &graph.constants {
-            descs[v.index()] = Some(TensorDesc::new(t.dtype(), t.shape()));
-        }
-        let (streams, policy) = if measure {
-            (self.streams, self.stream_policy)
-        } else {
-            (1, Policy::Sequential)
-        };
-        Ok(Box::new(DeviceSegment(GpuEngine::build_on(
-            self.gpu.clone(),
-            graph,
-            &tensors(inputs.to_vec())?,
-            &descs,
-            streams,
-            policy,
-        )?)))
-    }
-}
-
-/// A value's type and shape (`None`: not a tensor, or not computed).
-fn desc(value: &Option<Value>) -> Option<TensorDesc> {
-    match value {
-        Some(Value::Tensor(t)) => Some(TensorDesc::new(t.dtype(), t.shape())),
-        _ => None,
-    }
-}
-
-/// The tensor of `value`: GPU nodes read tensors only.
-fn tensor(value: Value) -> Result<Tensor> {
-    match value {
-        Value::Tensor(t) => Ok(t),
-        other => Err(Error::Internal(format!(
-            "a GPU segment was given {}",
-            other.type_string()
-        ))),
-    }
-}
-
-/// The tensors of `values`: GPU nodes read tensors only.
-fn tensors(values: Vec<Value>) -> Result<Vec<Tensor>> {
-    all_tensors(values).map_err(|other| {
-        Error::Internal(format!("a GPU segment was given {}", other.type_string()))
-    })
-}
 
 /// How a [`HybridEngine`] was chosen.
 #[derive(Debug, Clone)]

@@ -13,8 +13,10 @@ mod engine;
 mod hybrid;
 mod memory;
 mod plan;
+mod segment;
 mod status;
 mod timing;
+mod transfer;
 mod values;
 
 pub use assignment::StreamAssignment;
@@ -23,8 +25,9 @@ pub use costs::cost_graph;
 pub use engine::{GpuChoice, GpuEngine, open_gpu};
 pub use hybrid::{HybridChoice, HybridEngine, HybridParts, NodeTimes};
 pub use memory::ValueMemory;
-pub use plan::{GpuPlan, PlanInput};
+pub use plan::GpuPlan;
 pub use timing::median_ms;
+pub use transfer::PlanInput;
 pub use values::{cpu_values, descs, specialize};
 
 use crate::error::Error;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use spillway_kernels::cuda::cudarc::driver::CudaEvent;
 use spillway_kernels::cuda::cudarc::driver::sys::CUevent_flags;
-use spillway_kernels::cuda::host::{tensor_bytes, tensor_from_bytes, write_tensor_bytes};
+use spillway_kernels::cuda::host::tensor_bytes;
 use spillway_kernels::cuda::memory::PinnedBuffer;
 use spillway_kernels::cuda::memory::aligned;
 use spillway_kernels::cuda::ops::{self, GpuIo, GpuKernel, GpuNode, TensorDesc};
@@ -16,6 +16,7 @@ use super::assignment::StreamAssignment;
 use super::assignment::check_assignment;
 use super::memory::{ValueMemory, place_values};
 use super::status::StatusWords;
+use super::transfer::{PlanInput, Staging, all_downloaded, host_inputs};
 use super::{node_error, step_error};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, ValueId};
@@ -23,19 +24,6 @@ use crate::graph::{Graph, Node, ValueId};
 /// Ops whose output is their input's bytes under another shape: the output shares the
 /// input's region and the launch copies nothing.
 pub(super) const ALIASES: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"];
-
-/// `inputs` as plan inputs from the host.
-pub(super) fn host_inputs(inputs: &[Tensor]) -> Vec<PlanInput<'_>> {
-    inputs.iter().map(PlanInput::Host).collect()
-}
-
-/// Outputs of a download that kept none.
-pub(super) fn all_downloaded(outputs: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
-    outputs
-        .into_iter()
-        .map(|t| t.ok_or_else(|| Error::Internal("an output was not downloaded".into())))
-        .collect()
-}
 
 /// One node, ready to launch.
 #[derive(Debug)]
@@ -89,28 +77,10 @@ pub struct GpuPlan {
     pub(super) uploaded: CudaEvent,
     pub(super) done: CudaEvent,
     /// The words of the kernels that report a status.
-    status: Option<StatusWords>,
+    pub(super) status: Option<StatusWords>,
     /// Page-locked staging, one buffer per input then one per output, so that copies run
     /// asynchronously at full speed. Runs are serialized by `running`, which guards these.
     pub(super) running: Mutex<Staging>,
-}
-
-/// Where a plan's input comes from.
-#[derive(Debug, Clone, Copy)]
-pub enum PlanInput<'a> {
-    /// A host tensor, uploaded.
-    Host(&'a Tensor),
-    /// Device memory on the same GPU holding a tensor of the input's type and shape, written
-    /// by work enqueued on stream 0 before this run (another plan's output): copied on the
-    /// device.
-    Device(DeviceRegion),
-}
-
-/// The page-locked host buffers of a plan's inputs and outputs.
-#[derive(Debug)]
-pub(super) struct Staging {
-    inputs: Vec<PinnedBuffer>,
-    outputs: Vec<PinnedBuffer>,
 }
 
 impl GpuPlan {
@@ -371,71 +341,13 @@ impl GpuPlan {
     }
 
     /// [`GpuPlan::run`] with inputs that may be on the device, keeping the outputs whose flag
-    /// in `keep` is set on the device (`None`, see [`GpuPlan::download`]).
+    /// in `keep` is set on the device (`None`: it stays in the plan's memory until its next run, see [`GpuPlan::fetch_output`]).
     pub fn run_with(&self, inputs: &[PlanInput], keep: &[bool]) -> Result<Vec<Option<Tensor>>> {
         let mut staging = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let _streams = self.gpu.sharing_streams();
         self.upload(&mut staging, inputs)?;
         self.enqueue()?;
         self.download(&mut staging, keep)
-    }
-
-    /// Copies `inputs` into their regions (host ones through the pinned staging on the copy
-    /// stream, device ones on stream 0) and makes stream 0 wait for the copies.
-    pub(super) fn upload(&self, staging: &mut Staging, inputs: &[PlanInput]) -> Result<()> {
-        if inputs.len() != self.inputs.len() {
-            return Err(Error::Config(format!(
-                "{} inputs given, the model has {}",
-                inputs.len(),
-                self.inputs.len()
-            )));
-        }
-        let mut on_device = Vec::new();
-        for ((input, b), pinned) in inputs.iter().zip(&self.inputs).zip(&mut staging.inputs) {
-            let t = match *input {
-                PlanInput::Host(t) => t,
-                PlanInput::Device(region) => {
-                    if region.bytes != b.desc.bytes() {
-                        return Err(Error::Internal(format!(
-                            "input '{}' is {} bytes on the device, the plan's is {}",
-                            b.name,
-                            region.bytes,
-                            b.desc.bytes()
-                        )));
-                    }
-                    on_device.push((region, b));
-                    continue;
-                }
-            };
-            if t.dtype() != b.desc.dtype || t.shape() != b.desc.shape.as_slice() {
-                return Err(Error::InputShape {
-                    name: b.name.clone(),
-                    got: t.shape().to_vec(),
-                    expected: format!("{:?} {:?} (the plan's)", b.desc.dtype, b.desc.shape),
-                });
-            }
-            let what = || format!("uploading input '{}'", b.name);
-            // The previous run's copy of this buffer finished: that run waited for its outputs.
-            let host = pinned.as_mut_slice().map_err(|e| step_error(what(), e))?;
-            // Straight into page-locked memory: a detector's RoI features are tens of MiB, and
-            // a buffer that size is fresh pages (page faults) on every run.
-            let len = write_tensor_bytes(t, host)
-                .ok_or_else(|| step_error(what(), "unsupported dtype"))?;
-            self.gpu
-                .upload(&host[..len], b.region)
-                .map_err(|e| step_error(what(), e))?;
-        }
-        let copy = self.gpu.copy_in_stream();
-        self.uploaded
-            .record(copy)
-            .and_then(|_| self.gpu.stream(0).wait(&self.uploaded))
-            .map_err(|e| step_error("ordering the uploads", e))?;
-        for (region, b) in on_device {
-            self.gpu
-                .copy_device(region, b.region, b.desc.bytes(), 0)
-                .map_err(|e| step_error(format!("copying input '{}' on the device", b.name), e))?;
-        }
-        Ok(())
     }
 
     /// Enqueues every node on its stream (stream 0 forks to the others and joins them at the
@@ -484,75 +396,6 @@ impl GpuPlan {
                 .map_err(|e| node_error(node, e))?;
         }
         Ok(())
-    }
-
-    /// Waits for stream 0, fails if a kernel reported a bad value, and copies the outputs
-    /// back, except those whose flag in `keep` is set (`None`): they stay in the plan's
-    /// memory until its next run.
-    pub(super) fn download(
-        &self,
-        staging: &mut Staging,
-        keep: &[bool],
-    ) -> Result<Vec<Option<Tensor>>> {
-        self.after_main()?;
-        self.gpu
-            .copy_out_stream()
-            .synchronize()
-            .map_err(|e| step_error("waiting for the run", e))?;
-        if let Some(words) = &self.status {
-            words.check(&self.gpu, &self.graph, &self.steps)?;
-        }
-        self.outputs
-            .iter()
-            .zip(&mut staging.outputs)
-            .enumerate()
-            .map(|(i, (b, pinned))| {
-                if keep.get(i) == Some(&true) {
-                    return Ok(None);
-                }
-                let what = || format!("downloading '{}'", b.name);
-                let host = pinned.as_mut_slice().map_err(|e| step_error(what(), e))?;
-                let host = &mut host[..b.desc.bytes()];
-                self.gpu
-                    .download(b.region, host)
-                    .map_err(|e| step_error(what(), e))?;
-                tensor_from_bytes(b.desc.dtype, &b.desc.shape, host)
-                    .map(Some)
-                    .map_err(|e| step_error(what(), e))
-            })
-            .collect()
-    }
-
-    /// Where output `index` lives on the GPU, and its type and shape.
-    pub fn output_region(&self, index: usize) -> Option<(DeviceRegion, &TensorDesc)> {
-        self.outputs.get(index).map(|b| (b.region, &b.desc))
-    }
-
-    /// Output `index` as the last run left it (a kept output: see [`GpuPlan::download`]).
-    pub fn fetch_output(&self, index: usize) -> Result<Tensor> {
-        let _guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let b = self
-            .outputs
-            .get(index)
-            .ok_or_else(|| Error::Internal(format!("the plan has no output {index}")))?;
-        self.fetch(b)
-    }
-
-    /// Orders the download stream after everything enqueued on stream 0.
-    fn after_main(&self) -> Result<()> {
-        self.done
-            .record(self.gpu.stream(0))
-            .and_then(|_| self.gpu.copy_out_stream().wait(&self.done))
-            .map_err(|e| step_error("ordering the downloads", e))
-    }
-
-    fn fetch(&self, b: &Binding) -> Result<Tensor> {
-        let mut host = vec![0u8; b.desc.bytes()];
-        let what = || format!("downloading '{}'", b.name);
-        self.gpu
-            .download(b.region, &mut host)
-            .map_err(|e| step_error(what(), e))?;
-        tensor_from_bytes(b.desc.dtype, &b.desc.shape, &host).map_err(|e| step_error(what(), e))
     }
 
     /// Value `v` as the last run left it (`None` when the plan does not hold it); in a plan

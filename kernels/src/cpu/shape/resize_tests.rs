@@ -139,45 +139,31 @@ fn uint8_rounds_and_saturates() {
 
 #[test]
 fn bad_inputs_are_typed_errors() {
-    let a = attrs(&[("mode", s("area"))]);
-    let spec = NodeSpec {
-        op_type: "Resize",
-        domain: "",
-        opset: 19,
-        attrs: &a,
-        num_inputs: 3,
-        num_outputs: 1,
-    };
-    assert!(matches!(
-        build_resize(&spec),
-        Err(KernelError::UnsupportedAttribute { .. })
-    ));
-    let a = attrs(&[("coordinate_transformation_mode", s("half_pixel_symmetric"))]);
-    let spec = NodeSpec {
-        op_type: "Resize",
-        domain: "",
-        opset: 18,
-        attrs: &a,
-        num_inputs: 3,
-        num_outputs: 1,
-    };
-    assert!(matches!(
-        build_resize(&spec),
-        Err(KernelError::UnsupportedAttribute { .. })
-    ));
-    let a = attrs(&[("mode", s("nearest")), ("antialias", AttrValue::Int(1))]);
-    let spec = NodeSpec {
-        op_type: "Resize",
-        domain: "",
-        opset: 19,
-        attrs: &a,
-        num_inputs: 3,
-        num_outputs: 1,
-    };
-    assert!(matches!(
-        build_resize(&spec),
-        Err(KernelError::UnsupportedAttribute { .. })
-    ));
+    // Attributes not supported: area mode, half_pixel_symmetric, antialias.
+    for (a, opset) in [
+        (attrs(&[("mode", s("area"))]), 19),
+        (
+            attrs(&[("coordinate_transformation_mode", s("half_pixel_symmetric"))]),
+            18,
+        ),
+        (
+            attrs(&[("mode", s("nearest")), ("antialias", AttrValue::Int(1))]),
+            19,
+        ),
+    ] {
+        let spec = NodeSpec {
+            op_type: "Resize",
+            domain: "",
+            opset,
+            attrs: &a,
+            num_inputs: 3,
+            num_outputs: 1,
+        };
+        assert!(matches!(
+            build_resize(&spec),
+            Err(KernelError::UnsupportedAttribute { .. })
+        ));
+    }
     let a = attrs(&[]);
     assert!(matches!(
         run(&a, &x22(), None, Some(&[1., 2.]), None),
