@@ -3,6 +3,7 @@
 //! Each family module exposes `OPS` (the op types it implements) and `build`
 //! (a [`Builder`] for any op in `OPS`).
 
+pub(crate) mod aligned;
 pub mod binary;
 pub mod detection;
 pub mod nn;

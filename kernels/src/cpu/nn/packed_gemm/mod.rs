@@ -21,6 +21,7 @@ pub use source::{BSource, Image2d};
 
 use super::epilogue::Epilogue;
 use super::matrix::SendPtr;
+use crate::cpu::aligned::AlignedFloats;
 
 /// Depth of one packed block (`A` panels are `MR × KC`, `B` panels `KC × NR`). Every block
 /// after the first reloads and adds to the tile it wrote, so deeper blocks write less; a tile's
@@ -49,7 +50,7 @@ pub struct PackedA {
     isa: Isa,
     m: usize,
     k: usize,
-    data: Vec<f32>,
+    data: AlignedFloats,
     /// The same weights packed transposed, for position tiles (on first use).
     transposed: positions::TransposedA,
 }
@@ -69,7 +70,8 @@ impl PackedA {
         assert!(a.len() >= m * k, "PackedA: {} values for {m}x{k}", a.len());
         let (mr, _) = isa.tile();
         let panels = m.div_ceil(mr);
-        let mut data = vec![0.0f32; panels * mr * k];
+        let mut data = AlignedFloats::zeroed(panels * mr * k);
+        let out = data.as_mut_slice();
         let mut at = 0;
         for pc in (0..k).step_by(KC) {
             let kc = KC.min(k - pc);
@@ -78,7 +80,7 @@ impl PackedA {
                     for i in 0..mr {
                         let row = ip * mr + i;
                         if row < m {
-                            data[at] = a[row * k + pc + p];
+                            out[at] = a[row * k + pc + p];
                         }
                         at += 1;
                     }
@@ -108,7 +110,7 @@ impl PackedA {
     fn panel(&self, pc: usize, kc: usize, ip: usize) -> &[f32] {
         let (mr, _) = self.isa.tile();
         let start = pc * self.m.div_ceil(mr) * mr + ip * mr * kc;
-        &self.data[start..start + mr * kc]
+        &self.data.as_slice()[start..start + mr * kc]
     }
 
     /// `c = self · b (+ bias per row)` for the `k × n` operand `b`, written to the row-major
@@ -218,10 +220,9 @@ impl PackedA {
         let (k, row_panels, col_panels) = (self.k, self.m.div_ceil(mr), n.div_ceil(nr));
         let tasks = TASKS_PER_THREAD * threads();
         let len = k * col_panels * nr;
-        let mut run = |packed: &mut Vec<f32>| {
-            if packed.len() < len {
-                packed.resize(len, 0.0);
-            }
+        let mut run = |packed: &mut AlignedFloats| {
+            packed.ensure(len);
+            let packed = packed.as_mut_slice();
             // Depth block `pc` holds its `col_panels` panels from `pc · col_panels · nr`;
             // packing tasks take a depth block's panels a few at a time.
             let per = col_panels.div_ceil(tasks).max(1);
@@ -267,7 +268,7 @@ impl PackedA {
         // The calling thread's buffer, reused across calls (fresh pages would fault in).
         SHARED_B.with(|cell| match cell.try_borrow_mut() {
             Ok(mut packed) => run(&mut packed),
-            Err(_) => run(&mut Vec::new()),
+            Err(_) => run(&mut AlignedFloats::new()),
         });
     }
 
@@ -293,10 +294,8 @@ impl PackedA {
         // allocation of this size would be new pages, faulted in on every call).
         PACKED_B.with_borrow_mut(|scratch| {
             let need = KC * width.div_ceil(nr) * nr;
-            if scratch.len() < need {
-                scratch.resize(need, 0.0);
-            }
-            let packed_b = &mut scratch[..need];
+            scratch.ensure(need);
+            let packed_b = &mut scratch.as_mut_slice()[..need];
             for jc in (cols.0..cols.1).step_by(NC) {
                 let nc = NC.min(cols.1 - jc);
                 for pc in (0..self.k).step_by(KC) {
@@ -488,9 +487,9 @@ thread_local! {
     /// Whether products started on this thread stay on it ([`serially`]).
     static SERIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The calling thread's buffer for a `B` packed whole (see `multiply_by_rows`).
-    static SHARED_B: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SHARED_B: std::cell::RefCell<AlignedFloats> = const { std::cell::RefCell::new(AlignedFloats::new()) };
     /// Per-thread scratch for packed `B` blocks.
-    static PACKED_B: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static PACKED_B: std::cell::RefCell<AlignedFloats> = const { std::cell::RefCell::new(AlignedFloats::new()) };
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use super::direct::{self, PaddedImage};
 use super::position_tile::{self, AVX2_HEIGHT, POSITIONS};
 use super::source::Image2d;
 use super::{Isa, KC, PackedA, TASKS_PER_THREAD, split};
+use crate::cpu::aligned::AlignedFloats;
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
@@ -41,7 +42,7 @@ const GROUP_POSITIONS: usize = 512;
 /// block of depth, full panels of channels ([`full_panel`]; the last one half as wide when
 /// that suffices), `kc` rows of the panel's width each.
 #[derive(Debug, Clone, Default)]
-pub(super) struct TransposedA(OnceLock<Vec<f32>>);
+pub(super) struct TransposedA(OnceLock<AlignedFloats>);
 
 /// Derived from the weights; two packings of the same weights are equal whatever was cached.
 impl PartialEq for TransposedA {
@@ -116,7 +117,7 @@ fn tile_height(isa: Isa, count: usize) -> usize {
 impl PackedA {
     /// The transposed panels, packed on first use.
     fn transposed(&self) -> &[f32] {
-        self.transposed.0.get_or_init(|| {
+        let panels = self.transposed.0.get_or_init(|| {
             let (m, k) = (self.m, self.k);
             let (mr, _) = self.isa.tile();
             let full = full_panel(self.isa);
@@ -137,8 +138,9 @@ impl PackedA {
                     }
                 }
             }
-            out
-        })
+            AlignedFloats::from_slice(&out)
+        });
+        panels.as_slice()
     }
 
     /// `c = self · im2col(im) (+ bias)` in position tiles; the rest as [`PackedA::multiply`].

@@ -89,7 +89,13 @@ fn packing_keeps_every_value_once() {
         let (m, k) = (11, KC + 44);
         let a = values(m * k, 5);
         let p = PackedA::with_isa(&a, m, k, isa);
-        let mut seen: Vec<f32> = p.data.iter().copied().filter(|&v| v != 0.0).collect();
+        let mut seen: Vec<f32> = p
+            .data
+            .as_slice()
+            .iter()
+            .copied()
+            .filter(|&v| v != 0.0)
+            .collect();
         let mut want: Vec<f32> = a.iter().copied().filter(|&v| v != 0.0).collect();
         seen.sort_by(f32::total_cmp);
         want.sort_by(f32::total_cmp);
