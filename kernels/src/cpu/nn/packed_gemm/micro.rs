@@ -109,6 +109,17 @@ pub unsafe fn prefetch_rows<R: BRows>(b: *const f32, rows: R, kc: usize, nr: usi
     let _ = (b, rows, kc, nr);
 }
 
+/// Asks for every cache line of `data` to be brought into L2 (nothing on other CPUs).
+pub fn prefetch_lines(data: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in data.chunks(16) {
+        // SAFETY: the address is inside `data`; prefetching never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(line.as_ptr().cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
 /// Rows of an AVX-512 micro-tile.
 const AVX512_MR: usize = 8;
 

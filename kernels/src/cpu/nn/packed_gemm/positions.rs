@@ -266,7 +266,18 @@ impl Task<'_> {
                         let width = panel_width(full, m, jp);
                         let panel = &block[jp * kc * full..][..kc * width];
                         let bias = self.bias.filter(|_| pc == 0).map(|b| &b[jp * full..]);
+                        let next = match jp + 1 < b1 {
+                            true => {
+                                &block[(jp + 1) * kc * full..][..kc * panel_width(full, m, jp + 1)]
+                            }
+                            false => &[],
+                        };
+                        let share = next.len().div_ceil(g1 - g0).next_multiple_of(16);
                         for t in g0..g1 {
+                            let from = ((t - g0) * share).min(next.len());
+                            super::micro::prefetch_lines(
+                                &next[from..(from + share).min(next.len())],
+                            );
                             pos.copy_from_slice(&self.pos[t * POSITIONS..(t + 1) * POSITIONS]);
                             let live = (
                                 width.min(m - jp * full),
