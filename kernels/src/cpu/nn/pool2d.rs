@@ -12,7 +12,7 @@
 //!   left or right edge. Planes of 7×7 or 14×14 cost a handful of loops instead of a handful
 //!   per row.
 //! - Any other geometry (strided windows, `ceil_mode`, other padding) copies each plane into
-//!   its padded stride phases ([`PhasePlanes`], padding cells at the combination's identity),
+//!   its padded stride phases (`PhasePlanes`, padding cells at the combination's identity),
 //!   where every window cell is one contiguous run over the whole output plane: one sweep of
 //!   `kh·kw` combinations in register blocks, then the padding columns are cropped. A
 //!   row-by-row loop spent most of its time on per-row overhead (googlenet's stride-2 max

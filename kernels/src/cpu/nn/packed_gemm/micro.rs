@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 /// The vector instruction set the packed GEMM runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
-    /// AVX-512F: [`AVX512_MR`] × 32 tiles, two zmm accumulators per row.
+    /// AVX-512F: `AVX512_MR` × 32 tiles, two zmm accumulators per row.
     Avx512,
     /// AVX2 + FMA: 6 × 16 tiles, 12 ymm accumulators.
     Avx2,
