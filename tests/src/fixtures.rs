@@ -5,7 +5,7 @@ use crate::build::{Attr, ModelBuilder};
 const INT64: i32 = 7;
 
 /// A model whose second half has data-dependent shapes, for splitting between the host and
-/// a device. x → Conv → Relu → r; flat = Reshape(r, [Shape(r)[0], -1]) (shape arithmetic);
+/// a device. x → Conv → Relu → r; flat = `Reshape(r, [Shape(r)[0], -1])` (shape arithmetic);
 /// picked = Gather(flat, idx, axis 1) (fixed shapes); where = NonZero(flat > 0.3) (data
 /// dependent) → Transpose → Cast → ReduceSum(axis 0) → Add(picked) → y;
 /// z = Mul(Relu(picked), 2): two outputs on both sides.
