@@ -19,7 +19,7 @@ use super::packed_gemm::Isa;
 /// allow; false when the caller must run the generic epilogue.
 pub(super) fn finish_f32(values: &mut [f32], add: Option<&[f32]>, activation: Activation) -> bool {
     if let Some(hard) = hard(activation) {
-        return finish_hard(values, add, hard);
+        return finish_hard(values, add, activation, hard);
     }
     let Some((lo, hi)) = bounds(activation) else {
         return false;
@@ -63,41 +63,57 @@ fn hard(activation: Activation) -> Option<Hard> {
     }
 }
 
-/// [`finish_f32`] for a hard activation.
-fn finish_hard(values: &mut [f32], add: Option<&[f32]>, hard: Hard) -> bool {
+/// [`finish_f32`] for the hard activation `activation` (which is `hard`).
+fn finish_hard(
+    values: &mut [f32],
+    add: Option<&[f32]>,
+    activation: Activation,
+    hard: Hard,
+) -> bool {
     assert!(
         add.is_none_or(|a| a.len() == values.len()),
         "epilogue: the added values do not match the block"
     );
     #[cfg(target_arch = "x86_64")]
-    {
+    if let Some(isa) = Isa::detect() {
         // SAFETY: `Isa::detect` reports only instruction sets this CPU has; `add` holds
         // `values.len()` values (checked above).
-        match Isa::detect() {
-            Some(Isa::Avx512) => unsafe { hard_avx512(values, add, hard) },
-            Some(Isa::Avx2) => unsafe { hard_avx2(values, add, hard) },
-            None => return false,
+        unsafe { hard_on(isa, values, add, activation, hard) };
+        return true;
+    }
+    let _ = (values, activation, hard);
+    false
+}
+
+/// The hard activation `activation` (which is `hard`) over `values` on `isa`: whole vectors
+/// in its kernel, the tail as the generic epilogue finishes it.
+///
+/// # Safety
+/// The CPU has `isa`; `add`, when given, holds `values.len()` values.
+#[cfg(target_arch = "x86_64")]
+unsafe fn hard_on(
+    isa: Isa,
+    values: &mut [f32],
+    add: Option<&[f32]>,
+    activation: Activation,
+    hard: Hard,
+) {
+    // SAFETY: forwarded from the caller's contract.
+    let whole = unsafe {
+        match isa {
+            Isa::Avx512 => hard_avx512(values, add, hard),
+            Isa::Avx2 => hard_avx2(values, add, hard),
         }
-        true
+    };
+    let tail = &mut values[whole..];
+    if let Some(z) = add {
+        tail.iter_mut().zip(&z[whole..]).for_each(|(v, z)| *v += z);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (values, hard);
-        false
-    }
+    activation.apply(tail);
 }
 
-/// The generic epilogue's hard activation on one value (the vector loops' tail).
-#[inline(always)]
-// Not `clamp`: it keeps a NaN, where `max(0)` gives 0 as the generic code does.
-#[allow(clippy::manual_clamp)]
-fn hard_one(v: f32, z: Option<f32>, (alpha, beta, times_x): Hard) -> f32 {
-    let v = z.map_or(v, |z| v + z);
-    let gate = (v * alpha + beta).max(0.0).min(1.0);
-    if times_x { v * gate } else { gate }
-}
-
-/// Defines `$name(values, add, hard)`: [`hard_one`] over `values` with `$lanes`-wide vectors.
+/// Defines `$name(values, add, hard)`: the hard activation over the whole `$lanes`-wide
+/// vectors of `values`; returns how many values it finished.
 macro_rules! hard_kernel {
     ($name:ident, $features:literal, $lanes:literal, $set1:ident, $load:ident, $add:ident,
      $mul:ident, $max:ident, $min:ident, $store:ident) => {
@@ -105,7 +121,7 @@ macro_rules! hard_kernel {
         /// The CPU has the instruction set; `add`, when given, holds `values.len()` values.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $features)]
-        unsafe fn $name(values: &mut [f32], add: Option<&[f32]>, hard: Hard) {
+        unsafe fn $name(values: &mut [f32], add: Option<&[f32]>, hard: Hard) -> usize {
             use std::arch::x86_64::*;
             let (alpha, beta, times_x) = hard;
             let (alpha_v, beta_v) = ($set1(alpha), $set1(beta));
@@ -123,9 +139,7 @@ macro_rules! hard_kernel {
                     $store(p.add(i), if times_x { $mul(v, gate) } else { gate });
                 }
             }
-            for i in whole..values.len() {
-                values[i] = hard_one(values[i], add.map(|z| z[i]), hard);
-            }
+            whole
         }
     };
 }
@@ -285,8 +299,7 @@ mod tests {
                         // SAFETY: `supported` lists what this CPU has; `add` matches.
                         unsafe {
                             match (isa, hard(activation), bounds(activation)) {
-                                (Isa::Avx512, Some(h), _) => hard_avx512(&mut got, z, h),
-                                (Isa::Avx2, Some(h), _) => hard_avx2(&mut got, z, h),
+                                (_, Some(h), _) => hard_on(isa, &mut got, z, activation, h),
                                 (Isa::Avx512, None, Some((lo, hi))) => {
                                     clamp_avx512(&mut got, z, lo, hi)
                                 }

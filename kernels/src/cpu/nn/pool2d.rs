@@ -359,27 +359,13 @@ unsafe fn max_plane_stride2(
                 (1 << (width - x0)) - 1
             };
             let mut acc = lowest;
-            // Full blocks load and store without a mask: masked stores are slow on AMD Zen.
-            let full = mask == !0;
             for r in r0..r1 {
                 // SAFETY: columns x0.. under the mask lie in image row r.
-                let v = unsafe {
-                    let at = plane.as_ptr().add(r * w + x0);
-                    match full {
-                        true => _mm512_loadu_ps(at),
-                        false => _mm512_maskz_loadu_ps(mask, at),
-                    }
-                };
+                let v = unsafe { load_lanes(plane.as_ptr().add(r * w + x0), mask) };
                 acc = _mm512_max_ps(v, acc);
             }
             // SAFETY: padded columns left + x0.. under the mask lie in `row`.
-            unsafe {
-                let at = row.as_mut_ptr().add(left + x0);
-                match full {
-                    true => _mm512_storeu_ps(at, acc),
-                    false => _mm512_mask_storeu_ps(at, mask, acc),
-                }
-            }
+            unsafe { store_lanes(row.as_mut_ptr().add(left + x0), mask, acc) };
         }
     }
     for (out, row) in yp.chunks_exact_mut(ow).zip(padded.chunks_exact(len)) {
@@ -406,13 +392,49 @@ unsafe fn max_plane_stride2(
                 (1 << (ow - j0)) - 1
             };
             // SAFETY: outputs j0.. under the mask lie in this output row.
-            unsafe {
-                let at = out.as_mut_ptr().add(j0);
-                match mask == !0 {
-                    true => _mm512_storeu_ps(at, acc),
-                    false => _mm512_mask_storeu_ps(at, mask, acc),
-                }
-            }
+            unsafe { store_lanes(out.as_mut_ptr().add(j0), mask, acc) };
+        }
+    }
+}
+
+/// The lanes of `mask` loaded from `at` (the others zero): a plain load when all 16 are on.
+///
+/// # Safety
+/// The CPU has AVX-512F; `at` is valid for the lanes of `mask`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn load_lanes(
+    at: *const f32,
+    mask: std::arch::x86_64::__mmask16,
+) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract.
+    unsafe {
+        match mask == !0 {
+            true => _mm512_loadu_ps(at),
+            false => _mm512_maskz_loadu_ps(mask, at),
+        }
+    }
+}
+
+/// Stores the lanes of `mask` of `v` at `at`: a plain store when all 16 are on (masked stores
+/// are slow on AMD Zen).
+///
+/// # Safety
+/// The CPU has AVX-512F; `at` is valid for the lanes of `mask`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_lanes(
+    at: *mut f32,
+    mask: std::arch::x86_64::__mmask16,
+    v: std::arch::x86_64::__m512,
+) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract.
+    unsafe {
+        match mask == !0 {
+            true => _mm512_storeu_ps(at, v),
+            false => _mm512_mask_storeu_ps(at, mask, v),
         }
     }
 }
