@@ -75,6 +75,13 @@ const POSITION_WRITE: usize = 8;
 /// Position tiles are taken only when predicted this much cheaper (in percent of the column
 /// tiles' cost): the column paths are the better tuned, and near-ties measured as losses.
 const MARGIN_PERCENT: usize = 97;
+/// What the in-place column path's multiply-adds cost (in percent of a position tile's) when
+/// the window is wider than one column: its rows of `B` then start at shifted columns, and
+/// most of its 64-byte loads straddle two cache lines (the position tiles broadcast single
+/// values and load aligned weights). On 3×3 and 5×5 convolutions of 16 to 192 channels
+/// (1 thread, Zen 5) the column path ran at 212–232 GFLOP/s where position tiles ran at
+/// 218–244 (`benches/results/cpu-position-choice-2026-11-27.md`).
+const SHIFTED_ROWS_PERCENT: usize = 106;
 
 /// True when position tiles cost clearly less for `im` times an `m × k` matrix than the column
 /// tiles of the path [`PackedA::multiply`] would otherwise take: the multiply-adds each
@@ -90,10 +97,15 @@ pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize, k: usize) -> bool {
     let columns = if direct::applies(im, m) {
         let width = direct::padded_width(im);
         let rows = (super::NC / width).max(1);
-        (0..oh)
+        let computed = (0..oh)
             .step_by(rows)
             .map(|y0| ((oh.min(y0 + rows) - y0 - 1) * width + ow).div_ceil(nr) * nr)
-            .sum::<usize>()
+            .sum::<usize>();
+        if im.kernel[1] > 1 {
+            computed * SHIFTED_ROWS_PERCENT / 100
+        } else {
+            computed
+        }
     } else {
         (oh * ow).div_ceil(nr) * nr * (m + direct::PACKING_WEIGHT) / m.max(1)
     };

@@ -1,0 +1,44 @@
+//! GFLOP/s of the packed GEMM on one convolution's image operand, 1 thread:
+//! `cargo run --release -p spillway-kernels --example conv_rate -- M CH KERNEL SIDE [STRIDE]`.
+
+mod timing;
+
+use timing::median_secs;
+
+use spillway_kernels::cpu::nn::packed_gemm::{BSource, Image2d, PackedA};
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("a number"))
+        .collect();
+    let (m, ch, kern, side) = (args[0], args[1], args[2], args[3]);
+    let stride = args.get(4).copied().unwrap_or(1);
+    let out = (side + 2 * (kern / 2) - kern) / stride + 1;
+    let k = ch * kern * kern;
+    let n = out * out;
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+    let img: Vec<f32> = (0..ch * side * side).map(|i| (i % 5) as f32 * 0.1).collect();
+    let packed = PackedA::new(&a, m, k).expect("an ISA");
+    let mut c = vec![0.0f32; m * n];
+    let image = Image2d {
+        img: &img,
+        size: [side, side],
+        kernel: [kern, kern],
+        strides: [stride, stride],
+        dilations: [1, 1],
+        pads: [kern / 2, kern / 2],
+        out: [out, out],
+    };
+    let flops = 2.0 * (m * k * n) as f64;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool");
+    for _ in 0..3 {
+        let t = pool.install(|| {
+            median_secs(
+                || packed.multiply(BSource::Image(&image), n, &mut c, n, None, None),
+                41,
+            )
+        });
+        println!("m {m} k {k} n {n}: {:7.1} us, {:6.1} GFLOP/s", t * 1e6, flops / t / 1e9);
+    }
+}
