@@ -1,10 +1,12 @@
-//! GFLOP/s of the packed GEMM on one convolution's image operand, 1 thread:
+//! GFLOP/s of the packed GEMM on one convolution's image operand, 1 thread, with a bias and
+//! a ReLU as a fused convolution has them (`PLAIN=1`: neither):
 //! `cargo run --release -p spillway-kernels --example conv_rate -- M CH KERNEL SIDE [STRIDE]`.
 
 mod timing;
 
 use timing::median_secs;
 
+use spillway_kernels::cpu::nn::epilogue::{Activation, Epilogue};
 use spillway_kernels::cpu::nn::packed_gemm::{BSource, Image2d, PackedA};
 
 fn main() {
@@ -30,12 +32,19 @@ fn main() {
         pads: [kern / 2, kern / 2],
         out: [out, out],
     };
+    let plain = std::env::var("PLAIN").is_ok_and(|v| v == "1");
+    let bias: Vec<f32> = (0..m).map(|i| (i % 3) as f32 - 1.0).collect();
+    let relu = Epilogue {
+        add: None,
+        activation: Activation::Relu,
+    };
+    let (bias, epilogue) = if plain { (None, None) } else { (Some(&bias[..]), Some(&relu)) };
     let flops = 2.0 * (m * k * n) as f64;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool");
     for _ in 0..3 {
         let t = pool.install(|| {
             median_secs(
-                || packed.multiply(BSource::Image(&image), n, &mut c, n, None, None),
+                || packed.multiply(BSource::Image(&image), n, &mut c, n, bias, epilogue),
                 41,
             )
         });

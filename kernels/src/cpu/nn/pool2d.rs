@@ -538,8 +538,10 @@ mod tests {
                     .map(|(i, v)| if i % 7 == 3 { f32::NAN } else { 10.0 * v })
                     .collect();
                 let [oh, ow] = outs;
-                let mut y = vec![0.0f32; 2 * oh * ow];
-                let done = max_pool_stride2_f32(&x, (h, w), &rows, &cols, &mut y);
+                // 16 cells past the output, which must stay as they are.
+                let mut y = vec![0.5f32; 2 * oh * ow + 16];
+                let (y, past) = y.split_at_mut(2 * oh * ow);
+                let done = max_pool_stride2_f32(&x, (h, w), &rows, &cols, y);
                 assert_eq!(
                     done, vectors,
                     "the fast path runs where the CPU has vectors"
@@ -547,6 +549,7 @@ mod tests {
                 if !done {
                     continue;
                 }
+                assert!(past.iter().all(|&v| v == 0.5), "{h}x{w}: wrote past the output");
                 for (idx, &got) in y.iter().enumerate() {
                     let (plane, i, j) = (idx / (oh * ow), idx / ow % oh, idx % ow);
                     let (rs, cs) = (rows.spans[i], cols.spans[j]);

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use super::direct::{self, PaddedImage};
 use super::position_tile::{self, AVX2_HEIGHT, POSITIONS};
 use super::source::Image2d;
-use super::{Isa, KC, PackedA, TASKS_PER_THREAD, split};
+use super::{Isa, KC, PackedA, TASKS_PER_THREAD};
 use crate::cpu::aligned::AlignedFloats;
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
@@ -203,36 +203,44 @@ impl PackedA {
             let threads = super::threads();
             if m * self.k * count < super::PARALLEL_WORK || threads < 2 {
                 task.run((0, panels), (0, tiles));
-            } else if by_channels(
-                balance(panels, threads),
-                balance(tiles, threads),
-                m * self.k,
-                img.data.len(),
-            ) {
-                split(panels, TASKS_PER_THREAD * threads).for_each(|p| task.run(p, (0, tiles)));
-            } else {
-                split(tiles, TASKS_PER_THREAD * threads).for_each(|t| task.run((0, panels), t));
+                return;
             }
+            // Tasks take equal shares of the channel panels × position tiles, numbered panel
+            // by panel: each task streams its share of the weights once, and the image once
+            // per panel, as every cut does. Tiles first (each task streaming all the weights)
+            // made inception_v3's 17×17 1×1 convolutions 5–10 % slower even where the image
+            // is the larger operand, and whole panels or tiles per task left one of 2 threads
+            // up to 4/7 of a 7×7 image's work (googlenet 0.97×, inception_v3 0.99×, 2 threads).
+            let units = panels * tiles;
+            let tasks = (TASKS_PER_THREAD * threads).min(units);
+            (0..tasks).into_par_iter().for_each(|i| {
+                let range = (i * units / tasks, (i + 1) * units / tasks);
+                for (p, t) in rectangles(range, tiles).into_iter().flatten() {
+                    task.run(p, t);
+                }
+            });
         })
     }
 }
 
-/// Whether a product is best cut into parallel tasks by channel panels rather than by
-/// position tiles, given how evenly each spreads the work: a task streams all the image when
-/// cut by channels, all the weights when cut by positions, so on a tie the smaller one is
-/// streamed more often (the 1024 × 4608 weights of ssd300's dilated convolution against its
-/// 0.5 M-value image: 8.3 ms instead of 11.4 on 2 threads).
-fn by_channels(channels: f64, positions: f64, weights: usize, image: usize) -> bool {
-    match weights > image {
-        true => channels >= positions,
-        false => channels > positions,
+/// The units `u0..u1` of a grid `inner` units wide, numbered row by row, as at most three
+/// rectangles of (rows, columns): a tail of the first row, whole rows, a head of the last.
+fn rectangles((u0, u1): (usize, usize), inner: usize) -> [Option<Rectangle>; 3] {
+    let (first, from) = (u0 / inner, u0 % inner);
+    let (last, to) = (u1 / inner, u1 % inner);
+    if first == last {
+        return [(from < to).then_some(((first, first + 1), (from, to))), None, None];
     }
+    let whole = first + usize::from(from > 0);
+    [
+        (from > 0).then_some(((first, first + 1), (from, inner))),
+        (whole < last).then_some(((whole, last), (0, inner))),
+        (to > 0).then_some(((last, last + 1), (0, to))),
+    ]
 }
 
-/// How evenly `units` spread over `threads` in whole units (1: evenly).
-fn balance(units: usize, threads: usize) -> f64 {
-    units as f64 / (units.div_ceil(threads) * threads) as f64
-}
+/// Rows × columns of a grid, each as a range `(start, end)`.
+type Rectangle = ((usize, usize), (usize, usize));
 
 /// One product in position tiles, ready to run over rectangles of channel panels × tiles.
 struct Task<'a> {
@@ -343,5 +351,35 @@ impl Task<'_> {
         // lies inside the padded image; `c` holds the live channels × positions (the caller's
         // rectangle); the kernel's instruction set is the packing's, which the CPU has.
         unsafe { kernel(kc, w, data, offsets, pos, c, ldc, live, pc > 0, bias) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rectangles;
+
+    #[test]
+    fn tasks_rectangles_cover_every_unit_once() {
+        for (outer, inner) in [(1, 1), (5, 7), (7, 5), (9, 28), (3, 1), (1, 9)] {
+            let units = outer * inner;
+            for tasks in 1..=units.min(12) {
+                let mut seen = vec![0u32; units];
+                for i in 0..tasks {
+                    let range = (i * units / tasks, (i + 1) * units / tasks);
+                    let mut count = 0;
+                    for ((o0, o1), (i0, i1)) in rectangles(range, inner).into_iter().flatten() {
+                        assert!(o0 < o1 && o1 <= outer && i0 < i1 && i1 <= inner);
+                        for o in o0..o1 {
+                            for n in i0..i1 {
+                                seen[o * inner + n] += 1;
+                                count += 1;
+                            }
+                        }
+                    }
+                    assert_eq!(count, range.1 - range.0, "{outer}x{inner}, task {i} of {tasks}");
+                }
+                assert!(seen.iter().all(|&s| s == 1), "{outer}x{inner} in {tasks} tasks");
+            }
+        }
     }
 }
