@@ -1,10 +1,9 @@
-//! GFLOP/s of the packed GEMM on one convolution's image operand, 1 thread, with a bias and
+//! GFLOP/s of the packed GEMM on one convolution's image operand, on `THREADS` threads
+//! (default 1), with a bias and
 //! a ReLU as a fused convolution has them (`PLAIN=1`: neither):
 //! `cargo run --release -p spillway-kernels --example conv_rate -- M CH KERNEL SIDE [STRIDE]`.
 
-mod timing;
-
-use timing::median_secs;
+use rayon::prelude::*;
 
 use spillway_kernels::cpu::nn::epilogue::{Activation, Epilogue};
 use spillway_kernels::cpu::nn::packed_gemm::{BSource, Image2d, PackedA};
@@ -40,14 +39,31 @@ fn main() {
     };
     let (bias, epilogue) = if plain { (None, None) } else { (Some(&bias[..]), Some(&relu)) };
     let flops = 2.0 * (m * k * n) as f64;
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool");
+    let threads = std::env::var("THREADS").map_or(1, |t| t.parse().expect("THREADS: a number"));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("pool");
+    // COLD=1: 64 MiB are written between runs, so that the weights come from memory, as
+    // they do inside a model whose weights outgrow the caches.
+    let cold = std::env::var("COLD").is_ok_and(|v| v == "1");
+    let mut flush = vec![0u8; if cold { 64 << 20 } else { 0 }];
     for _ in 0..3 {
-        let t = pool.install(|| {
-            median_secs(
-                || packed.multiply(BSource::Image(&image), n, &mut c, n, bias, epilogue),
-                41,
-            )
+        let mut times: Vec<f64> = pool.install(|| {
+            (0..41)
+                .map(|r| {
+                    // On every thread, right before: none of them has gone to sleep.
+                    flush
+                        .par_chunks_mut(1 << 16)
+                        .for_each(|part| part.iter_mut().for_each(|b| *b = b.wrapping_add(r)));
+                    let start = std::time::Instant::now();
+                    packed.multiply(BSource::Image(&image), n, &mut c, n, bias, epilogue);
+                    start.elapsed().as_secs_f64()
+                })
+                .collect()
         });
+        times.sort_by(f64::total_cmp);
+        let t = times[times.len() / 2];
         println!("m {m} k {k} n {n}: {:7.1} us, {:6.1} GFLOP/s", t * 1e6, flops / t / 1e9);
     }
 }
