@@ -19,7 +19,9 @@ fn main() {
     let k = ch * kern * kern;
     let n = out * out;
     let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
-    let img: Vec<f32> = (0..ch * side * side).map(|i| (i % 5) as f32 * 0.1).collect();
+    let img: Vec<f32> = (0..ch * side * side)
+        .map(|i| (i % 5) as f32 * 0.1)
+        .collect();
     let packed = PackedA::new(&a, m, k).expect("an ISA");
     let mut c = vec![0.0f32; m * n];
     let image = Image2d {
@@ -37,7 +39,11 @@ fn main() {
         add: None,
         activation: Activation::Relu,
     };
-    let (bias, epilogue) = if plain { (None, None) } else { (Some(&bias[..]), Some(&relu)) };
+    let (bias, epilogue) = if plain {
+        (None, None)
+    } else {
+        (Some(&bias[..]), Some(&relu))
+    };
     let flops = 2.0 * (m * k * n) as f64;
     let threads = std::env::var("THREADS").map_or(1, |t| t.parse().expect("THREADS: a number"));
     let pool = rayon::ThreadPoolBuilder::new()
@@ -64,6 +70,10 @@ fn main() {
         });
         times.sort_by(f64::total_cmp);
         let t = times[times.len() / 2];
-        println!("m {m} k {k} n {n}: {:7.1} us, {:6.1} GFLOP/s", t * 1e6, flops / t / 1e9);
+        println!(
+            "m {m} k {k} n {n}: {:7.1} us, {:6.1} GFLOP/s",
+            t * 1e6,
+            flops / t / 1e9
+        );
     }
 }

@@ -549,7 +549,10 @@ mod tests {
                 if !done {
                     continue;
                 }
-                assert!(past.iter().all(|&v| v == 0.5), "{h}x{w}: wrote past the output");
+                assert!(
+                    past.iter().all(|&v| v == 0.5),
+                    "{h}x{w}: wrote past the output"
+                );
                 for (idx, &got) in y.iter().enumerate() {
                     let (plane, i, j) = (idx / (oh * ow), idx / ow % oh, idx % ow);
                     let (rs, cs) = (rows.spans[i], cols.spans[j]);

@@ -229,7 +229,11 @@ fn rectangles((u0, u1): (usize, usize), inner: usize) -> [Option<Rectangle>; 3] 
     let (first, from) = (u0 / inner, u0 % inner);
     let (last, to) = (u1 / inner, u1 % inner);
     if first == last {
-        return [(from < to).then_some(((first, first + 1), (from, to))), None, None];
+        return [
+            (from < to).then_some(((first, first + 1), (from, to))),
+            None,
+            None,
+        ];
     }
     let whole = first + usize::from(from > 0);
     [
@@ -376,9 +380,16 @@ mod tests {
                             }
                         }
                     }
-                    assert_eq!(count, range.1 - range.0, "{outer}x{inner}, task {i} of {tasks}");
+                    assert_eq!(
+                        count,
+                        range.1 - range.0,
+                        "{outer}x{inner}, task {i} of {tasks}"
+                    );
                 }
-                assert!(seen.iter().all(|&s| s == 1), "{outer}x{inner} in {tasks} tasks");
+                assert!(
+                    seen.iter().all(|&s| s == 1),
+                    "{outer}x{inner} in {tasks} tasks"
+                );
             }
         }
     }
