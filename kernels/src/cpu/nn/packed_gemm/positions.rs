@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use super::direct::{self, PaddedImage};
 use super::position_tile::{self, AVX2_HEIGHT, POSITIONS};
 use super::source::Image2d;
-use super::{Isa, KC, PackedA, TASKS_PER_THREAD};
+use super::{Isa, KC, PackedA, TASKS_PER_THREAD, split};
 use crate::cpu::aligned::AlignedFloats;
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
@@ -211,10 +211,7 @@ impl PackedA {
             // made inception_v3's 17×17 1×1 convolutions 5–10 % slower even where the image
             // is the larger operand, and whole panels or tiles per task left one of 2 threads
             // up to 4/7 of a 7×7 image's work (googlenet 0.97×, inception_v3 0.99×, 2 threads).
-            let units = panels * tiles;
-            let tasks = (TASKS_PER_THREAD * threads).min(units);
-            (0..tasks).into_par_iter().for_each(|i| {
-                let range = (i * units / tasks, (i + 1) * units / tasks);
+            split(panels * tiles, TASKS_PER_THREAD * threads).for_each(|range| {
                 for (p, t) in rectangles(range, tiles).into_iter().flatten() {
                     task.run(p, t);
                 }
