@@ -167,15 +167,32 @@ fn every_nth<const N: usize>(dst: &mut [f32], src: &[f32]) {
 }
 
 impl<'a> PaddedImage<'a> {
-    /// The image of a pointwise convolution, read where it is (the im2col matrix is the image).
+    /// True when `im` is its own padded image: unit strides and no padding (not even at the
+    /// end), as a pointwise convolution's or inception's 3×3 stem layers'.
+    fn is_unpadded(im: &Image2d<'_>) -> bool {
+        let ([h, w], [oh, ow], [kh, kw], [dh, dw]) = (im.size, im.out, im.kernel, im.dilations);
+        im.strides == [1, 1]
+            && im.pads == [0, 0]
+            && oh + (kh - 1) * dh == h
+            && ow + (kw - 1) * dw == w
+    }
+
+    /// The image of an unpadded convolution ([`PaddedImage::is_unpadded`]), read where it is.
     fn borrowed(im: &Image2d<'a>, channels: usize, nr: usize) -> Self {
-        let plane = im.out[0] * im.out[1];
+        let ([h, w], [kh, kw], [dh, dw]) = (im.size, im.kernel, im.dilations);
+        let plane = h * w;
+        // How far past a row's start a window reaches (its last cell).
+        let reach = (kh - 1) * dh * w + (kw - 1) * dw;
         PaddedImage {
             data: &im.img[..channels * plane],
-            width: im.out[1],
+            width: w,
             out: im.out,
-            offsets: (0..channels).map(|c| c * plane).collect(),
-            tail: (plane + 1).saturating_sub(nr),
+            offsets: (0..channels)
+                .flat_map(|c| {
+                    (0..kh).flat_map(move |u| (0..kw).map(move |v| c * plane + u * dh * w + v * dw))
+                })
+                .collect(),
+            tail: (plane - reach + 1).saturating_sub(nr),
         }
     }
 
@@ -272,8 +289,8 @@ impl<'a> PaddedImage<'a> {
     }
 }
 
-/// Runs `f` on `im` (`channels` of them) as a [`PaddedImage`] with `nr` floats of slack: a
-/// pointwise image as it is, any other copied into the calling thread's buffer (reused across
+/// Runs `f` on `im` (`channels` of them) as a [`PaddedImage`] with `nr` floats of slack: an
+/// unpadded image as it is, any other copied into the calling thread's buffer (reused across
 /// calls: fresh pages would fault in).
 pub(super) fn with_padded_image<R>(
     im: &Image2d<'_>,
@@ -282,8 +299,7 @@ pub(super) fn with_padded_image<R>(
     f: impl FnOnce(&PaddedImage<'_>) -> R,
 ) -> R {
     let run = |buffer: &mut Vec<f32>| {
-        let pointwise = im.kernel == [1, 1] && im.strides == [1, 1] && im.pads == [0, 0];
-        let img = if pointwise && im.size == im.out {
+        let img = if PaddedImage::is_unpadded(im) {
             PaddedImage::borrowed(im, channels, nr)
         } else {
             PaddedImage::new(im, channels, buffer, nr)

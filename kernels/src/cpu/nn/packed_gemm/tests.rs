@@ -252,6 +252,11 @@ fn image_source_is_the_im2col_matrix() {
         // past the image (packed instead); several tiles ending in a narrow one.
         (KC + 44, [7, 9], [1, 1], [1, 1], [1, 1], [0, 0]),
         (5, [12, 12], [1, 1], [1, 1], [1, 1], [0, 0]),
+        // Unpadded windows, read without a copy (inception's 3×3 stems): tiles whose window
+        // would reach past the last channel are packed; dilated; several depth blocks.
+        (32, [15, 15], [3, 3], [1, 1], [1, 1], [0, 0]),
+        (3, [11, 19], [3, 2], [1, 1], [2, 3], [0, 0]),
+        (KC / 9 + 4, [6, 21], [3, 3], [1, 1], [1, 1], [0, 0]),
         // 1x1 with stride 2: one of the four phases is read, and only it is copied.
         (6, [9, 9], [1, 1], [2, 2], [1, 1], [0, 0]),
         // Outputs of 7×7, 7×5 and 1×41: position tiles of 7 (the last one partly empty for
