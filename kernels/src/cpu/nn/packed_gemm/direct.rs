@@ -179,24 +179,12 @@ impl<'a> PaddedImage<'a> {
 
     /// The image of an unpadded convolution ([`PaddedImage::is_unpadded`]), read where it is.
     fn borrowed(im: &Image2d<'a>, channels: usize, nr: usize) -> Self {
-        let ([h, w], [kh, kw], [dh, dw]) = (im.size, im.kernel, im.dilations);
+        let [h, w] = im.size;
         let plane = h * w;
-        // How far past a row's start a window reaches (its last cell).
-        let reach = (kh - 1) * dh * w + (kw - 1) * dw;
-        // A pointwise image's table is built as one exactly sized map (a pointwise
-        // convolution on 7×7 takes microseconds, and a table grown push by push showed).
-        let offsets = if kh * kw == 1 {
-            (0..channels).map(|c| c * plane).collect()
-        } else {
-            let cells: Vec<usize> = (0..kh)
-                .flat_map(|u| (0..kw).map(move |v| u * dh * w + v * dw))
-                .collect();
-            let mut offsets = Vec::with_capacity(channels * cells.len());
-            for c in 0..channels {
-                offsets.extend(cells.iter().map(|&cell| c * plane + cell));
-            }
-            offsets
-        };
+        let cells = window_cells(im, w, plane);
+        // How far past a row's start a window reaches: its last cell.
+        let reach = cells.last().copied().unwrap_or(0);
+        let offsets = im2col_offsets(&cells, channels, plane);
         PaddedImage {
             data: &im.img[..channels * plane],
             width: w,
@@ -257,19 +245,7 @@ impl<'a> PaddedImage<'a> {
                 }
             });
         data[len - nr..].fill(0.0);
-        // The window cells' offsets within one channel's phase planes, then every channel's.
-        let cells: Vec<usize> = (0..kh)
-            .flat_map(|u| {
-                (0..kw).map(move |v| {
-                    let (y, x) = (u * dh, v * dw);
-                    let phase = (y % sh) * sw + x % sw;
-                    phase * plane + (y / sh) * width + x / sw
-                })
-            })
-            .collect();
-        let offsets = (0..channels)
-            .flat_map(|c| cells.iter().map(move |&cell| c * phases * plane + cell))
-            .collect();
+        let offsets = im2col_offsets(&window_cells(im, width, plane), channels, phases * plane);
         PaddedImage {
             data,
             width,
@@ -297,6 +273,35 @@ impl<'a> PaddedImage<'a> {
         }
         panel.as_ptr()
     }
+}
+
+/// The offset of each window cell `(u, v)` within one channel's phase planes (`plane` floats
+/// each, rows `width` long; one plane at unit strides).
+fn window_cells(im: &Image2d<'_>, width: usize, plane: usize) -> Vec<usize> {
+    let ([kh, kw], [dh, dw], [sh, sw]) = (im.kernel, im.dilations, im.strides);
+    (0..kh)
+        .flat_map(|u| {
+            (0..kw).map(move |v| {
+                let (y, x) = (u * dh, v * dw);
+                let phase = (y % sh) * sw + x % sw;
+                phase * plane + (y / sh) * width + x / sw
+            })
+        })
+        .collect()
+}
+
+/// Every im2col row's offset: channel `c`'s window `cells`, `c · stride` further on. Built in
+/// place at its exact size (a table grown push by push made googlenet's pointwise
+/// convolutions on 7×7 measurably slower).
+fn im2col_offsets(cells: &[usize], channels: usize, stride: usize) -> Vec<usize> {
+    if let [cell] = cells {
+        return (0..channels).map(|c| c * stride + cell).collect();
+    }
+    let mut offsets = Vec::with_capacity(channels * cells.len());
+    for c in 0..channels {
+        offsets.extend(cells.iter().map(|&cell| c * stride + cell));
+    }
+    offsets
 }
 
 /// Runs `f` on `im` (`channels` of them) as a [`PaddedImage`] with `nr` floats of slack: an
