@@ -68,6 +68,17 @@ impl Activation {
         self == Activation::Identity
     }
 
+    /// `(lo, hi)` for the activations that are a clamp to `[lo, hi]` (none, `Relu`, `Clip`);
+    /// `None` for the others.
+    pub fn clamp_bounds(self) -> Option<(f32, f32)> {
+        match self {
+            Activation::Identity => Some((f32::NEG_INFINITY, f32::INFINITY)),
+            Activation::Relu => Some((0.0, f32::INFINITY)),
+            Activation::Clip(lo, hi) => Some((lo, hi)),
+            _ => None,
+        }
+    }
+
     /// Applies the activation to every value.
     pub fn apply<T: Real>(self, values: &mut [T]) {
         let (zero, one) = (T::zero(), T::one());

@@ -21,7 +21,7 @@ pub(super) fn finish_f32(values: &mut [f32], add: Option<&[f32]>, activation: Ac
     if let Some(hard) = hard(activation) {
         return finish_hard(values, add, activation, hard);
     }
-    let Some((lo, hi)) = bounds(activation) else {
+    let Some((lo, hi)) = activation.clamp_bounds() else {
         return false;
     };
     if add.is_none() && activation.is_identity() {
@@ -170,16 +170,6 @@ hard_kernel!(
     _mm256_storeu_ps
 );
 
-/// The clamp an activation is, `(lo, hi)`; `None` for the others.
-fn bounds(activation: Activation) -> Option<(f32, f32)> {
-    match activation {
-        Activation::Identity => Some((f32::NEG_INFINITY, f32::INFINITY)),
-        Activation::Relu => Some((0.0, f32::INFINITY)),
-        Activation::Clip(lo, hi) => Some((lo, hi)),
-        _ => None,
-    }
-}
-
 /// The generic epilogue's arithmetic on one value (the vector loops' tail).
 #[inline(always)]
 fn clamp_one(v: f32, z: Option<f32>, lo: f32, hi: f32) -> f32 {
@@ -298,7 +288,7 @@ mod tests {
                         let mut got = values.clone();
                         // SAFETY: `supported` lists what this CPU has; `add` matches.
                         unsafe {
-                            match (isa, hard(activation), bounds(activation)) {
+                            match (isa, hard(activation), activation.clamp_bounds()) {
                                 (_, Some(h), _) => hard_on(isa, &mut got, z, activation, h),
                                 (Isa::Avx512, None, Some((lo, hi))) => {
                                     clamp_avx512(&mut got, z, lo, hi)

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 use super::direct::{self, PaddedImage};
-use super::position_tile::{self, AVX2_HEIGHT, POSITIONS};
+use super::position_tile::{self, AVX2_HEIGHT, POSITIONS, TileFinish};
 use super::source::Image2d;
 use super::{Isa, KC, PackedA, TASKS_PER_THREAD, split};
 use crate::cpu::aligned::AlignedFloats;
@@ -280,6 +280,10 @@ impl Task<'_> {
             .min(tiles.1 - tiles.0)
             .max(1);
         let panels_per_block = (GROUP_FLOATS / (per_group * self.height * full)).max(1);
+        // The clamp epilogues finish in the tiles' registers; the others in a pass per group.
+        let in_tiles = self
+            .epilogue
+            .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
         let mut pos = [0usize; POSITIONS];
         for g0 in (tiles.0..tiles.1).step_by(per_group) {
             let g1 = (g0 + per_group).min(tiles.1);
@@ -309,15 +313,24 @@ impl Task<'_> {
                                 width.min(m - jp * full),
                                 self.height.min(self.count - t * self.height),
                             );
+                            let at = jp * full * self.ldc + t * self.height;
+                            let finish = in_tiles.filter(|_| pc + kc == k).map(|((lo, hi), z)| {
+                                TileFinish {
+                                    // In bounds: `multiply` checked that Z covers C.
+                                    z: z.map_or(std::ptr::null(), |z| z[at..].as_ptr()),
+                                    lo,
+                                    hi,
+                                }
+                            });
                             // SAFETY: this tile's channels × positions of C are this task's.
                             unsafe {
-                                let c = self.c.get().add(jp * full * self.ldc + t * self.height);
-                                self.tile(panel, (pc, kc), &pos, c, live, bias)
+                                let c = self.c.get().add(at);
+                                self.tile(panel, (pc, kc), &pos, c, live, bias, finish)
                             };
                         }
                     }
                 }
-                if let Some(e) = self.epilogue {
+                if let Some(e) = self.epilogue.filter(|_| in_tiles.is_none()) {
                     let cols = (g0 * self.height, (g1 * self.height).min(self.count));
                     for i in b0 * full..(b1 * full).min(m) {
                         let at = i * self.ldc + cols.0;
@@ -338,7 +351,8 @@ impl Task<'_> {
     ///
     /// # Safety
     /// `c` is valid for the `live` channels (rows at stride `ldc`) × positions, and no other
-    /// thread touches them.
+    /// thread touches them; so is `finish.z`, when given and not null.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn tile(
         &self,
         panel: &[f32],
@@ -347,6 +361,7 @@ impl Task<'_> {
         c: *mut f32,
         live: (usize, usize),
         bias: Option<&[f32]>,
+        finish: Option<TileFinish>,
     ) {
         let (w, data, ldc) = (panel.as_ptr(), self.img.data.as_ptr(), self.ldc);
         let offsets = self.img.offsets[pc..pc + kc].as_ptr();
@@ -356,7 +371,7 @@ impl Task<'_> {
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
         // lies inside the padded image; `c` holds the live channels × positions (the caller's
         // rectangle); the kernel's instruction set is the packing's, which the CPU has.
-        unsafe { kernel(kc, w, data, offsets, pos, c, ldc, live, pc > 0, bias) }
+        unsafe { kernel(kc, w, data, offsets, pos, c, ldc, live, pc > 0, bias, finish) }
     }
 }
 

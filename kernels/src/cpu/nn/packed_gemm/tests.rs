@@ -366,3 +366,49 @@ fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
         }
     }
 }
+
+#[test]
+fn tile_epilogue_equals_the_separate_pass_bit_for_bit() {
+    // The clamp epilogues finish in the position tiles' registers; the result must be what
+    // the separate pass makes of the plain product: the residual holds NaN, −0.0 and values
+    // on the clip's bounds, and the depth spans two blocks (the clamp follows the last one).
+    let (ch, size) = (KC / 9 + 4, [6, 13]);
+    let img = values(ch * size[0] * size[1], 3);
+    let im = Image2d {
+        img: &img,
+        size,
+        kernel: [3, 3],
+        strides: [1, 1],
+        dilations: [1, 1],
+        pads: [1, 1],
+        out: size,
+    };
+    let (m, k, n) = (40, ch * 9, size[0] * size[1]);
+    let a: Vec<f32> = values(m * k, 4).iter().map(|v| v - 0.5).collect();
+    let bias = values(m, 5);
+    let special = [f32::NAN, -0.0, 0.0, -0.25, 0.25];
+    let z: Vec<f32> = values(m * n, 6)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| special.get(i % 11).copied().unwrap_or(v - 0.5))
+        .collect();
+    for activation in [
+        Activation::Identity,
+        Activation::Relu,
+        Activation::Clip(-0.25, 0.25),
+    ] {
+        for add in [None, Some(&z[..])] {
+            let epilogue = Epilogue { add, activation };
+            for isa in isas() {
+                let packed = PackedA::with_isa(&a, m, k, isa);
+                let mut want = vec![0.0f32; m * n];
+                packed.multiply_positions(&im, &mut want, n, Some(&bias), None);
+                epilogue.finish(&mut want, 0);
+                let mut got = vec![0.0f32; m * n];
+                packed.multiply_positions(&im, &mut got, n, Some(&bias), Some(&epilogue));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{isa:?} {activation:?} {add:?}");
+            }
+        }
+    }
+}
