@@ -39,12 +39,22 @@ pub fn supported_ops() -> Vec<&'static str> {
 
 /// The ops the CPU implements outside the default domain, as `(domain, op type)`: ONNX
 /// Runtime's contrib ops that the graph passes produce.
-pub const CONTRIB_OPS: &[(&str, &str)] = &[(nn::fused_conv::DOMAIN, "FusedConv")];
+pub const CONTRIB_OPS: &[(&str, &str)] = &[
+    (nn::fused_conv::DOMAIN, "FusedConv"),
+    (nn::blocked::DOMAIN, "Conv"),
+    (nn::blocked::DOMAIN, "MaxPool"),
+    (nn::blocked::DOMAIN, "AveragePool"),
+    (nn::blocked::DOMAIN, "GlobalAveragePool"),
+    (nn::blocked::DOMAIN, "ReorderOutput"),
+];
 
 /// Builds the CPU kernel for a node, or explains why it cannot.
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     if spec.domain == nn::fused_conv::DOMAIN && spec.op_type == "FusedConv" {
         return nn::fused_conv::build(spec);
+    }
+    if spec.domain == nn::blocked::DOMAIN {
+        return nn::blocked::build(spec);
     }
     let default_domain = spec.domain.is_empty() || spec.domain == "ai.onnx";
     let family = FAMILIES

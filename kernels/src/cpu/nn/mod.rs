@@ -1,6 +1,7 @@
 //! CPU kernels: nn family — convolutions, matrix products, pooling, normalisation, Einsum, and
 //! ONNX Runtime's `com.microsoft` `FusedConv`.
 
+pub mod blocked;
 pub mod common;
 pub mod conv;
 pub mod conv_transpose;

@@ -69,6 +69,26 @@ impl AxisWindows {
         }
     }
 
+    /// How many outputs there are along the axis.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// True when there are no outputs along the axis.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Output `o`'s window inside the image, as input positions `[begin, end)`.
+    pub fn span(&self, o: usize) -> (usize, usize) {
+        self.spans[o]
+    }
+
+    /// How many of output `o`'s window cells fall inside image plus padding.
+    pub fn padded_cells(&self, o: usize) -> usize {
+        self.padded[o]
+    }
+
     /// True when the windows step by one and there are as many as input positions (`extent`).
     fn is_same(&self, extent: usize) -> bool {
         self.stride == 1 && self.spans.len() == extent

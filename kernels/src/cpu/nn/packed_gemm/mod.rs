@@ -8,6 +8,7 @@
 //! registers. Threads take disjoint column ranges of `C` (or row ranges when `C` is narrow),
 //! each packing its own part of `B`; the packed `A` is shared read-only.
 
+mod blocked_image;
 mod direct;
 mod micro;
 mod position_tile;
@@ -17,6 +18,7 @@ mod source;
 use rayon::prelude::*;
 
 pub use micro::Isa;
+pub use positions::BlockedInput;
 pub use source::{BSource, Image2d};
 
 use super::epilogue::Epilogue;
@@ -60,6 +62,11 @@ impl PackedA {
     /// the instruction sets the micro-kernels need (callers fall back to the generic GEMM).
     pub fn new(a: &[f32], m: usize, k: usize) -> Option<Self> {
         Isa::detect().map(|isa| Self::with_isa(a, m, k, isa))
+    }
+
+    /// The instruction set the matrix is packed for.
+    pub fn isa(&self) -> Isa {
+        self.isa
     }
 
     /// Packs for a given instruction set (which the CPU must support to multiply).

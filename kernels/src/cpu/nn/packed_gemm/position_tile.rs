@@ -46,8 +46,10 @@ pub struct TileFinish {
 /// One position tile (a transposed micro-tile: output positions broadcast, output channels
 /// in the vectors): for channels `j < NV·16` and positions `i < R`,
 /// `C[j, i] (+)= Σ_p w[p·NV·16 + j] · img[offsets[p] + pos[i]]`, started from `bias[j]` when
-/// given. Writes channels `0..live_ch` × positions `0..live_pos` of `c` (channel rows at
-/// stride `ldc`, positions contiguous), transposing the tile in registers.
+/// given. Writes channels `0..live_ch` × positions `0..live_pos` of `c`: channel rows at
+/// stride `ldc`, positions contiguous, transposing the tile in registers; or, when `BLOCKED`,
+/// blocks of 16 channels at stride `ldc`, each position's 16 channels one vector (NCHW16c:
+/// each accumulator is stored as it is, `live_ch` a multiple of 16).
 ///
 /// # Safety
 /// The CPU supports AVX-512F; `R ≤ 8`; `w` holds `kc · NV · 16` floats; `offsets` holds `kc`
@@ -58,7 +60,7 @@ pub struct TileFinish {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn position_tile<const NV: usize, const R: usize>(
+pub unsafe fn position_tile<const NV: usize, const R: usize, const BLOCKED: bool>(
     kc: usize,
     w: *const f32,
     img: *const f32,
@@ -95,6 +97,23 @@ pub unsafe fn position_tile<const NV: usize, const R: usize>(
                     acc[v][i] = _mm512_fmadd_ps(x, wv[v], acc[v][i]);
                 }
             }
+        }
+        if BLOCKED {
+            for (v, row) in acc.iter().enumerate().take(live_ch.div_ceil(16)) {
+                for (i, &out) in row.iter().enumerate().take(live_pos) {
+                    let at = v * ldc + i * 16;
+                    let dst = c.add(at);
+                    let mut out = out;
+                    if accumulate {
+                        out = _mm512_add_ps(out, _mm512_loadu_ps(dst));
+                    }
+                    if let Some(f) = finish {
+                        out = finish_block(out, f, at);
+                    }
+                    _mm512_storeu_ps(dst, out);
+                }
+            }
+            return;
         }
         for (v, row) in acc.iter().enumerate() {
             for half in 0..2 {
@@ -223,14 +242,41 @@ unsafe fn load_live(at: *const f32, full: bool, live: __m256i) -> __m256 {
 /// `full`; the CPU has AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn finish_lanes(out: __m256, f: TileFinish, row: usize, full: bool, live: __m256i) -> __m256 {
+unsafe fn finish_lanes(
+    out: __m256,
+    f: TileFinish,
+    row: usize,
+    full: bool,
+    live: __m256i,
+) -> __m256 {
     // SAFETY: the caller's contract.
     let out = match f.z.is_null() {
         true => out,
         false => unsafe { _mm256_add_ps(out, load_live(f.z.add(row), full, live)) },
     };
     // `v` second: x86 returns it when either is NaN or both are zeros.
-    _mm256_min_ps(_mm256_set1_ps(f.hi), _mm256_max_ps(_mm256_set1_ps(f.lo), out))
+    _mm256_min_ps(
+        _mm256_set1_ps(f.hi),
+        _mm256_max_ps(_mm256_set1_ps(f.lo), out),
+    )
+}
+
+/// [`finish_lanes`] for one vector of 16 channels at `at` floats from the tile's `c`.
+///
+/// # Safety
+/// `f.z`, when not null, is valid at `at` for 16 floats; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn finish_block(out: __m512, f: TileFinish, at: usize) -> __m512 {
+    // SAFETY: the caller's contract.
+    let out = match f.z.is_null() {
+        true => out,
+        false => unsafe { _mm512_add_ps(out, _mm512_loadu_ps(f.z.add(at))) },
+    };
+    _mm512_min_ps(
+        _mm512_set1_ps(f.hi),
+        _mm512_max_ps(_mm512_set1_ps(f.lo), out),
+    )
 }
 
 /// Writes (or adds, when `accumulate`) the first `n ≤ 8` lanes of `v` to `dst`, without masked
@@ -296,22 +342,28 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     ]
 }
 
-/// The kernel for `isa`, a full (`wide`) or half panel of channels and `height` positions per
-/// tile (6 on AVX2; 7 or 8 on AVX-512).
+/// The kernel for `isa`, a full (`wide`) or half panel of channels, `height` positions per
+/// tile (6 on AVX2; 7 or 8 on AVX-512), and channel rows or, when `blocked`, 16-channel blocks
+/// (AVX-512 only: on AVX2 the blocked layout is not offered).
 #[cfg(target_arch = "x86_64")]
-pub fn kernel_for(isa: Isa, wide: bool, height: usize) -> PositionTile {
-    match (isa, wide, height) {
-        (Isa::Avx2, true, _) => position_tile_avx2::<2, AVX2_HEIGHT>,
-        (Isa::Avx2, false, _) => position_tile_avx2::<1, AVX2_HEIGHT>,
-        (Isa::Avx512, true, 7) => position_tile::<2, 7>,
-        (Isa::Avx512, true, _) => position_tile::<2, 8>,
-        (Isa::Avx512, false, 7) => position_tile::<1, 7>,
-        (Isa::Avx512, false, _) => position_tile::<1, 8>,
+pub fn kernel_for(isa: Isa, wide: bool, height: usize, blocked: bool) -> PositionTile {
+    match (isa, wide, height == 7, blocked) {
+        (Isa::Avx2, _, _, true) => unreachable!("blocked outputs need AVX-512"),
+        (Isa::Avx2, true, _, false) => position_tile_avx2::<2, AVX2_HEIGHT>,
+        (Isa::Avx2, false, _, false) => position_tile_avx2::<1, AVX2_HEIGHT>,
+        (Isa::Avx512, true, true, false) => position_tile::<2, 7, false>,
+        (Isa::Avx512, true, false, false) => position_tile::<2, 8, false>,
+        (Isa::Avx512, false, true, false) => position_tile::<1, 7, false>,
+        (Isa::Avx512, false, false, false) => position_tile::<1, 8, false>,
+        (Isa::Avx512, true, true, true) => position_tile::<2, 7, true>,
+        (Isa::Avx512, true, false, true) => position_tile::<2, 8, true>,
+        (Isa::Avx512, false, true, true) => position_tile::<1, 7, true>,
+        (Isa::Avx512, false, false, true) => position_tile::<1, 8, true>,
     }
 }
 
 /// Off x86-64 no instruction set has position tiles ([`Isa::detect`] finds none).
 #[cfg(not(target_arch = "x86_64"))]
-pub fn kernel_for(isa: Isa, _: bool, _: usize) -> PositionTile {
+pub fn kernel_for(isa: Isa, _: bool, _: usize, _: bool) -> PositionTile {
     unreachable!("no position tiles for {isa:?} off x86-64")
 }

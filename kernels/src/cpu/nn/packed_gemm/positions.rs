@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
+use super::blocked_image;
 use super::direct::{self, PaddedImage};
 use super::position_tile::{self, AVX2_HEIGHT, POSITIONS, TileFinish};
 use super::source::Image2d;
@@ -164,6 +165,85 @@ impl PackedA {
         bias: Option<&[f32]>,
         epilogue: Option<&Epilogue<'_, f32>>,
     ) {
+        let channels = self.k / (im.kernel[0] * im.kernel[1]);
+        direct::with_padded_image(im, channels, 0, |img| {
+            let starts = phase_starts(img);
+            let operand = Operand {
+                data: img.data,
+                offsets: &img.offsets,
+                starts: &starts,
+            };
+            self.run_positions(&operand, c, Output::Rows(ldc), bias, epilogue)
+        })
+    }
+
+    /// `c = self · im2col(input) (+ bias)`, then `epilogue`, from an image in channel planes or
+    /// in blocks of 16 channels ([`BlockedInput`]), with `c` in such blocks (NCHW16c:
+    /// `[m / 16][positions][16]`) when `blocked_output`, else in channel rows. Needs AVX-512,
+    /// and `m` a multiple of 16 for a blocked output.
+    ///
+    /// # Panics
+    /// If the packing is not for AVX-512, a blocked output's `m` is not a multiple of 16, or an
+    /// operand is too short (internal contracts: the blocked convolution checks them first).
+    pub fn multiply_blocked(
+        &self,
+        input: &BlockedInput<'_>,
+        c: &mut [f32],
+        blocked_output: bool,
+        bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
+    ) {
+        assert!(
+            self.isa == Isa::Avx512 && (!blocked_output || self.m.is_multiple_of(16)),
+            "multiply_blocked: AVX-512 and whole blocks of channels"
+        );
+        let im = &input.image;
+        let count = im.out[0] * im.out[1];
+        assert!(c.len() >= self.m * count, "multiply_blocked: C too short");
+        assert!(
+            epilogue
+                .and_then(|e| e.add)
+                .is_none_or(|z| z.len() >= c.len()),
+            "multiply_blocked: epilogue input too short"
+        );
+        if count == 0 {
+            return;
+        }
+        let channels = self.k / (im.kernel[0] * im.kernel[1]);
+        let output = match blocked_output {
+            true => Output::Blocks,
+            false => Output::Rows(count),
+        };
+        if input.blocked {
+            return blocked_image::with_blocked_image(im, channels, |img| {
+                let operand = Operand {
+                    data: img.data,
+                    offsets: &img.offsets,
+                    starts: &img.starts,
+                };
+                self.run_positions(&operand, c, output, bias, epilogue)
+            });
+        }
+        direct::with_padded_image(im, channels, 0, |img| {
+            let starts = phase_starts(img);
+            let operand = Operand {
+                data: img.data,
+                offsets: &img.offsets,
+                starts: &starts,
+            };
+            self.run_positions(&operand, c, output, bias, epilogue)
+        })
+    }
+
+    /// The product in position tiles over `operand`, written as `output` says.
+    fn run_positions(
+        &self,
+        operand: &Operand<'_>,
+        c: &mut [f32],
+        output: Output,
+        bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue<'_, f32>>,
+    ) {
         let weights = self.transposed();
         let (m, full) = (self.m, full_panel(self.isa));
         let mut padded_bias = vec![0.0f32; m.div_ceil(full) * full];
@@ -171,58 +251,88 @@ impl PackedA {
             padded_bias[..m].copy_from_slice(&b[..m]);
         }
         let bias = bias.map(|_| &padded_bias[..]);
-        let channels = self.k / (im.kernel[0] * im.kernel[1]);
-        direct::with_padded_image(im, channels, 0, |img| {
-            let [oh, ow] = img.out;
-            let count = oh * ow;
-            // Each tile's positions as offsets from the image's start, 8 entries per tile; the
-            // empty lanes repeat the last position (read, never written).
-            let height = tile_height(self.isa, count);
-            let tiles = count.div_ceil(height);
-            // Each output's window start first, row by row: a division per entry cost more
-            // than the table's use on googlenet's small products.
-            let mut starts = Vec::with_capacity(count);
-            for y in 0..oh {
-                starts.extend(y * img.width..y * img.width + ow);
+        let starts = operand.starts;
+        let count = starts.len();
+        // Each tile's positions as offsets from the image's start, 8 entries per tile; the
+        // empty lanes repeat the last position (read, never written).
+        let height = tile_height(self.isa, count);
+        let tiles = count.div_ceil(height);
+        let pos: Vec<usize> = (0..tiles * POSITIONS)
+            .map(|e| {
+                let lane = (e % POSITIONS).min(height - 1);
+                starts[(e / POSITIONS * height + lane).min(count - 1)]
+            })
+            .collect();
+        let task = Task {
+            a: self,
+            full,
+            weights,
+            data: operand.data,
+            offsets: operand.offsets,
+            pos: &pos,
+            height,
+            count,
+            bias,
+            epilogue,
+            c: SendPtr(c.as_mut_ptr()),
+            output,
+        };
+        let panels = m.div_ceil(full);
+        let threads = super::threads();
+        if m * self.k * count < super::PARALLEL_WORK || threads < 2 {
+            task.run((0, panels), (0, tiles));
+            return;
+        }
+        // Tasks take equal shares of the channel panels × position tiles, numbered panel
+        // by panel: each task streams its share of the weights once, and the image once
+        // per panel, as every cut does. Tiles first (each task streaming all the weights)
+        // made inception_v3's 17×17 1×1 convolutions 5–10 % slower even where the image
+        // is the larger operand, and whole panels or tiles per task left one of 2 threads
+        // up to 4/7 of a 7×7 image's work (googlenet 0.97×, inception_v3 0.99×, 2 threads).
+        split(panels * tiles, TASKS_PER_THREAD * threads).for_each(|range| {
+            for (p, t) in rectangles(range, tiles).into_iter().flatten() {
+                task.run(p, t);
             }
-            let pos: Vec<usize> = (0..tiles * POSITIONS)
-                .map(|e| {
-                    let lane = (e % POSITIONS).min(height - 1);
-                    starts[(e / POSITIONS * height + lane).min(count - 1)]
-                })
-                .collect();
-            let task = Task {
-                a: self,
-                full,
-                weights,
-                img,
-                pos: &pos,
-                height,
-                count,
-                bias,
-                epilogue,
-                c: SendPtr(c.as_mut_ptr()),
-                ldc,
-            };
-            let panels = m.div_ceil(full);
-            let threads = super::threads();
-            if m * self.k * count < super::PARALLEL_WORK || threads < 2 {
-                task.run((0, panels), (0, tiles));
-                return;
-            }
-            // Tasks take equal shares of the channel panels × position tiles, numbered panel
-            // by panel: each task streams its share of the weights once, and the image once
-            // per panel, as every cut does. Tiles first (each task streaming all the weights)
-            // made inception_v3's 17×17 1×1 convolutions 5–10 % slower even where the image
-            // is the larger operand, and whole panels or tiles per task left one of 2 threads
-            // up to 4/7 of a 7×7 image's work (googlenet 0.97×, inception_v3 0.99×, 2 threads).
-            split(panels * tiles, TASKS_PER_THREAD * threads).for_each(|range| {
-                for (p, t) in rectangles(range, tiles).into_iter().flatten() {
-                    task.run(p, t);
-                }
-            });
-        })
+        });
     }
+}
+
+/// Each output's window start in a phase-plane image, row by row: a division per entry cost
+/// more than the table's use on googlenet's small products.
+fn phase_starts(img: &PaddedImage<'_>) -> Vec<usize> {
+    let [oh, ow] = img.out;
+    let mut starts = Vec::with_capacity(oh * ow);
+    for y in 0..oh {
+        starts.extend(y * img.width..y * img.width + ow);
+    }
+    starts
+}
+
+/// The image operand of a product in position tiles: `img[offsets[p] + starts[q]]` is depth
+/// row `p` of output position `q`'s window.
+struct Operand<'a> {
+    data: &'a [f32],
+    offsets: &'a [usize],
+    starts: &'a [usize],
+}
+
+/// How a product in position tiles lays out `C`.
+#[derive(Debug, Clone, Copy)]
+enum Output {
+    /// Channel rows at this stride, positions contiguous.
+    Rows(usize),
+    /// Blocks of 16 channels, each `[positions][16]`, back to back (NCHW16c).
+    Blocks,
+}
+
+/// The image of a blocked product: `image.img` holds channel planes (`blocked` false) or
+/// blocks of 16 channels (`[channels / 16][height][width][16]`), with `image`'s geometry.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockedInput<'a> {
+    /// The image and its window geometry.
+    pub image: Image2d<'a>,
+    /// True when `image.img` is in 16-channel blocks.
+    pub blocked: bool,
 }
 
 /// The units `u0..u1` of a grid `inner` units wide, numbered row by row, as at most three
@@ -254,7 +364,8 @@ struct Task<'a> {
     /// Channels per full weight panel.
     full: usize,
     weights: &'a [f32],
-    img: &'a PaddedImage<'a>,
+    data: &'a [f32],
+    offsets: &'a [usize],
     /// Positions per tile (7 or 8), `count` in all.
     height: usize,
     pos: &'a [usize],
@@ -262,7 +373,7 @@ struct Task<'a> {
     bias: Option<&'a [f32]>,
     epilogue: Option<&'a Epilogue<'a, f32>>,
     c: SendPtr<f32>,
-    ldc: usize,
+    output: Output,
 }
 
 impl Task<'_> {
@@ -313,7 +424,7 @@ impl Task<'_> {
                                 width.min(m - jp * full),
                                 self.height.min(self.count - t * self.height),
                             );
-                            let at = jp * full * self.ldc + t * self.height;
+                            let at = self.tile_at(jp, t);
                             let finish = in_tiles.filter(|_| pc + kc == k).map(|((lo, hi), z)| {
                                 TileFinish {
                                     // In bounds: `multiply` checked that Z covers C.
@@ -332,16 +443,34 @@ impl Task<'_> {
                 }
                 if let Some(e) = self.epilogue.filter(|_| in_tiles.is_none()) {
                     let cols = (g0 * self.height, (g1 * self.height).min(self.count));
-                    for i in b0 * full..(b1 * full).min(m) {
-                        let at = i * self.ldc + cols.0;
+                    let channels = (b0 * full, (b1 * full).min(m));
+                    // Channel rows, or blocks of 16 channels (a block's positions are
+                    // contiguous too).
+                    let (rows, stride, width) = match self.output {
+                        Output::Rows(ldc) => ((channels.0, channels.1), ldc, 1),
+                        Output::Blocks => ((channels.0 / 16, channels.1 / 16), 16 * self.count, 16),
+                    };
+                    for i in rows.0..rows.1 {
+                        let at = i * stride + cols.0 * width;
                         // SAFETY: row i, this group's positions: this task's rectangle.
                         let row = unsafe {
-                            std::slice::from_raw_parts_mut(self.c.get().add(at), cols.1 - cols.0)
+                            std::slice::from_raw_parts_mut(
+                                self.c.get().add(at),
+                                (cols.1 - cols.0) * width,
+                            )
                         };
                         e.finish(row, at);
                     }
                 }
             }
+        }
+    }
+
+    /// Where tile `t` of channel panel `jp` starts in `C`.
+    fn tile_at(&self, jp: usize, t: usize) -> usize {
+        match self.output {
+            Output::Rows(ldc) => jp * self.full * ldc + t * self.height,
+            Output::Blocks => jp * self.full * self.count + t * self.height * 16,
         }
     }
 
@@ -363,15 +492,33 @@ impl Task<'_> {
         bias: Option<&[f32]>,
         finish: Option<TileFinish>,
     ) {
-        let (w, data, ldc) = (panel.as_ptr(), self.img.data.as_ptr(), self.ldc);
-        let offsets = self.img.offsets[pc..pc + kc].as_ptr();
+        let (w, data) = (panel.as_ptr(), self.data.as_ptr());
+        let (ldc, blocked) = match self.output {
+            Output::Rows(ldc) => (ldc, false),
+            Output::Blocks => (16 * self.count, true),
+        };
+        let offsets = self.offsets[pc..pc + kc].as_ptr();
         let wide = panel.len() == kc * self.full;
-        let kernel = position_tile::kernel_for(self.a.isa, wide, self.height);
+        let kernel = position_tile::kernel_for(self.a.isa, wide, self.height, blocked);
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
         // lies inside the padded image; `c` holds the live channels × positions (the caller's
         // rectangle); the kernel's instruction set is the packing's, which the CPU has.
-        unsafe { kernel(kc, w, data, offsets, pos, c, ldc, live, pc > 0, bias, finish) }
+        unsafe {
+            kernel(
+                kc,
+                w,
+                data,
+                offsets,
+                pos,
+                c,
+                ldc,
+                live,
+                pc > 0,
+                bias,
+                finish,
+            )
+        }
     }
 }
 

@@ -1,0 +1,168 @@
+//! The blocked convolution: `FusedConv` (`Y = activation(conv(X, W) + B + Z)`, group 1, 2-D)
+//! with `X` in channel planes `[N, C, H, W]` or blocked `[N, C / 16, H, W, 16]`, `Z` blocked
+//! like `Y`, and `Y` blocked `[N, M / 16, OH, OW, 16]` — or in planes when the attribute
+//! `blocked_output` is 0, for an output whose readers want planes. The product runs in
+//! position tiles ([`PackedA::multiply_blocked`]).
+
+use super::{BLOCK, DOMAIN, require_avx512, unblocked};
+use crate::cpu::nn::common::{contiguous, output};
+use crate::cpu::nn::conv::ATTRIBUTES;
+use crate::cpu::nn::epilogue::{Activation, Epilogue};
+use crate::cpu::nn::packed_gemm::{BlockedInput, Image2d, Isa, PackedA};
+use crate::cpu::nn::packed_weights::WeightCache;
+use crate::cpu::nn::spatial::WindowAttrs;
+use crate::error::{KernelError, Result};
+use crate::kernel::{Kernel, NodeSpec, input, opt_input};
+use crate::{DType, Tensor, output_buffer};
+
+/// A built blocked `Conv`.
+#[derive(Debug)]
+pub struct BlockedConv {
+    window: WindowAttrs,
+    activation: Activation,
+    blocked_output: bool,
+    packed: WeightCache,
+}
+
+/// Builds the blocked `Conv`: `Conv`'s attributes (`group` 1 only), `FusedConv`'s
+/// `activation` and `activation_params`, and `blocked_output` (default 1).
+pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    require_avx512("Conv")?;
+    let mut known = ATTRIBUTES.to_vec();
+    known.extend(["activation", "activation_params", "blocked_output"]);
+    spec.attrs.only(&known)?;
+    if spec.attrs.int("group", 1)? != 1 {
+        return Err(KernelError::UnsupportedAttribute {
+            name: "group".into(),
+            reason: format!("the {DOMAIN} Conv takes group 1 only"),
+        });
+    }
+    let name = spec
+        .attrs
+        .has("activation")
+        .then(|| spec.attrs.string("activation", ""))
+        .transpose()?;
+    let params = spec.attrs.opt_floats("activation_params")?;
+    Ok(Box::new(BlockedConv {
+        window: WindowAttrs::parse(spec.attrs)?,
+        activation: Activation::parse(name.as_deref(), params.as_deref())?,
+        blocked_output: spec.attrs.int("blocked_output", 1)? != 0,
+        packed: WeightCache::default(),
+    }))
+}
+
+impl Kernel for BlockedConv {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        if inputs.len() > 4 {
+            return Err(KernelError::Arity(format!(
+                "the blocked Conv takes at most 4 inputs (X, W, B, Z), got {}",
+                inputs.len()
+            )));
+        }
+        let (x, w) = (input(inputs, 0)?, input(inputs, 1)?);
+        for (index, t) in [(0, Some(x)), (1, Some(w)), (2, opt_input(inputs, 2))]
+            .into_iter()
+            .chain([(3, opt_input(inputs, 3))])
+        {
+            if let Some(t) = t.filter(|t| t.dtype() != DType::F32) {
+                return Err(KernelError::UnsupportedDType {
+                    index,
+                    dtype: t.dtype(),
+                });
+            }
+        }
+        let blocked_input = x.shape().len() == 5;
+        let [n, c, h, wd] = match blocked_input {
+            true => unblocked(x.shape(), "X")?,
+            false => match *x.shape() {
+                [n, c, h, w] => [n, c, h, w],
+                _ => {
+                    return Err(KernelError::Shape(format!(
+                        "X must be [N, C, H, W] or blocked, got {:?}",
+                        x.shape()
+                    )));
+                }
+            },
+        };
+        let &[m, wc, kh, kw] = w.shape() else {
+            return Err(KernelError::Shape(format!(
+                "W must be [M, C, kH, kW], got {:?}",
+                w.shape()
+            )));
+        };
+        if wc != c || (self.blocked_output && !m.is_multiple_of(BLOCK)) {
+            return Err(KernelError::Shape(format!(
+                "W is {:?} for X of {c} channels (a blocked output needs a multiple of 16)",
+                w.shape()
+            )));
+        }
+        let geo = self.window.resolve(&[h, wd], Some(&[kh, kw]), false)?;
+        let (oh, ow) = (geo.out[0], geo.out[1]);
+        let y_shape = match self.blocked_output {
+            true => vec![n, m / BLOCK, oh, ow, BLOCK],
+            false => vec![n, m, oh, ow],
+        };
+        let bias = opt_input(inputs, 2)
+            .map(|b| match b.shape() == [m] {
+                true => contiguous::<f32>(b),
+                false => Err(KernelError::Shape(format!(
+                    "B has shape {:?}, expected [{m}]",
+                    b.shape()
+                ))),
+            })
+            .transpose()?;
+        let z = opt_input(inputs, 3)
+            .map(|z| match z.shape() == y_shape.as_slice() {
+                true => contiguous::<f32>(z),
+                false => Err(KernelError::Shape(format!(
+                    "Z has shape {:?}, the output's is {y_shape:?}",
+                    z.shape()
+                ))),
+            })
+            .transpose()?;
+        let ws = contiguous::<f32>(w)?;
+        let k = c * kh * kw;
+        let packed = self
+            .packed
+            .get_or_pack(w, true, || PackedA::new(&ws, m, k).map(|p| vec![p]))
+            .filter(|p| p[0].isa() == Isa::Avx512);
+        let Some(packed) = packed else {
+            return require_avx512("Conv").and(Err(KernelError::InvalidValue(
+                "the blocked Conv's weights could not be packed for AVX-512".into(),
+            )));
+        };
+        let xs = contiguous::<f32>(x)?;
+        let (in_len, out_len) = (c * h * wd, m * oh * ow);
+        let mut y: Vec<f32> = output_buffer::overwritable(0, n * out_len);
+        if out_len > 0 {
+            for b in 0..n {
+                let image = Image2d {
+                    img: &xs[b * in_len..(b + 1) * in_len],
+                    size: [h, wd],
+                    kernel: [kh, kw],
+                    strides: [geo.strides[0], geo.strides[1]],
+                    dilations: [geo.dilations[0], geo.dilations[1]],
+                    pads: [geo.pad_begin[0], geo.pad_begin[1]],
+                    out: [oh, ow],
+                };
+                let add = z.as_deref().map(|z| &z[b * out_len..(b + 1) * out_len]);
+                let epilogue =
+                    (add.is_some() || !self.activation.is_identity()).then_some(Epilogue {
+                        add,
+                        activation: self.activation,
+                    });
+                packed[0].multiply_blocked(
+                    &BlockedInput {
+                        image,
+                        blocked: blocked_input,
+                    },
+                    &mut y[b * out_len..(b + 1) * out_len],
+                    self.blocked_output,
+                    bias.as_deref(),
+                    epilogue.as_ref(),
+                );
+            }
+        }
+        Ok(vec![output(&y_shape, y)?])
+    }
+}

@@ -1,0 +1,83 @@
+//! Kernels on images in blocks of 16 channels (NCHW16c), ONNX Runtime's layout for
+//! convolutional networks on AVX-512 CPUs. A blocked tensor is an ordinary 5-D tensor
+//! `[N, C / 16, H, W, 16]`: the graph pass that chooses the layout gives the blocked values
+//! those shapes, so shape inference, the memory plan and `Concat` along axis 1 need nothing
+//! new. In this layout a convolution's position tile stores each accumulator as it is (in
+//! channel planes it is transposed first), and a pool combines whole vectors of channels
+//! (in planes, rows of 7 or 14 outputs fill vectors poorly).
+//!
+//! The ops live in their own domain, [`DOMAIN`]:
+//! - `Conv`: `FusedConv`'s inputs and attributes (group 1, 2-D) with `X` planar or blocked,
+//!   `Z` blocked, and `Y` blocked (or planar when `blocked_output` is 0);
+//! - `MaxPool`, `AveragePool`: 2-D, no `Indices` output, no dilations;
+//! - `GlobalAveragePool`: a blocked `X`, a planar `[N, C, 1, 1]` `Y`;
+//! - `ReorderOutput`: blocked to planar.
+
+mod conv;
+mod pool;
+mod reorder;
+
+pub use conv::BlockedConv;
+
+use super::packed_gemm::Isa;
+use crate::error::{KernelError, Result};
+use crate::kernel::{Kernel, NodeSpec};
+
+/// The domain of the blocked ops.
+pub const DOMAIN: &str = "spillway.nchw16c";
+
+/// Channels per block.
+pub const BLOCK: usize = 16;
+
+/// The op types of [`DOMAIN`].
+pub const OPS: &[&str] = &[
+    "Conv",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "ReorderOutput",
+];
+
+/// True when this CPU runs the blocked kernels (AVX-512F).
+pub fn available() -> bool {
+    Isa::detect() == Some(Isa::Avx512)
+}
+
+/// Builds the kernel of a [`DOMAIN`] node.
+pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    match spec.op_type {
+        "Conv" => conv::build(spec),
+        "MaxPool" | "AveragePool" => pool::build(spec),
+        "GlobalAveragePool" => pool::build_global(spec),
+        "ReorderOutput" => reorder::build(spec),
+        other => Err(KernelError::UnsupportedOp {
+            op_type: other.into(),
+            domain: DOMAIN.into(),
+        }),
+    }
+}
+
+/// The logical `[N, C, H, W]` of a blocked `[N, C / 16, H, W, 16]` shape, or an error naming
+/// the operand (`what`).
+fn unblocked(shape: &[usize], what: &str) -> Result<[usize; 4]> {
+    match *shape {
+        [n, blocks, h, w, BLOCK] => Ok([n, blocks * BLOCK, h, w]),
+        _ => Err(KernelError::Shape(format!(
+            "{what} must be blocked [N, C/16, H, W, 16], got {shape:?}"
+        ))),
+    }
+}
+
+/// Fails unless the CPU runs the blocked kernels.
+fn require_avx512(op: &str) -> Result<()> {
+    match available() {
+        true => Ok(()),
+        false => Err(KernelError::UnsupportedOp {
+            op_type: format!("{op} (blocked kernels need AVX-512F, which this CPU lacks)"),
+            domain: DOMAIN.into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

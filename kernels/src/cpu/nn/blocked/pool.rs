@@ -1,0 +1,224 @@
+//! Blocked pools: `MaxPool` and `AveragePool` (2-D, no dilations, no `Indices` output) from a
+//! blocked `[N, C / 16, H, W, 16]` image to a blocked output, and `GlobalAveragePool` from a
+//! blocked image to planar `[N, C, 1, 1]`. Every window cell is one vector of 16 channels, so
+//! a window is a handful of whole-vector maxima or sums, whatever the plane's size.
+//!
+//! Max pools keep the earlier value on ties and never let NaN win a window, as the planar
+//! pools do; average pools add the window's cells row by row, then divide by the cells inside
+//! the image (or inside image and padding, `count_include_pad`).
+
+use rayon::prelude::*;
+
+use super::{BLOCK, require_avx512, unblocked};
+use crate::cpu::nn::common::{contiguous, min_opset, output};
+use crate::cpu::nn::pool2d::{AxisWindows, plane_windows};
+use crate::cpu::nn::spatial::WindowAttrs;
+use crate::error::{KernelError, Result};
+use crate::kernel::{Kernel, NodeSpec, input};
+use crate::{DType, Tensor, output_buffer};
+
+/// A built blocked `MaxPool` or `AveragePool`.
+#[derive(Debug)]
+pub struct BlockedPool {
+    /// `None` for a max pool; for an average pool, whether padding cells count.
+    average: Option<bool>,
+    window: WindowAttrs,
+    ceil_mode: bool,
+}
+
+/// A 0/1 attribute.
+fn flag(spec: &NodeSpec<'_>, name: &str) -> Result<bool> {
+    match spec.attrs.int(name, 0)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => Err(KernelError::BadAttribute {
+            name: name.into(),
+            reason: format!("must be 0 or 1, got {v}"),
+        }),
+    }
+}
+
+/// Builds a blocked `MaxPool` or `AveragePool` (one output; `auto_pad`, `kernel_shape`,
+/// `pads`, `strides`, `ceil_mode`, and `count_include_pad` for averages).
+pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    require_avx512(spec.op_type)?;
+    let max = spec.op_type == "MaxPool";
+    let mut known = vec!["auto_pad", "kernel_shape", "pads", "strides", "ceil_mode"];
+    if !max {
+        known.push("count_include_pad");
+    }
+    spec.attrs.only(&known)?;
+    if spec.num_outputs != 1 {
+        return Err(KernelError::Arity(format!(
+            "the blocked {} has one output, the node lists {}",
+            spec.op_type, spec.num_outputs
+        )));
+    }
+    let window = WindowAttrs::parse(spec.attrs)?;
+    if window.kernel_shape.as_ref().is_none_or(|k| k.len() != 2) {
+        return Err(KernelError::BadAttribute {
+            name: "kernel_shape".into(),
+            reason: "the blocked pools need a 2-D kernel_shape".into(),
+        });
+    }
+    Ok(Box::new(BlockedPool {
+        average: (!max)
+            .then(|| flag(spec, "count_include_pad"))
+            .transpose()?,
+        window,
+        ceil_mode: flag(spec, "ceil_mode")?,
+    }))
+}
+
+/// The `f32` input `X`, checked.
+fn f32_input<'a>(inputs: &[Option<&'a Tensor>]) -> Result<&'a Tensor> {
+    let x = input(inputs, 0)?;
+    match x.dtype() {
+        DType::F32 => Ok(x),
+        dtype => Err(KernelError::UnsupportedDType { index: 0, dtype }),
+    }
+}
+
+impl Kernel for BlockedPool {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = f32_input(inputs)?;
+        let [n, c, h, w] = unblocked(x.shape(), "X")?;
+        let geo = self.window.resolve(&[h, w], None, self.ceil_mode)?;
+        let (rows, cols) = plane_windows(&geo, &[h, w]);
+        let (oh, ow) = (rows.len(), cols.len());
+        let xs = contiguous::<f32>(x)?;
+        let mut y: Vec<f32> = output_buffer::overwritable(0, n * c * oh * ow);
+        let line = ow * BLOCK;
+        if line > 0 && h * w > 0 {
+            let plane = h * w * BLOCK;
+            let pool = RowPool {
+                rows: &rows,
+                cols: &cols,
+                width: w,
+                average: self.average,
+            };
+            y.par_chunks_mut(line).enumerate().for_each(|(r, out)| {
+                let (block, oy) = (r / oh, r % oh);
+                let image = &xs[block * plane..(block + 1) * plane];
+                pool.run(image, oy, out);
+            });
+        } else {
+            y.fill(0.0);
+        }
+        Ok(vec![output(&[n, c / BLOCK, oh, ow, BLOCK], y)?])
+    }
+}
+
+/// One output row of a blocked pool.
+struct RowPool<'a> {
+    rows: &'a AxisWindows,
+    cols: &'a AxisWindows,
+    /// Image width, in positions.
+    width: usize,
+    average: Option<bool>,
+}
+
+impl RowPool<'_> {
+    /// Output row `oy` of one block's `image` into `out` (`ow` vectors of 16).
+    fn run(&self, image: &[f32], oy: usize, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { self.run_avx512(image, oy, out) };
+        }
+        self.run_portable(image, oy, out)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn run_avx512(&self, image: &[f32], oy: usize, out: &mut [f32]) {
+        self.run_portable(image, oy, out)
+    }
+
+    /// The loops, vectorized 16 wide where the caller enables AVX-512.
+    #[inline(always)]
+    fn run_portable(&self, image: &[f32], oy: usize, out: &mut [f32]) {
+        let (r0, r1) = self.rows.span(oy);
+        for (ox, cell) in out.chunks_exact_mut(BLOCK).enumerate() {
+            let (c0, c1) = self.cols.span(ox);
+            let window = (r0..r1).flat_map(|y| (c0..c1).map(move |x| y * self.width + x));
+            let vector = |q: usize| -> &[f32; BLOCK] {
+                image[q * BLOCK..(q + 1) * BLOCK]
+                    .try_into()
+                    .expect("a vector of BLOCK")
+            };
+            let acc: [f32; BLOCK] = match self.average {
+                None => window.fold([f32::NEG_INFINITY; BLOCK], |acc, q| {
+                    let v = vector(q);
+                    // `v > acc`: NaN never wins, ties keep the earlier value.
+                    std::array::from_fn(|j| if v[j] > acc[j] { v[j] } else { acc[j] })
+                }),
+                Some(count_pad) => {
+                    let sum = window.fold([0.0f32; BLOCK], |acc, q| {
+                        let v = vector(q);
+                        std::array::from_fn(|j| acc[j] + v[j])
+                    });
+                    let cells = match count_pad {
+                        true => self.rows.padded_cells(oy) * self.cols.padded_cells(ox),
+                        false => (r1 - r0) * (c1 - c0),
+                    };
+                    let d = cells as f32;
+                    std::array::from_fn(|j| sum[j] / d)
+                }
+            };
+            cell.copy_from_slice(&acc);
+        }
+    }
+}
+
+/// A built blocked `GlobalAveragePool`.
+#[derive(Debug)]
+pub struct BlockedGlobalAverage;
+
+/// Builds the blocked `GlobalAveragePool` (no attributes).
+pub fn build_global(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    min_opset(spec.opset, 1, "GlobalAveragePool")?;
+    spec.attrs.only(&[])?;
+    Ok(Box::new(BlockedGlobalAverage))
+}
+
+impl Kernel for BlockedGlobalAverage {
+    fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        let x = f32_input(inputs)?;
+        let [n, c, h, w] = unblocked(x.shape(), "X")?;
+        let xs = contiguous::<f32>(x)?;
+        let plane = h * w;
+        let mut y: Vec<f32> = output_buffer::overwritable(0, n * c);
+        y.par_chunks_mut(BLOCK)
+            .zip(xs.par_chunks(plane.max(1) * BLOCK))
+            .for_each(|(out, block)| mean_of_cells(block, plane, out));
+        Ok(vec![output(&[n, c, 1, 1], y)?])
+    }
+}
+
+/// The mean of `plane` vectors of 16 (NaN for none, as 0 / 0).
+fn mean_of_cells(block: &[f32], plane: usize, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F.
+        return unsafe { mean_avx512(block, plane, out) };
+    }
+    mean_portable(block, plane, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn mean_avx512(block: &[f32], plane: usize, out: &mut [f32]) {
+    mean_portable(block, plane, out)
+}
+
+#[inline(always)]
+fn mean_portable(block: &[f32], plane: usize, out: &mut [f32]) {
+    let sum = block[..plane * BLOCK]
+        .chunks_exact(BLOCK)
+        .fold([0.0f32; BLOCK], |acc, v| {
+            std::array::from_fn(|j| acc[j] + v[j])
+        });
+    let d = plane as f32;
+    out.iter_mut().zip(sum).for_each(|(o, s)| *o = s / d);
+}

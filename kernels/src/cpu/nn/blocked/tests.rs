@@ -1,0 +1,202 @@
+//! The blocked kernels against the planar ones (`FusedConv`, `MaxPool`, `AveragePool`,
+//! `GlobalAveragePool`), which the conformance run checks against ONNX Runtime: the same
+//! inputs, reordered into blocks, must give the same outputs, reordered.
+
+use super::{BLOCK, DOMAIN, available};
+use crate::error::Result;
+use crate::kernel::NodeSpec;
+use crate::test_values::uniform;
+use crate::{AttrValue, Attributes, Tensor};
+
+/// Runs `op_type` of `domain` on `inputs`.
+fn run(
+    domain: &str,
+    op_type: &str,
+    attrs: &Attributes,
+    inputs: &[Option<&Tensor>],
+) -> Result<Tensor> {
+    let opset = if domain.is_empty() { 17 } else { 1 };
+    let spec = NodeSpec {
+        op_type,
+        domain,
+        opset,
+        attrs,
+        num_inputs: inputs.len(),
+        num_outputs: 1,
+    };
+    Ok(crate::cpu::build(&spec)?.run(inputs)?.remove(0))
+}
+
+/// A seeded `f32` tensor with values in [-1, 1).
+fn seeded(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::from_shape_vec(shape, uniform(shape.iter().product(), seed)).unwrap()
+}
+
+/// `[N, C, H, W]` into blocks `[N, C / 16, H, W, 16]`.
+fn block(t: &Tensor) -> Tensor {
+    let &[n, c, h, w] = t.shape() else {
+        panic!("4-D")
+    };
+    let v = t.view::<f32>().unwrap();
+    let mut out = vec![0.0f32; n * c * h * w];
+    for (i, o) in out.iter_mut().enumerate() {
+        let j = i % BLOCK;
+        let q = i / BLOCK % (h * w);
+        let cb = i / BLOCK / (h * w) % (c / BLOCK);
+        let b = i / (c * h * w);
+        *o = v[[b, cb * BLOCK + j, q / w, q % w]];
+    }
+    Tensor::from_shape_vec(&[n, c / BLOCK, h, w, BLOCK], out).unwrap()
+}
+
+fn assert_close(got: &Tensor, want: &Tensor, what: &str) {
+    assert_eq!(got.shape(), want.shape(), "{what}");
+    let (g, w) = (got.view::<f32>().unwrap(), want.view::<f32>().unwrap());
+    for (i, (a, b)) in g.iter().zip(w.iter()).enumerate() {
+        let ok = (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-5 * (1.0 + b.abs());
+        assert!(ok, "{what}: [{i}] {a} vs {b}");
+    }
+}
+
+fn ints(v: &[i64]) -> AttrValue {
+    AttrValue::Ints(v.to_vec())
+}
+
+#[test]
+fn blocked_convolutions_equal_the_planar_fused_conv() {
+    if !available() {
+        return;
+    }
+    // (batch, in, out, side, kernel, stride, pad, dilation)
+    let cases = [
+        (1, 16, 32, 9, 3, 1, 1, 1),
+        (2, 32, 48, 8, 1, 1, 0, 1),
+        (1, 3, 64, 23, 7, 2, 3, 1),
+        (1, 48, 16, 7, 3, 2, 1, 1),
+        (1, 16, 80, 12, 3, 1, 2, 2),
+        (1, 128, 32, 5, 5, 1, 2, 1),
+        (1, 16, 16, 6, 3, 1, 0, 1),
+    ];
+    for (i, &(n, c, m, side, k, s, p, d)) in cases.iter().enumerate() {
+        let x = seeded(&[n, c, side, side], i as u64);
+        let w = seeded(&[m, c, k, k], 100 + i as u64);
+        let b = seeded(&[m], 200 + i as u64);
+        let attrs = Attributes::new()
+            .with("kernel_shape", ints(&[k as i64, k as i64]))
+            .with("strides", ints(&[s as i64, s as i64]))
+            .with("pads", ints(&[p as i64; 4]))
+            .with("dilations", ints(&[d as i64, d as i64]))
+            .with("activation", AttrValue::String("Relu".into()));
+        let want = run(
+            "com.microsoft",
+            "FusedConv",
+            &attrs,
+            &[Some(&x), Some(&w), Some(&b)],
+        )
+        .unwrap();
+        let z = seeded(want.shape(), 300 + i as u64);
+        let want_z = run(
+            "com.microsoft",
+            "FusedConv",
+            &attrs,
+            &[Some(&x), Some(&w), Some(&b), Some(&z)],
+        )
+        .unwrap();
+        let inputs: Vec<(&str, Tensor)> = match c % BLOCK {
+            0 => vec![("planar", x.clone()), ("blocked", block(&x))],
+            _ => vec![("planar", x.clone())],
+        };
+        for (layout, xin) in &inputs {
+            let what = format!("case {i}, {layout} input");
+            let got = run(DOMAIN, "Conv", &attrs, &[Some(xin), Some(&w), Some(&b)]).unwrap();
+            assert_close(&got, &block(&want), &format!("{what}, blocked output"));
+            let zb = block(&z);
+            let got = run(
+                DOMAIN,
+                "Conv",
+                &attrs,
+                &[Some(xin), Some(&w), Some(&b), Some(&zb)],
+            )
+            .unwrap();
+            assert_close(&got, &block(&want_z), &format!("{what}, residual"));
+            let rows = attrs.clone().with("blocked_output", AttrValue::Int(0));
+            let got = run(DOMAIN, "Conv", &rows, &[Some(xin), Some(&w), Some(&b)]).unwrap();
+            assert_close(&got, &want, &format!("{what}, planar output"));
+        }
+    }
+}
+
+#[test]
+fn blocked_pools_equal_the_planar_pools() {
+    if !available() {
+        return;
+    }
+    // NaN never wins a window, in either layout.
+    let shape = [2, 32, 11, 13];
+    let mut v = uniform(shape.iter().product(), 7);
+    v[3 * 11 * 13 + 4 * 13 + 5] = f32::NAN;
+    let x = Tensor::from_shape_vec(&shape, v).unwrap();
+    let xb = block(&x);
+    // (op, kernel, stride, pads, ceil_mode, count_include_pad)
+    let cases: [(&str, i64, i64, [i64; 4], i64, i64); 7] = [
+        ("MaxPool", 3, 2, [0, 0, 0, 0], 1, 0),
+        ("MaxPool", 3, 1, [1, 1, 1, 1], 0, 0),
+        ("MaxPool", 2, 2, [0, 0, 0, 0], 0, 0),
+        ("MaxPool", 3, 2, [1, 1, 1, 1], 0, 0),
+        ("AveragePool", 3, 1, [1, 1, 1, 1], 0, 0),
+        ("AveragePool", 3, 1, [1, 1, 1, 1], 0, 1),
+        ("AveragePool", 5, 3, [0, 0, 2, 2], 1, 0),
+    ];
+    for (op, k, s, pads, ceil, count_pad) in cases {
+        let mut attrs = Attributes::new()
+            .with("kernel_shape", ints(&[k, k]))
+            .with("strides", ints(&[s, s]))
+            .with("pads", ints(&pads))
+            .with("ceil_mode", AttrValue::Int(ceil));
+        if op == "AveragePool" {
+            attrs = attrs.with("count_include_pad", AttrValue::Int(count_pad));
+        }
+        let want = run("", op, &attrs, &[Some(&x)]).unwrap();
+        let got = run(DOMAIN, op, &attrs, &[Some(&xb)]).unwrap();
+        assert_close(&got, &block(&want), &format!("{op} {k}/{s} {pads:?}"));
+    }
+    let want = run("", "GlobalAveragePool", &Attributes::new(), &[Some(&x)]).unwrap();
+    let got = run(
+        DOMAIN,
+        "GlobalAveragePool",
+        &Attributes::new(),
+        &[Some(&xb)],
+    )
+    .unwrap();
+    assert_close(&got, &want, "GlobalAveragePool");
+}
+
+#[test]
+fn reorder_output_undoes_the_blocking() {
+    let x = seeded(&[2, 48, 5, 7], 9);
+    let got = run(
+        DOMAIN,
+        "ReorderOutput",
+        &Attributes::new(),
+        &[Some(&block(&x))],
+    )
+    .unwrap();
+    assert_close(&got, &x, "ReorderOutput");
+}
+
+#[test]
+fn bad_blocked_inputs_are_typed_errors() {
+    if !available() {
+        return;
+    }
+    let attrs = Attributes::new().with("kernel_shape", ints(&[3, 3]));
+    // A planar tensor where a blocked one is needed; a blocked output of 24 channels.
+    let x = seeded(&[1, 16, 6, 6], 1);
+    let err = run(DOMAIN, "MaxPool", &attrs, &[Some(&x)]).unwrap_err();
+    assert!(err.to_string().contains("blocked"), "{err}");
+    let w = seeded(&[24, 16, 3, 3], 2);
+    let err = run(DOMAIN, "Conv", &attrs, &[Some(&x), Some(&w)]).unwrap_err();
+    assert!(err.to_string().contains("multiple of 16"), "{err}");
+    let grouped = attrs.clone().with("group", AttrValue::Int(2));
+    assert!(run(DOMAIN, "Conv", &grouped, &[Some(&x), Some(&w)]).is_err());
+}

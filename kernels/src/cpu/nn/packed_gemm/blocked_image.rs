@@ -1,0 +1,98 @@
+//! An image in blocks of 16 channels (NCHW16c: `[channels / 16][height][width][16]`) as the
+//! operand of a product in position tiles: its borders padded with zeros when the windows
+//! reach past the image (a copy), read where it is otherwise, and the tables that find any
+//! window cell of any output position in it. Each broadcast has its own address, so strides
+//! and dilations need no phase planes here.
+
+use std::cell::RefCell;
+
+use rayon::prelude::*;
+
+use super::source::Image2d;
+
+/// Channels per block.
+const BLOCK: usize = 16;
+
+/// A blocked image ready for position tiles.
+pub(super) struct BlockedImage<'a> {
+    pub(super) data: &'a [f32],
+    /// Offset of depth row `(c, u, v)` (the weights' order) from a window's start.
+    pub(super) offsets: Vec<usize>,
+    /// Each output position's window start, row by row.
+    pub(super) starts: Vec<usize>,
+}
+
+thread_local! {
+    /// The padded copy, reused across calls (fresh pages would fault in).
+    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `im` (`channels` of them, a multiple of 16, `im.img` blocked) as a
+/// [`BlockedImage`]: as it is when no window reaches past it, else copied with zero borders
+/// into the calling thread's buffer.
+pub(super) fn with_blocked_image<R>(
+    im: &Image2d<'_>,
+    channels: usize,
+    f: impl FnOnce(&BlockedImage<'_>) -> R,
+) -> R {
+    let ([h, w], [oh, ow], [kh, kw]) = (im.size, im.out, im.kernel);
+    let ([sh, sw], [dh, dw], [top, left]) = (im.strides, im.dilations, im.pads);
+    // The padded extent the windows reach, at least the image's.
+    let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(h + top);
+    let width = ((ow - 1) * sw + (kw - 1) * dw + 1).max(w + left);
+    let blocks = channels / BLOCK;
+    let run = |data: &[f32]| {
+        let plane = height * width * BLOCK;
+        let mut offsets = Vec::with_capacity(channels * kh * kw);
+        for c in 0..channels {
+            let base = (c / BLOCK) * plane + c % BLOCK;
+            for u in 0..kh {
+                offsets.extend((0..kw).map(|v| base + (u * dh * width + v * dw) * BLOCK));
+            }
+        }
+        let mut starts = Vec::with_capacity(oh * ow);
+        for y in 0..oh {
+            starts.extend((0..ow).map(|x| (y * sh * width + x * sw) * BLOCK));
+        }
+        f(&BlockedImage {
+            data,
+            offsets,
+            starts,
+        })
+    };
+    let img = &im.img[..blocks * h * w * BLOCK];
+    if height == h && width == w {
+        return run(img);
+    }
+    let fill = |buffer: &mut Vec<f32>| {
+        let plane = height * width * BLOCK;
+        buffer.resize(blocks * plane, 0.0);
+        let padded = &mut buffer[..blocks * plane];
+        padded
+            .par_chunks_mut(plane)
+            .zip(img.par_chunks(h * w * BLOCK))
+            .with_min_len(4)
+            .for_each(|(out, src)| pad_block(src, out, [h, w], [width, top, left]));
+        run(padded)
+    };
+    PADDED.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => fill(&mut buffer),
+        Err(_) => fill(&mut Vec::new()),
+    })
+}
+
+/// Copies one block of channels (`h × w` positions of 16) into `out`, rows `width` positions
+/// long, at row `top` and column `left`; every other cell of `out` becomes zero.
+fn pad_block(src: &[f32], out: &mut [f32], [h, w]: [usize; 2], [width, top, left]: [usize; 3]) {
+    let row = width * BLOCK;
+    for (y, dst) in out.chunks_exact_mut(row).enumerate() {
+        if y < top || y >= top + h {
+            dst.fill(0.0);
+            continue;
+        }
+        let line = &src[(y - top) * w * BLOCK..][..w * BLOCK];
+        dst[..left * BLOCK].fill(0.0);
+        dst[left * BLOCK..(left + w) * BLOCK].copy_from_slice(line);
+        dst[(left + w) * BLOCK..].fill(0.0);
+    }
+}
