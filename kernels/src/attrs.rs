@@ -76,6 +76,11 @@ impl Attributes {
         self.values.insert(name.to_string(), value);
     }
 
+    /// Removes an attribute, returning its value if it was present.
+    pub fn remove(&mut self, name: &str) -> Option<AttrValue> {
+        self.values.remove(name)
+    }
+
     /// The raw value, if present.
     pub fn get(&self, name: &str) -> Option<&AttrValue> {
         self.values.get(name)

@@ -70,6 +70,9 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
     let attrs = &node.attrs;
     let one = |s: Option<Shape>| vec![s];
     let same = (dtype_of(0), one(shape_of(0)));
+    if node.domain == spillway_kernels::cpu::nn::blocked::DOMAIN {
+        return (dtype_of(0), one(blocked(node, shape_of(0), shape_of(1))));
+    }
     match node.op_type.as_str() {
         "Relu"
         | "LeakyRelu"
@@ -368,6 +371,35 @@ fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> 
         }
     }
     Some(out)
+}
+
+/// The output shape of a `spillway.nchw16c` node (blocked values are `[N, C / 16, H, W, 16]`)
+/// from its input's and, for `Conv`, its weights'.
+fn blocked(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
+    use spillway_kernels::cpu::nn::blocked::BLOCK;
+    let x = x?;
+    // The planar shape of a blocked input (a `Conv` may read planes).
+    let planar = match x.as_slice() {
+        [n, blocks, h, w, _] => {
+            let c = blocks.fixed().map_or(Dim::Unknown, |b| Dim::Fixed(b * BLOCK));
+            vec![n.clone(), c, h.clone(), w.clone()]
+        }
+        _ => x,
+    };
+    match node.op_type.as_str() {
+        "ReorderOutput" => Some(planar),
+        "GlobalAveragePool" => Some(vec![
+            planar.first()?.clone(),
+            planar.get(1)?.clone(),
+            Dim::Fixed(1),
+            Dim::Fixed(1),
+        ]),
+        "Conv" if node.attrs.int("blocked_output", 1).ok()? == 0 => conv_like(node, Some(planar), w),
+        "Conv" | "MaxPool" | "AveragePool" => {
+            conv_like(node, Some(planar), w).map(|y| crate::graph::passes::blocked_shape(&y))
+        }
+        _ => None,
+    }
 }
 
 /// Output shape of Conv / MaxPool / AveragePool with explicit pads (auto_pad handled for

@@ -2,12 +2,15 @@
 //! and is tested on its own; [`optimize`] runs them all.
 
 mod batchnorm;
+mod blocked_layout;
 mod constant_folding;
 mod dead_code;
 mod fuse_activation;
 mod identity;
 
 pub use batchnorm::fold_batchnorm_into_conv;
+pub use blocked_layout::block_layouts;
+pub(crate) use blocked_layout::blocked_shape;
 pub use constant_folding::fold_constants;
 pub use dead_code::remove_dead_nodes;
 pub use fuse_activation::fuse_conv_activations;
@@ -22,8 +25,9 @@ pub enum Level {
     /// Rewrites that keep every node runnable on every device: identity/dropout removal,
     /// shape inference, constant folding, BatchNorm folding, dead-node removal.
     Basic,
-    /// `Basic`, then fusions into ops that only the CPU implements (`Conv` + activation →
-    /// `com.microsoft` `FusedConv`).
+    /// `Basic`, then rewrites into ops that only the CPU implements: fusions (`Conv` +
+    /// activation → `com.microsoft` `FusedConv`) and, on AVX-512 CPUs, images in blocks of 16
+    /// channels (`spillway.nchw16c`).
     Extended,
 }
 
@@ -40,6 +44,10 @@ pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
     fold_batchnorm_into_conv(graph);
     if level == Level::Extended {
         fuse_conv_activations(graph);
+        let wanted = std::env::var("SPILLWAY_BLOCKED").map_or(true, |v| v != "0");
+        if wanted && spillway_kernels::cpu::nn::blocked::available() {
+            block_layouts(graph);
+        }
     }
     remove_dead_nodes(graph);
     Ok(())

@@ -1,0 +1,265 @@
+//! Moves a CNN's images into blocks of 16 channels (NCHW16c), ONNX Runtime's layout on
+//! AVX-512 CPUs (its `NchwcTransformer`), wherever the kernels of the `spillway.nchw16c`
+//! domain can take them: in that layout a convolution's tiles are stored without a
+//! transpose and pools combine whole vectors of channels.
+//!
+//! Walking the nodes in order, a value is blocked when its producer was rewritten to give
+//! blocks:
+//! - a 2-D `Conv` or `FusedConv` (group 1, `f32`, constant 4-D weights) gives blocks when it
+//!   has a multiple of 16 output channels and its residual `Z`, if any, is blocked with the
+//!   output's shape; it reads its input in blocks when that is blocked, in planes otherwise
+//!   (a network's first convolution reads the image as it comes). A convolution that only
+//!   reads blocks writes planes (`blocked_output` 0);
+//! - `MaxPool` and `AveragePool` (2-D, one output, no dilations) and `Concat` along the
+//!   channels give blocks when all they read is blocked;
+//! - `GlobalAveragePool` of blocks gives the usual planar `[N, C, 1, 1]`.
+//!
+//! Any other reader of a blocked value, and the graph's outputs, get the planar value back
+//! from a `ReorderOutput` placed right after the producer. Blocked values are 5-D
+//! `[N, C / 16, H, W, 16]` tensors named after their planar value, so shape inference and the
+//! memory plan treat them like any tensor. The pass runs in CPU-only sessions on CPUs with
+//! AVX-512 ([`spillway_kernels::cpu::nn::blocked::available`]); `SPILLWAY_BLOCKED=0` turns
+//! it off.
+
+use std::collections::{HashMap, HashSet};
+
+use spillway_kernels::cpu::nn::blocked::{BLOCK, DOMAIN};
+use spillway_kernels::{AttrValue, DType};
+
+use crate::graph::{Dim, Graph, Node, ValueId, ValueInfo};
+
+/// The opset of the rewritten nodes.
+const VERSION: i64 = 1;
+
+/// How a node is rewritten.
+#[derive(Debug, Clone, Copy)]
+enum Rewrite {
+    /// A convolution: whether it reads blocks and whether it writes them.
+    Conv { reads: bool, writes: bool },
+    /// A pool or `Concat` of blocks, giving blocks.
+    Blocks,
+    /// `GlobalAveragePool` of blocks, giving planes.
+    Global,
+}
+
+/// Rewrites every eligible node into the blocked layout; returns how many it rewrote.
+pub fn block_layouts(graph: &mut Graph) -> usize {
+    // Planar value → its blocked twin.
+    let mut blocked: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut rewritten = 0;
+    for i in 0..graph.nodes.len() {
+        let Some(rewrite) = rewrite_of(graph, &graph.nodes[i], &blocked) else {
+            continue;
+        };
+        let node = blocked_node(graph, i, rewrite, &mut blocked);
+        graph.nodes[i] = node;
+        rewritten += 1;
+    }
+    if rewritten > 0 {
+        restore_planar(graph, &blocked);
+    }
+    rewritten
+}
+
+/// How `node` can be rewritten given the values already blocked; `None` when it cannot.
+fn rewrite_of(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>) -> Option<Rewrite> {
+    let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
+    let is_blocked = |v: &Option<ValueId>| v.is_some_and(|v| blocked.contains_key(&v));
+    if node.outputs.len() != 1 || node.outputs[0].is_none() || !node.subgraphs.is_empty() {
+        return None;
+    }
+    let attrs_within = |known: &[&str]| node.attrs.names().all(|n| known.contains(&n));
+    match (node.domain.as_str(), node.op_type.as_str()) {
+        ("com.microsoft", "FusedConv") | (_, "Conv") if default_domain || node.op_type == "FusedConv" => {
+            conv_rewrite(graph, node, blocked)
+        }
+        (_, "MaxPool" | "AveragePool") if default_domain && node.opset >= 7 => {
+            let known = [
+                "auto_pad",
+                "kernel_shape",
+                "pads",
+                "strides",
+                "ceil_mode",
+                "count_include_pad",
+                "dilations",
+                "storage_order",
+            ];
+            let plain = node.attrs.opt_ints("dilations").ok()?.is_none_or(|d| d.iter().all(|&d| d == 1))
+                && node.attrs.int("storage_order", 0).ok()? == 0
+                && node.attrs.opt_ints("kernel_shape").ok()?.is_some_and(|k| k.len() == 2);
+            (attrs_within(&known) && plain && node.inputs.len() == 1 && is_blocked(&node.inputs[0]))
+                .then_some(Rewrite::Blocks)
+        }
+        (_, "GlobalAveragePool") if default_domain => (attrs_within(&[])
+            && node.inputs.len() == 1
+            && is_blocked(&node.inputs[0]))
+        .then_some(Rewrite::Global),
+        (_, "Concat") if default_domain => {
+            let axis = node.attrs.int("axis", 0).ok()?;
+            (attrs_within(&["axis"])
+                && (axis == 1 || axis == -3)
+                && !node.inputs.is_empty()
+                && node.inputs.iter().all(is_blocked))
+            .then_some(Rewrite::Blocks)
+        }
+        _ => None,
+    }
+}
+
+/// The rewrite of a `Conv` or `FusedConv`, if it has one.
+fn conv_rewrite(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>) -> Option<Rewrite> {
+    let mut known = vec!["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"];
+    if node.op_type == "FusedConv" {
+        known.extend(["activation", "activation_params"]);
+    }
+    if !node.attrs.names().all(|n| known.contains(&n))
+        || node.attrs.int("group", 1).ok()? != 1
+        || node.inputs.len() > 4
+        || node.declared_inputs != node.inputs.len()
+    {
+        return None;
+    }
+    let x = node.inputs.first().copied().flatten()?;
+    let w = node.inputs.get(1).copied().flatten()?;
+    let weights = graph.constants.get(&w)?;
+    if weights.dtype() != DType::F32 || weights.shape().len() != 4 {
+        return None;
+    }
+    let planar = |v: ValueId| {
+        let info = graph.value(v);
+        (info.dtype == Some(DType::F32) && info.shape.as_ref().is_some_and(|s| s.len() == 4))
+            .then_some(())
+    };
+    let y = node.outputs[0]?;
+    planar(x)?;
+    planar(y)?;
+    // The blocked kernel adds a residual of the output's shape only (no broadcasting).
+    let z = node.inputs.get(3).copied().flatten();
+    if let Some(z) = z {
+        let (zs, ys) = (&graph.value(z).shape, &graph.value(y).shape);
+        let known = ys.as_ref().is_some_and(|s| s.iter().all(|d| *d != Dim::Unknown));
+        if zs != ys || !known {
+            return None;
+        }
+    }
+    let reads = blocked.contains_key(&x);
+    let writes =
+        block_count(graph.value(y)).is_some() && z.is_none_or(|z| blocked.contains_key(&z));
+    (reads || writes).then_some(Rewrite::Conv { reads, writes })
+}
+
+/// `C / 16` for a planar `[N, C, H, W]` value whose `C` is a fixed multiple of 16.
+fn block_count(info: &ValueInfo) -> Option<usize> {
+    match info.shape.as_deref()? {
+        [_, Dim::Fixed(c), _, _] if c % BLOCK == 0 => Some(c / BLOCK),
+        _ => None,
+    }
+}
+
+/// Node `i` rewritten as `rewrite` says, its inputs read from their blocked twins where it
+/// reads blocks, and its output's blocked twin made (and recorded) where it writes them.
+fn blocked_node(
+    graph: &mut Graph,
+    i: usize,
+    rewrite: Rewrite,
+    blocked: &mut HashMap<ValueId, ValueId>,
+) -> Node {
+    let mut node = graph.nodes[i].clone();
+    let twin = |v: &mut Option<ValueId>, blocked: &HashMap<ValueId, ValueId>| {
+        if let Some(b) = v.and_then(|p| blocked.get(&p)) {
+            *v = Some(*b);
+        }
+    };
+    let writes = match rewrite {
+        Rewrite::Conv { reads, writes } => {
+            if reads {
+                twin(&mut node.inputs[0], blocked);
+            }
+            if let Some(z) = node.inputs.get_mut(3).filter(|_| writes) {
+                twin(z, blocked);
+            }
+            if !writes {
+                node.attrs.insert("blocked_output", AttrValue::Int(0));
+            }
+            node.op_type = "Conv".into();
+            writes
+        }
+        Rewrite::Blocks => {
+            node.inputs.iter_mut().for_each(|v| twin(v, blocked));
+            node.attrs.remove("dilations");
+            node.attrs.remove("storage_order");
+            if node.op_type == "Concat" {
+                node.attrs.insert("axis", AttrValue::Int(1));
+            }
+            true
+        }
+        Rewrite::Global => {
+            twin(&mut node.inputs[0], blocked);
+            false
+        }
+    };
+    if writes {
+        let y = node.outputs[0].expect("rewritten nodes have their output");
+        let info = graph.value(y).clone();
+        let shape = info.shape.as_deref().map(blocked_shape);
+        let b = graph.add_value(ValueInfo {
+            name: format!("{}_nchw16c", info.name),
+            dtype: info.dtype,
+            shape,
+            kind: info.kind,
+        });
+        blocked.insert(y, b);
+        node.outputs[0] = Some(b);
+    }
+    // `Concat` stays the default domain's: along axis 1 it joins blocks as they are.
+    if node.op_type != "Concat" {
+        node.domain = DOMAIN.into();
+        node.opset = VERSION;
+    }
+    node
+}
+
+/// `[N, C / 16, H, W, 16]` for a planar `[N, C, H, W]` (an unknown `C / 16` where `C` is not
+/// fixed).
+pub(crate) fn blocked_shape(planar: &[Dim]) -> Vec<Dim> {
+    let mut shape = planar.to_vec();
+    if let Some(c) = shape.get_mut(1) {
+        *c = c.fixed().map_or(Dim::Unknown, |c| Dim::Fixed(c / BLOCK));
+    }
+    shape.push(Dim::Fixed(BLOCK));
+    shape
+}
+
+/// Gives every planar value that is still read (by a node not rewritten, or as a graph
+/// output) a `ReorderOutput` from its blocked twin, right after the twin's producer.
+fn restore_planar(graph: &mut Graph, blocked: &HashMap<ValueId, ValueId>) {
+    let mut read: HashSet<ValueId> = graph.outputs.iter().copied().collect();
+    for node in &graph.nodes {
+        read.extend(node.present_inputs());
+    }
+    let producers = graph.producers();
+    let mut after: HashMap<usize, Vec<Node>> = HashMap::new();
+    for (&planar, &twin) in blocked {
+        if !read.contains(&planar) {
+            continue;
+        }
+        let at = producers[&twin];
+        after.entry(at).or_default().push(Node {
+            name: format!("{}_reorder", graph.nodes[at].name),
+            op_type: "ReorderOutput".into(),
+            domain: DOMAIN.into(),
+            opset: VERSION,
+            attrs: Default::default(),
+            inputs: vec![Some(twin)],
+            declared_inputs: 1,
+            outputs: vec![Some(planar)],
+            subgraphs: Vec::new(),
+            type_attrs: Vec::new(),
+        });
+    }
+    let nodes = std::mem::take(&mut graph.nodes);
+    for (i, node) in nodes.into_iter().enumerate() {
+        graph.nodes.push(node);
+        graph.nodes.extend(after.remove(&i).unwrap_or_default());
+    }
+}
