@@ -381,7 +381,9 @@ fn blocked(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
     // The planar shape of a blocked input (a `Conv` may read planes).
     let planar = match x.as_slice() {
         [n, blocks, h, w, _] => {
-            let c = blocks.fixed().map_or(Dim::Unknown, |b| Dim::Fixed(b * BLOCK));
+            let c = blocks
+                .fixed()
+                .map_or(Dim::Unknown, |b| Dim::Fixed(b * BLOCK));
             vec![n.clone(), c, h.clone(), w.clone()]
         }
         _ => x,
@@ -394,7 +396,9 @@ fn blocked(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
             Dim::Fixed(1),
             Dim::Fixed(1),
         ]),
-        "Conv" if node.attrs.int("blocked_output", 1).ok()? == 0 => conv_like(node, Some(planar), w),
+        "Conv" if node.attrs.int("blocked_output", 1).ok()? == 0 => {
+            conv_like(node, Some(planar), w)
+        }
         "Conv" | "MaxPool" | "AveragePool" => {
             conv_like(node, Some(planar), w).map(|y| crate::graph::passes::blocked_shape(&y))
         }

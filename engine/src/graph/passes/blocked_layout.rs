@@ -70,7 +70,9 @@ fn rewrite_of(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>) -
     }
     let attrs_within = |known: &[&str]| node.attrs.names().all(|n| known.contains(&n));
     match (node.domain.as_str(), node.op_type.as_str()) {
-        ("com.microsoft", "FusedConv") | (_, "Conv") if default_domain || node.op_type == "FusedConv" => {
+        ("com.microsoft", "FusedConv") | (_, "Conv")
+            if default_domain || node.op_type == "FusedConv" =>
+        {
             conv_rewrite(graph, node, blocked)
         }
         (_, "MaxPool" | "AveragePool") if default_domain && node.opset >= 7 => {
@@ -84,16 +86,24 @@ fn rewrite_of(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>) -
                 "dilations",
                 "storage_order",
             ];
-            let plain = node.attrs.opt_ints("dilations").ok()?.is_none_or(|d| d.iter().all(|&d| d == 1))
+            let plain = node
+                .attrs
+                .opt_ints("dilations")
+                .ok()?
+                .is_none_or(|d| d.iter().all(|&d| d == 1))
                 && node.attrs.int("storage_order", 0).ok()? == 0
-                && node.attrs.opt_ints("kernel_shape").ok()?.is_some_and(|k| k.len() == 2);
+                && node
+                    .attrs
+                    .opt_ints("kernel_shape")
+                    .ok()?
+                    .is_some_and(|k| k.len() == 2);
             (attrs_within(&known) && plain && node.inputs.len() == 1 && is_blocked(&node.inputs[0]))
                 .then_some(Rewrite::Blocks)
         }
-        (_, "GlobalAveragePool") if default_domain => (attrs_within(&[])
-            && node.inputs.len() == 1
-            && is_blocked(&node.inputs[0]))
-        .then_some(Rewrite::Global),
+        (_, "GlobalAveragePool") if default_domain => {
+            (attrs_within(&[]) && node.inputs.len() == 1 && is_blocked(&node.inputs[0]))
+                .then_some(Rewrite::Global)
+        }
         (_, "Concat") if default_domain => {
             let axis = node.attrs.int("axis", 0).ok()?;
             (attrs_within(&["axis"])
@@ -107,8 +117,19 @@ fn rewrite_of(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>) -
 }
 
 /// The rewrite of a `Conv` or `FusedConv`, if it has one.
-fn conv_rewrite(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>) -> Option<Rewrite> {
-    let mut known = vec!["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"];
+fn conv_rewrite(
+    graph: &Graph,
+    node: &Node,
+    blocked: &HashMap<ValueId, ValueId>,
+) -> Option<Rewrite> {
+    let mut known = vec![
+        "auto_pad",
+        "dilations",
+        "group",
+        "kernel_shape",
+        "pads",
+        "strides",
+    ];
     if node.op_type == "FusedConv" {
         known.extend(["activation", "activation_params"]);
     }
@@ -137,7 +158,9 @@ fn conv_rewrite(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>)
     let z = node.inputs.get(3).copied().flatten();
     if let Some(z) = z {
         let (zs, ys) = (&graph.value(z).shape, &graph.value(y).shape);
-        let known = ys.as_ref().is_some_and(|s| s.iter().all(|d| *d != Dim::Unknown));
+        let known = ys
+            .as_ref()
+            .is_some_and(|s| s.iter().all(|d| *d != Dim::Unknown));
         if zs != ys || !known {
             return None;
         }

@@ -97,11 +97,14 @@ impl Kernel for BlockedPool {
                 width: w,
                 average: self.average,
             };
-            y.par_chunks_mut(line).enumerate().for_each(|(r, out)| {
-                let (block, oy) = (r / oh, r % oh);
-                let image = &xs[block * plane..(block + 1) * plane];
-                pool.run(image, oy, out);
-            });
+            y.par_chunks_mut(line).enumerate().for_each_init(
+                || vec![0.0f32; w * BLOCK],
+                |column, (r, out)| {
+                    let (block, oy) = (r / oh, r % oh);
+                    let image = &xs[block * plane..(block + 1) * plane];
+                    pool.run(image, oy, out, column);
+                },
+            );
         } else {
             y.fill(0.0);
         }
@@ -109,7 +112,8 @@ impl Kernel for BlockedPool {
     }
 }
 
-/// One output row of a blocked pool.
+/// One output row of a blocked pool: the window's rows combined into one row of vectors,
+/// then each output's columns of that row (the planar pools' order too).
 struct RowPool<'a> {
     rows: &'a AxisWindows,
     cols: &'a AxisWindows,
@@ -119,54 +123,116 @@ struct RowPool<'a> {
 }
 
 impl RowPool<'_> {
-    /// Output row `oy` of one block's `image` into `out` (`ow` vectors of 16).
-    fn run(&self, image: &[f32], oy: usize, out: &mut [f32]) {
+    /// Output row `oy` of one block's `image` into `out` (`ow` vectors of 16), through
+    /// `column` (`width` vectors).
+    fn run(&self, image: &[f32], oy: usize, out: &mut [f32], column: &mut [f32]) {
+        assert!(
+            image.len() >= self.rows.span(oy).1 * self.width * BLOCK
+                && column.len() == self.width * BLOCK
+                && out.len() == self.cols.len() * BLOCK,
+            "blocked pool: operands"
+        );
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { self.run_avx512(image, oy, out) };
+            // SAFETY: the CPU has AVX-512F; the operands' lengths are checked above, and the
+            // windows' spans lie inside the image.
+            return unsafe { self.run_avx512(image, oy, out, column) };
         }
-        self.run_portable(image, oy, out)
+        self.run_portable(image, oy, out, column)
     }
 
+    /// [`RowPool::run`] in whole vectors.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; the operands hold what [`RowPool::run`] checks.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn run_avx512(&self, image: &[f32], oy: usize, out: &mut [f32]) {
-        self.run_portable(image, oy, out)
+    unsafe fn run_avx512(&self, image: &[f32], oy: usize, out: &mut [f32], column: &mut [f32]) {
+        use std::arch::x86_64::*;
+        let (r0, r1) = self.rows.span(oy);
+        let (img, col, dst) = (image.as_ptr(), column.as_mut_ptr(), out.as_mut_ptr());
+        let max = self.average.is_none();
+        let init = match max {
+            true => _mm512_set1_ps(f32::NEG_INFINITY),
+            false => _mm512_setzero_ps(),
+        };
+        // SAFETY (every access): rows r0..r1 of `width` vectors lie in `image`, `column`
+        // holds `width` vectors and `out` one per output column (the caller's contract).
+        unsafe {
+            for x in 0..self.width {
+                let mut acc = init;
+                for y in r0..r1 {
+                    let v = _mm512_loadu_ps(img.add((y * self.width + x) * BLOCK));
+                    // `max(v, acc)` keeps `acc` when `v` is NaN or equal.
+                    acc = match max {
+                        true => _mm512_max_ps(v, acc),
+                        false => _mm512_add_ps(acc, v),
+                    };
+                }
+                _mm512_storeu_ps(col.add(x * BLOCK), acc);
+            }
+            for ox in 0..self.cols.len() {
+                let (c0, c1) = self.cols.span(ox);
+                let mut acc = init;
+                for x in c0..c1 {
+                    let v = _mm512_loadu_ps(col.add(x * BLOCK));
+                    acc = match max {
+                        true => _mm512_max_ps(v, acc),
+                        false => _mm512_add_ps(acc, v),
+                    };
+                }
+                if let Some(count_pad) = self.average {
+                    let cells = self.cells(oy, ox, count_pad) as f32;
+                    acc = _mm512_div_ps(acc, _mm512_set1_ps(cells));
+                }
+                _mm512_storeu_ps(dst.add(ox * BLOCK), acc);
+            }
+        }
     }
 
-    /// The loops, vectorized 16 wide where the caller enables AVX-512.
-    #[inline(always)]
-    fn run_portable(&self, image: &[f32], oy: usize, out: &mut [f32]) {
+    /// [`RowPool::run`] one float at a time.
+    fn run_portable(&self, image: &[f32], oy: usize, out: &mut [f32], column: &mut [f32]) {
         let (r0, r1) = self.rows.span(oy);
+        let max = self.average.is_none();
+        let init = if max { f32::NEG_INFINITY } else { 0.0 };
+        // `v > acc`: NaN never wins, ties keep the earlier value.
+        let combine = |acc: f32, v: f32| match max {
+            true => {
+                if v > acc {
+                    v
+                } else {
+                    acc
+                }
+            }
+            false => acc + v,
+        };
+        for (x, cell) in column.chunks_exact_mut(BLOCK).enumerate() {
+            for (j, c) in cell.iter_mut().enumerate() {
+                *c = (r0..r1).fold(init, |acc, y| {
+                    combine(acc, image[(y * self.width + x) * BLOCK + j])
+                });
+            }
+        }
         for (ox, cell) in out.chunks_exact_mut(BLOCK).enumerate() {
             let (c0, c1) = self.cols.span(ox);
-            let window = (r0..r1).flat_map(|y| (c0..c1).map(move |x| y * self.width + x));
-            let vector = |q: usize| -> &[f32; BLOCK] {
-                image[q * BLOCK..(q + 1) * BLOCK]
-                    .try_into()
-                    .expect("a vector of BLOCK")
-            };
-            let acc: [f32; BLOCK] = match self.average {
-                None => window.fold([f32::NEG_INFINITY; BLOCK], |acc, q| {
-                    let v = vector(q);
-                    // `v > acc`: NaN never wins, ties keep the earlier value.
-                    std::array::from_fn(|j| if v[j] > acc[j] { v[j] } else { acc[j] })
-                }),
-                Some(count_pad) => {
-                    let sum = window.fold([0.0f32; BLOCK], |acc, q| {
-                        let v = vector(q);
-                        std::array::from_fn(|j| acc[j] + v[j])
-                    });
-                    let cells = match count_pad {
-                        true => self.rows.padded_cells(oy) * self.cols.padded_cells(ox),
-                        false => (r1 - r0) * (c1 - c0),
-                    };
-                    let d = cells as f32;
-                    std::array::from_fn(|j| sum[j] / d)
+            for (j, c) in cell.iter_mut().enumerate() {
+                *c = (c0..c1).fold(init, |acc, x| combine(acc, column[x * BLOCK + j]));
+                if let Some(count_pad) = self.average {
+                    *c /= self.cells(oy, ox, count_pad) as f32;
                 }
-            };
-            cell.copy_from_slice(&acc);
+            }
+        }
+    }
+
+    /// The divisor of output `(oy, ox)`'s average: its window cells inside the image, or
+    /// inside image and padding (`count_pad`).
+    fn cells(&self, oy: usize, ox: usize, count_pad: bool) -> usize {
+        match count_pad {
+            true => self.rows.padded_cells(oy) * self.cols.padded_cells(ox),
+            false => {
+                let ((r0, r1), (c0, c1)) = (self.rows.span(oy), self.cols.span(ox));
+                (r1 - r0) * (c1 - c0)
+            }
         }
     }
 }
