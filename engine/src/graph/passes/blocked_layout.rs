@@ -6,10 +6,11 @@
 //! Walking the nodes in order, a value is blocked when its producer was rewritten to give
 //! blocks:
 //! - a 2-D `Conv` or `FusedConv` (group 1, `f32`, constant 4-D weights) gives blocks when it
-//!   has a multiple of 16 output channels and its residual `Z`, if any, is blocked with the
-//!   output's shape; it reads its input in blocks when that is blocked, in planes otherwise
-//!   (a network's first convolution reads the image as it comes). A convolution that only
-//!   reads blocks writes planes (`blocked_output` 0);
+//!   has a multiple of 16 output channels, its residual `Z`, if any, is blocked with the
+//!   output's shape, and every reader of its output can take blocks; it reads its input in
+//!   blocks when that is blocked, in planes otherwise (a network's first convolution reads
+//!   the image as it comes). A convolution that only reads blocks writes planes
+//!   (`blocked_output` 0);
 //! - `MaxPool` and `AveragePool` (2-D, one output, no dilations) and `Concat` along the
 //!   channels give blocks when all they read is blocked;
 //! - `GlobalAveragePool` of blocks gives the usual planar `[N, C, 1, 1]`.
@@ -63,65 +64,37 @@ pub fn block_layouts(graph: &mut Graph) -> usize {
 
 /// How `node` can be rewritten given the values already blocked; `None` when it cannot.
 fn rewrite_of(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>) -> Option<Rewrite> {
-    let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
     let is_blocked = |v: &Option<ValueId>| v.is_some_and(|v| blocked.contains_key(&v));
     if node.outputs.len() != 1 || node.outputs[0].is_none() || !node.subgraphs.is_empty() {
         return None;
     }
-    let attrs_within = |known: &[&str]| node.attrs.names().all(|n| known.contains(&n));
-    match (node.domain.as_str(), node.op_type.as_str()) {
-        ("com.microsoft", "FusedConv") | (_, "Conv")
-            if default_domain || node.op_type == "FusedConv" =>
-        {
-            conv_rewrite(graph, node, blocked)
-        }
-        (_, "MaxPool" | "AveragePool") if default_domain && node.opset >= 7 => {
-            let known = [
-                "auto_pad",
-                "kernel_shape",
-                "pads",
-                "strides",
-                "ceil_mode",
-                "count_include_pad",
-                "dilations",
-                "storage_order",
-            ];
-            let plain = node
-                .attrs
-                .opt_ints("dilations")
-                .ok()?
-                .is_none_or(|d| d.iter().all(|&d| d == 1))
-                && node.attrs.int("storage_order", 0).ok()? == 0
-                && node
-                    .attrs
-                    .opt_ints("kernel_shape")
-                    .ok()?
-                    .is_some_and(|k| k.len() == 2);
-            (attrs_within(&known) && plain && node.inputs.len() == 1 && is_blocked(&node.inputs[0]))
-                .then_some(Rewrite::Blocks)
-        }
-        (_, "GlobalAveragePool") if default_domain => {
-            (attrs_within(&[]) && node.inputs.len() == 1 && is_blocked(&node.inputs[0]))
-                .then_some(Rewrite::Global)
-        }
-        (_, "Concat") if default_domain => {
-            let axis = node.attrs.int("axis", 0).ok()?;
-            (attrs_within(&["axis"])
-                && (axis == 1 || axis == -3)
-                && !node.inputs.is_empty()
-                && node.inputs.iter().all(is_blocked))
-            .then_some(Rewrite::Blocks)
-        }
-        _ => None,
+    if blockable_conv(graph, node) {
+        return conv_rewrite(graph, node, blocked);
     }
+    let reads_blocks = !node.inputs.is_empty() && node.inputs.iter().all(is_blocked);
+    if !reads_blocks {
+        return None;
+    }
+    if plain_pool(node) || channel_concat(node) {
+        return Some(Rewrite::Blocks);
+    }
+    (default_domain(node)
+        && node.op_type == "GlobalAveragePool"
+        && node.attrs.names().next().is_none())
+    .then_some(Rewrite::Global)
 }
 
-/// The rewrite of a `Conv` or `FusedConv`, if it has one.
-fn conv_rewrite(
-    graph: &Graph,
-    node: &Node,
-    blocked: &HashMap<ValueId, ValueId>,
-) -> Option<Rewrite> {
+fn default_domain(node: &Node) -> bool {
+    node.domain.is_empty() || node.domain == "ai.onnx"
+}
+
+/// A 2-D `Conv` or `FusedConv` the blocked kernel runs: group 1, `f32` constant 4-D weights,
+/// at most `X, W, B, Z`, attributes it knows.
+fn blockable_conv(graph: &Graph, node: &Node) -> bool {
+    let fused = node.op_type == "FusedConv" && node.domain == "com.microsoft";
+    if !(fused || node.op_type == "Conv" && default_domain(node)) {
+        return false;
+    }
     let mut known = vec![
         "auto_pad",
         "dilations",
@@ -130,22 +103,79 @@ fn conv_rewrite(
         "pads",
         "strides",
     ];
-    if node.op_type == "FusedConv" {
+    if fused {
         known.extend(["activation", "activation_params"]);
     }
-    if !node.attrs.names().all(|n| known.contains(&n))
-        || node.attrs.int("group", 1).ok()? != 1
-        || node.inputs.len() > 4
-        || node.declared_inputs != node.inputs.len()
-    {
-        return None;
+    let weights = node
+        .inputs
+        .get(1)
+        .copied()
+        .flatten()
+        .and_then(|w| graph.constants.get(&w));
+    node.attrs.names().all(|n| known.contains(&n))
+        && node.attrs.int("group", 1).is_ok_and(|g| g == 1)
+        && node.inputs.len() <= 4
+        && node.declared_inputs == node.inputs.len()
+        && node.outputs.len() == 1
+        && weights.is_some_and(|w| w.dtype() == DType::F32 && w.shape().len() == 4)
+}
+
+/// A 2-D `MaxPool` or `AveragePool` the blocked kernel runs: one output, no dilations.
+fn plain_pool(node: &Node) -> bool {
+    let known = [
+        "auto_pad",
+        "kernel_shape",
+        "pads",
+        "strides",
+        "ceil_mode",
+        "count_include_pad",
+        "dilations",
+        "storage_order",
+    ];
+    matches!(node.op_type.as_str(), "MaxPool" | "AveragePool")
+        && default_domain(node)
+        && node.opset >= 7
+        && node.outputs.len() == 1
+        && node.inputs.len() == 1
+        && node.attrs.names().all(|n| known.contains(&n))
+        && node
+            .attrs
+            .opt_ints("dilations")
+            .is_ok_and(|d| d.is_none_or(|d| d.iter().all(|&d| d == 1)))
+        && node.attrs.int("storage_order", 0).is_ok_and(|s| s == 0)
+        && node
+            .attrs
+            .opt_ints("kernel_shape")
+            .is_ok_and(|k| k.is_some_and(|k| k.len() == 2))
+}
+
+/// A `Concat` along the channels of 4-D images.
+fn channel_concat(node: &Node) -> bool {
+    node.op_type == "Concat"
+        && default_domain(node)
+        && node.attrs.names().all(|n| n == "axis")
+        && node.attrs.int("axis", 0).is_ok_and(|a| a == 1 || a == -3)
+}
+
+/// True when `node` can read a blocked value as its input `at` (when its other inputs allow).
+fn takes_blocks(graph: &Graph, node: &Node, at: usize) -> bool {
+    if blockable_conv(graph, node) {
+        return at == 0 || at == 3;
     }
+    plain_pool(node)
+        || channel_concat(node)
+        || (default_domain(node) && node.op_type == "GlobalAveragePool")
+}
+
+/// The rewrite of a convolution ([`blockable_conv`]), if it has one. It writes blocks only
+/// when every reader of its output takes blocks: a planar reader (a depthwise convolution, a
+/// `Flatten`) would need a reorder, a copy of the whole output.
+fn conv_rewrite(
+    graph: &Graph,
+    node: &Node,
+    blocked: &HashMap<ValueId, ValueId>,
+) -> Option<Rewrite> {
     let x = node.inputs.first().copied().flatten()?;
-    let w = node.inputs.get(1).copied().flatten()?;
-    let weights = graph.constants.get(&w)?;
-    if weights.dtype() != DType::F32 || weights.shape().len() != 4 {
-        return None;
-    }
     let planar = |v: ValueId| {
         let info = graph.value(v);
         (info.dtype == Some(DType::F32) && info.shape.as_ref().is_some_and(|s| s.len() == 4))
@@ -165,9 +195,18 @@ fn conv_rewrite(
             return None;
         }
     }
+    let readers_take_blocks = !graph.outputs.contains(&y)
+        && graph.nodes.iter().all(|reader| {
+            reader
+                .inputs
+                .iter()
+                .enumerate()
+                .all(|(at, v)| *v != Some(y) || takes_blocks(graph, reader, at))
+        });
     let reads = blocked.contains_key(&x);
-    let writes =
-        block_count(graph.value(y)).is_some() && z.is_none_or(|z| blocked.contains_key(&z));
+    let writes = block_count(graph.value(y)).is_some()
+        && z.is_none_or(|z| blocked.contains_key(&z))
+        && readers_take_blocks;
     (reads || writes).then_some(Rewrite::Conv { reads, writes })
 }
 

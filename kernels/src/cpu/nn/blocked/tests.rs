@@ -138,7 +138,8 @@ fn blocked_pools_equal_the_planar_pools() {
     let x = Tensor::from_shape_vec(&shape, v).unwrap();
     let xb = block(&x);
     // (op, kernel, stride, pads, ceil_mode, count_include_pad)
-    let cases: [(&str, i64, i64, [i64; 4], i64, i64); 7] = [
+    type Case = (&'static str, i64, i64, [i64; 4], i64, i64);
+    let cases: [Case; 7] = [
         ("MaxPool", 3, 2, [0, 0, 0, 0], 1, 0),
         ("MaxPool", 3, 1, [1, 1, 1, 1], 0, 0),
         ("MaxPool", 2, 2, [0, 0, 0, 0], 0, 0),
