@@ -156,31 +156,59 @@ impl RowPool<'_> {
             true => _mm512_set1_ps(f32::NEG_INFINITY),
             false => _mm512_setzero_ps(),
         };
+        // Windows of one, two or three cells (every CNN's) in straight-line code: a loop
+        // over the cells cost more in its bookkeeping than in its maxima.
+        let combine = |a: __m512, b: __m512| match max {
+            true => _mm512_max_ps(b, a),
+            false => _mm512_add_ps(a, b),
+        };
         // SAFETY (every access): rows r0..r1 of `width` vectors lie in `image`, `column`
         // holds `width` vectors and `out` one per output column (the caller's contract).
         unsafe {
-            for x in 0..self.width {
-                let mut acc = init;
-                for y in r0..r1 {
-                    let v = _mm512_loadu_ps(img.add((y * self.width + x) * BLOCK));
-                    // `max(v, acc)` keeps `acc` when `v` is NaN or equal.
-                    acc = match max {
-                        true => _mm512_max_ps(v, acc),
-                        false => _mm512_add_ps(acc, v),
-                    };
+            let row = |y: usize| img.add(y * self.width * BLOCK);
+            let load = |p: *const f32, x: usize| _mm512_loadu_ps(p.add(x * BLOCK));
+            match r1 - r0 {
+                0 => (0..self.width).for_each(|x| _mm512_storeu_ps(col.add(x * BLOCK), init)),
+                1 => {
+                    let a = row(r0);
+                    for x in 0..self.width {
+                        _mm512_storeu_ps(col.add(x * BLOCK), combine(init, load(a, x)));
+                    }
                 }
-                _mm512_storeu_ps(col.add(x * BLOCK), acc);
+                2 => {
+                    let (a, b) = (row(r0), row(r0 + 1));
+                    for x in 0..self.width {
+                        let v = combine(combine(init, load(a, x)), load(b, x));
+                        _mm512_storeu_ps(col.add(x * BLOCK), v);
+                    }
+                }
+                3 => {
+                    let (a, b, c) = (row(r0), row(r0 + 1), row(r0 + 2));
+                    for x in 0..self.width {
+                        let v = combine(combine(combine(init, load(a, x)), load(b, x)), load(c, x));
+                        _mm512_storeu_ps(col.add(x * BLOCK), v);
+                    }
+                }
+                _ => {
+                    for x in 0..self.width {
+                        let v = (r0..r1).fold(init, |acc, y| combine(acc, load(row(y), x)));
+                        _mm512_storeu_ps(col.add(x * BLOCK), v);
+                    }
+                }
             }
+            let col = col.cast_const();
             for ox in 0..self.cols.len() {
                 let (c0, c1) = self.cols.span(ox);
-                let mut acc = init;
-                for x in c0..c1 {
-                    let v = _mm512_loadu_ps(col.add(x * BLOCK));
-                    acc = match max {
-                        true => _mm512_max_ps(v, acc),
-                        false => _mm512_add_ps(acc, v),
-                    };
-                }
+                let mut acc = match c1 - c0 {
+                    0 => init,
+                    1 => combine(init, load(col, c0)),
+                    2 => combine(combine(init, load(col, c0)), load(col, c0 + 1)),
+                    3 => combine(
+                        combine(combine(init, load(col, c0)), load(col, c0 + 1)),
+                        load(col, c0 + 2),
+                    ),
+                    _ => (c0..c1).fold(init, |acc, x| combine(acc, load(col, x))),
+                };
                 if let Some(count_pad) = self.average {
                     let cells = self.cells(oy, ox, count_pad) as f32;
                     acc = _mm512_div_ps(acc, _mm512_set1_ps(cells));
