@@ -1,12 +1,13 @@
 //! GFLOP/s of the packed GEMM on one convolution's image operand, on `THREADS` threads
 //! (default 1), with a bias and
-//! a ReLU as a fused convolution has them (`PLAIN=1`: neither):
+//! a ReLU as a fused convolution has them (`PLAIN=1`: neither), the output in channel planes
+//! or (`BLOCKED=1`) in blocks of 16 channels:
 //! `cargo run --release -p spillway-kernels --example conv_rate -- M CH KERNEL SIDE [STRIDE]`.
 
 use rayon::prelude::*;
 
 use spillway_kernels::cpu::nn::epilogue::{Activation, Epilogue};
-use spillway_kernels::cpu::nn::packed_gemm::{BSource, Image2d, PackedA};
+use spillway_kernels::cpu::nn::packed_gemm::{BSource, BlockedInput, Image2d, PackedA};
 
 fn main() {
     let args: Vec<usize> = std::env::args()
@@ -24,6 +25,7 @@ fn main() {
         .collect();
     let packed = PackedA::new(&a, m, k).expect("an ISA");
     let mut c = vec![0.0f32; m * n];
+    let mut blocks = vec![std::mem::MaybeUninit::new(0.0f32); m * n];
     let image = Image2d {
         img: &img,
         size: [side, side],
@@ -34,6 +36,7 @@ fn main() {
         out: [out, out],
     };
     let plain = std::env::var("PLAIN").is_ok_and(|v| v == "1");
+    let blocked = std::env::var("BLOCKED").is_ok_and(|v| v == "1");
     let bias: Vec<f32> = (0..m).map(|i| (i % 3) as f32 - 1.0).collect();
     let relu = Epilogue {
         add: None,
@@ -63,7 +66,15 @@ fn main() {
                         .par_chunks_mut(1 << 16)
                         .for_each(|part| part.iter_mut().for_each(|b| *b = b.wrapping_add(r)));
                     let start = std::time::Instant::now();
-                    packed.multiply(BSource::Image(&image), n, &mut c, n, bias, epilogue);
+                    if blocked {
+                        let input = BlockedInput {
+                            image,
+                            blocked: false,
+                        };
+                        packed.multiply_blocked(&input, &mut blocks, true, bias, epilogue);
+                    } else {
+                        packed.multiply(BSource::Image(&image), n, &mut c, n, bias, epilogue);
+                    }
                     start.elapsed().as_secs_f64()
                 })
                 .collect()

@@ -7,6 +7,8 @@
 //! pools do; average pools add the window's cells row by row, then divide by the cells inside
 //! the image (or inside image and padding, `count_include_pad`).
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 
 use super::{BLOCK, require_avx512, unblocked};
@@ -87,9 +89,19 @@ impl Kernel for BlockedPool {
         let (rows, cols) = plane_windows(&geo, &[h, w]);
         let (oh, ow) = (rows.len(), cols.len());
         let xs = contiguous::<f32>(x)?;
-        let mut y: Vec<f32> = output_buffer::overwritable(0, n * c * oh * ow);
         let line = ow * BLOCK;
-        if line > 0 && h * w > 0 {
+        // Every element is written below: no zeros first.
+        let y: Vec<f32> = output_buffer::build(0, n * c * oh * ow, |y| {
+            if line == 0 {
+                return;
+            }
+            if h * w == 0 {
+                // An empty image: no window holds a value.
+                y.iter_mut().for_each(|v| {
+                    v.write(0.0);
+                });
+                return;
+            }
             let plane = h * w * BLOCK;
             let pool = RowPool {
                 rows: &rows,
@@ -105,9 +117,7 @@ impl Kernel for BlockedPool {
                     pool.run(image, oy, out, column);
                 },
             );
-        } else {
-            y.fill(0.0);
-        }
+        });
         Ok(vec![output(&[n, c / BLOCK, oh, ow, BLOCK], y)?])
     }
 }
@@ -125,7 +135,7 @@ struct RowPool<'a> {
 impl RowPool<'_> {
     /// Output row `oy` of one block's `image` into `out` (`ow` vectors of 16), through
     /// `column` (`width` vectors).
-    fn run(&self, image: &[f32], oy: usize, out: &mut [f32], column: &mut [f32]) {
+    fn run(&self, image: &[f32], oy: usize, out: &mut [MaybeUninit<f32>], column: &mut [f32]) {
         assert!(
             image.len() >= self.rows.span(oy).1 * self.width * BLOCK
                 && column.len() == self.width * BLOCK
@@ -147,10 +157,18 @@ impl RowPool<'_> {
     /// The CPU has AVX-512F; the operands hold what [`RowPool::run`] checks.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn run_avx512(&self, image: &[f32], oy: usize, out: &mut [f32], column: &mut [f32]) {
+    unsafe fn run_avx512(
+        &self,
+        image: &[f32],
+        oy: usize,
+        out: &mut [MaybeUninit<f32>],
+        column: &mut [f32],
+    ) {
         use std::arch::x86_64::*;
         let (r0, r1) = self.rows.span(oy);
-        let (img, col, dst) = (image.as_ptr(), column.as_mut_ptr(), out.as_mut_ptr());
+        // `out` is only written through.
+        let (img, col) = (image.as_ptr(), column.as_mut_ptr());
+        let dst = out.as_mut_ptr().cast::<f32>();
         let max = self.average.is_none();
         let init = match max {
             true => _mm512_set1_ps(f32::NEG_INFINITY),
@@ -219,7 +237,13 @@ impl RowPool<'_> {
     }
 
     /// [`RowPool::run`] one float at a time.
-    fn run_portable(&self, image: &[f32], oy: usize, out: &mut [f32], column: &mut [f32]) {
+    fn run_portable(
+        &self,
+        image: &[f32],
+        oy: usize,
+        out: &mut [MaybeUninit<f32>],
+        column: &mut [f32],
+    ) {
         let (r0, r1) = self.rows.span(oy);
         let max = self.average.is_none();
         let init = if max { f32::NEG_INFINITY } else { 0.0 };
@@ -244,10 +268,11 @@ impl RowPool<'_> {
         for (ox, cell) in out.chunks_exact_mut(BLOCK).enumerate() {
             let (c0, c1) = self.cols.span(ox);
             for (j, c) in cell.iter_mut().enumerate() {
-                *c = (c0..c1).fold(init, |acc, x| combine(acc, column[x * BLOCK + j]));
-                if let Some(count_pad) = self.average {
-                    *c /= self.cells(oy, ox, count_pad) as f32;
-                }
+                let v = (c0..c1).fold(init, |acc, x| combine(acc, column[x * BLOCK + j]));
+                c.write(match self.average {
+                    Some(count_pad) => v / self.cells(oy, ox, count_pad) as f32,
+                    None => v,
+                });
             }
         }
     }

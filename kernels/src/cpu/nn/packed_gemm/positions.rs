@@ -11,6 +11,7 @@
 //! its way to the channel-major output, which costs more than a column tile's plain stores:
 //! [`pays`] weighs both.
 
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
@@ -173,6 +174,7 @@ impl PackedA {
                 offsets: &img.offsets,
                 starts: &starts,
             };
+            let c = SendPtr(c.as_mut_ptr());
             self.run_positions(&operand, c, Output::Rows(ldc), bias, epilogue)
         })
     }
@@ -182,13 +184,15 @@ impl PackedA {
     /// `[m / 16][positions][16]`) when `blocked_output`, else in channel rows. Needs AVX-512,
     /// and `m` a multiple of 16 for a blocked output.
     ///
+    /// `c` may start uninitialized: every element is written before any is read.
+    ///
     /// # Panics
     /// If the packing is not for AVX-512, a blocked output's `m` is not a multiple of 16, or an
     /// operand is too short (internal contracts: the blocked convolution checks them first).
     pub fn multiply_blocked(
         &self,
         input: &BlockedInput<'_>,
-        c: &mut [f32],
+        c: &mut [MaybeUninit<f32>],
         blocked_output: bool,
         bias: Option<&[f32]>,
         epilogue: Option<&Epilogue<'_, f32>>,
@@ -210,6 +214,8 @@ impl PackedA {
             return;
         }
         let channels = self.k / (im.kernel[0] * im.kernel[1]);
+        // Only written through (and read after writing), never viewed as floats before.
+        let c = SendPtr(c.as_mut_ptr().cast::<f32>());
         let output = match blocked_output {
             true => Output::Blocks,
             false => Output::Rows(count),
@@ -236,10 +242,12 @@ impl PackedA {
     }
 
     /// The product in position tiles over `operand`, written as `output` says.
+    /// `c` is valid for the whole product in `output`'s layout; each element is written before
+    /// it is read.
     fn run_positions(
         &self,
         operand: &Operand<'_>,
-        c: &mut [f32],
+        c: SendPtr<f32>,
         output: Output,
         bias: Option<&[f32]>,
         epilogue: Option<&Epilogue<'_, f32>>,
@@ -274,7 +282,7 @@ impl PackedA {
             count,
             bias,
             epilogue,
-            c: SendPtr(c.as_mut_ptr()),
+            c,
             output,
         };
         let panels = m.div_ceil(full);
