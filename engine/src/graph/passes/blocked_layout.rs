@@ -95,14 +95,7 @@ fn blockable_conv(graph: &Graph, node: &Node) -> bool {
     if !(fused || node.op_type == "Conv" && default_domain(node)) {
         return false;
     }
-    let mut known = vec![
-        "auto_pad",
-        "dilations",
-        "group",
-        "kernel_shape",
-        "pads",
-        "strides",
-    ];
+    let mut known = spillway_kernels::cpu::nn::conv::ATTRIBUTES.to_vec();
     if fused {
         known.extend(["activation", "activation_params"]);
     }

@@ -31,16 +31,21 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     let mut known = conv::ATTRIBUTES.to_vec();
     known.extend(["activation", "activation_params"]);
     spec.attrs.only(&known)?;
-    let name = spec
-        .attrs
-        .has("activation")
-        .then(|| spec.attrs.string("activation", ""))
-        .transpose()?;
-    let params = spec.attrs.opt_floats("activation_params")?;
     Ok(Box::new(FusedConv {
         conv: Conv::parse(spec.attrs)?,
-        activation: Activation::parse(name.as_deref(), params.as_deref())?,
+        activation: activation_attrs(spec.attrs)?,
     }))
+}
+
+/// The activation that `activation` and `activation_params` in `attrs` name (none when
+/// absent).
+pub(super) fn activation_attrs(attrs: &crate::Attributes) -> Result<Activation> {
+    let name = attrs
+        .has("activation")
+        .then(|| attrs.string("activation", ""))
+        .transpose()?;
+    let params = attrs.opt_floats("activation_params")?;
+    Activation::parse(name.as_deref(), params.as_deref())
 }
 
 impl Kernel for FusedConv {

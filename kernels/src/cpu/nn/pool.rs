@@ -27,7 +27,8 @@ pub struct Pool {
     ceil_mode: bool,
 }
 
-fn flag(spec: &NodeSpec<'_>, name: &str) -> Result<bool> {
+/// A 0/1 attribute (absent: 0).
+pub(super) fn flag(spec: &NodeSpec<'_>, name: &str) -> Result<bool> {
     match spec.attrs.int(name, 0)? {
         0 => Ok(false),
         1 => Ok(true),

@@ -8,6 +8,7 @@ use super::{BLOCK, DOMAIN, require_avx512, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
+use crate::cpu::nn::fused_conv::activation_attrs;
 use crate::cpu::nn::packed_gemm::{BlockedInput, Image2d, Isa, PackedA};
 use crate::cpu::nn::packed_weights::WeightCache;
 use crate::cpu::nn::spatial::WindowAttrs;
@@ -37,15 +38,9 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             reason: format!("the {DOMAIN} Conv takes group 1 only"),
         });
     }
-    let name = spec
-        .attrs
-        .has("activation")
-        .then(|| spec.attrs.string("activation", ""))
-        .transpose()?;
-    let params = spec.attrs.opt_floats("activation_params")?;
     Ok(Box::new(BlockedConv {
         window: WindowAttrs::parse(spec.attrs)?,
-        activation: Activation::parse(name.as_deref(), params.as_deref())?,
+        activation: activation_attrs(spec.attrs)?,
         blocked_output: spec.attrs.int("blocked_output", 1)? != 0,
         packed: WeightCache::default(),
     }))

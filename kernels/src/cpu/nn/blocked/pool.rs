@@ -13,6 +13,7 @@ use rayon::prelude::*;
 
 use super::{BLOCK, require_avx512, unblocked};
 use crate::cpu::nn::common::{contiguous, min_opset, output};
+use crate::cpu::nn::pool::flag;
 use crate::cpu::nn::pool2d::{AxisWindows, plane_windows};
 use crate::cpu::nn::spatial::WindowAttrs;
 use crate::error::{KernelError, Result};
@@ -26,18 +27,6 @@ pub struct BlockedPool {
     average: Option<bool>,
     window: WindowAttrs,
     ceil_mode: bool,
-}
-
-/// A 0/1 attribute.
-fn flag(spec: &NodeSpec<'_>, name: &str) -> Result<bool> {
-    match spec.attrs.int(name, 0)? {
-        0 => Ok(false),
-        1 => Ok(true),
-        v => Err(KernelError::BadAttribute {
-            name: name.into(),
-            reason: format!("must be 0 or 1, got {v}"),
-        }),
-    }
 }
 
 /// Builds a blocked `MaxPool` or `AveragePool` (one output; `auto_pad`, `kernel_shape`,

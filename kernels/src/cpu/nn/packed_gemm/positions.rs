@@ -167,15 +167,9 @@ impl PackedA {
         epilogue: Option<&Epilogue<'_, f32>>,
     ) {
         let channels = self.k / (im.kernel[0] * im.kernel[1]);
-        direct::with_padded_image(im, channels, 0, |img| {
-            let starts = phase_starts(img);
-            let operand = Operand {
-                data: img.data,
-                offsets: &img.offsets,
-                starts: &starts,
-            };
-            let c = SendPtr(c.as_mut_ptr());
-            self.run_positions(&operand, c, Output::Rows(ldc), bias, epilogue)
+        let c = SendPtr(c.as_mut_ptr());
+        with_planar_operand(im, channels, |operand| {
+            self.run_positions(operand, c, Output::Rows(ldc), bias, epilogue)
         })
     }
 
@@ -230,14 +224,8 @@ impl PackedA {
                 self.run_positions(&operand, c, output, bias, epilogue)
             });
         }
-        direct::with_padded_image(im, channels, 0, |img| {
-            let starts = phase_starts(img);
-            let operand = Operand {
-                data: img.data,
-                offsets: &img.offsets,
-                starts: &starts,
-            };
-            self.run_positions(&operand, c, output, bias, epilogue)
+        with_planar_operand(im, channels, |operand| {
+            self.run_positions(operand, c, output, bias, epilogue)
         })
     }
 
@@ -305,15 +293,26 @@ impl PackedA {
     }
 }
 
-/// Each output's window start in a phase-plane image, row by row: a division per entry cost
-/// more than the table's use on googlenet's small products.
-fn phase_starts(img: &PaddedImage<'_>) -> Vec<usize> {
-    let [oh, ow] = img.out;
-    let mut starts = Vec::with_capacity(oh * ow);
-    for y in 0..oh {
-        starts.extend(y * img.width..y * img.width + ow);
-    }
-    starts
+/// Runs `f` on `im` (`channels` planes) as the operand of position tiles: its padded phase
+/// planes ([`direct::with_padded_image`]) and each output's window start in them, row by row
+/// (a division per entry cost more than the table's use on googlenet's small products).
+fn with_planar_operand<R>(
+    im: &Image2d<'_>,
+    channels: usize,
+    f: impl FnOnce(&Operand<'_>) -> R,
+) -> R {
+    direct::with_padded_image(im, channels, 0, |img: &PaddedImage<'_>| {
+        let [oh, ow] = img.out;
+        let mut starts = Vec::with_capacity(oh * ow);
+        for y in 0..oh {
+            starts.extend(y * img.width..y * img.width + ow);
+        }
+        f(&Operand {
+            data: img.data,
+            offsets: &img.offsets,
+            starts: &starts,
+        })
+    })
 }
 
 /// The image operand of a product in position tiles: `img[offsets[p] + starts[q]]` is depth
