@@ -92,11 +92,14 @@ impl Kernel for BlockedPool {
                 return;
             }
             let plane = h * w * BLOCK;
+            let same3 = cols.len() == w
+                && (0..w).all(|ox| cols.span(ox) == (ox.saturating_sub(1), (ox + 2).min(w)));
             let pool = RowPool {
                 rows: &rows,
                 cols: &cols,
                 width: w,
                 average: self.average,
+                same3,
             };
             y.par_chunks_mut(line).enumerate().for_each_init(
                 || vec![0.0f32; w * BLOCK],
@@ -119,6 +122,9 @@ struct RowPool<'a> {
     /// Image width, in positions.
     width: usize,
     average: Option<bool>,
+    /// Output column `x` combines image columns `x − 1 ..= x + 1` (clipped at the edges): a
+    /// 3-wide "same" pool.
+    same3: bool,
 }
 
 impl RowPool<'_> {
@@ -174,6 +180,34 @@ impl RowPool<'_> {
         unsafe {
             let row = |y: usize| img.add(y * self.width * BLOCK);
             let load = |p: *const f32, x: usize| _mm512_loadu_ps(p.add(x * BLOCK));
+            if self.same3 && r1 - r0 == 3 {
+                // Each column's rows combined once and kept in registers while the three
+                // outputs that read it are made: no column buffer to store and reload. The
+                // same operations in the same order as below.
+                let (a, b, c) = (row(r0), row(r0 + 1), row(r0 + 2));
+                let down =
+                    |x: usize| combine(combine(combine(init, load(a, x)), load(b, x)), load(c, x));
+                let mut left = None;
+                let mut here = down(0);
+                for ox in 0..self.width {
+                    let right = (ox + 1 < self.width).then(|| down(ox + 1));
+                    let mut acc = left.map_or(init, |l| combine(init, l));
+                    acc = combine(acc, here);
+                    if let Some(r) = right {
+                        acc = combine(acc, r);
+                    }
+                    if let Some(count_pad) = self.average {
+                        let cells = self.cells(oy, ox, count_pad) as f32;
+                        acc = _mm512_div_ps(acc, _mm512_set1_ps(cells));
+                    }
+                    _mm512_storeu_ps(dst.add(ox * BLOCK), acc);
+                    left = Some(here);
+                    if let Some(r) = right {
+                        here = r;
+                    }
+                }
+                return;
+            }
             match r1 - r0 {
                 0 => (0..self.width).for_each(|x| _mm512_storeu_ps(col.add(x * BLOCK), init)),
                 1 => {
