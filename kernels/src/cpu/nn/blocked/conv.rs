@@ -55,10 +55,7 @@ impl Kernel for BlockedConv {
             )));
         }
         let (x, w) = (input(inputs, 0)?, input(inputs, 1)?);
-        for (index, t) in [(0, Some(x)), (1, Some(w)), (2, opt_input(inputs, 2))]
-            .into_iter()
-            .chain([(3, opt_input(inputs, 3))])
-        {
+        for (index, t) in inputs.iter().enumerate() {
             if let Some(t) = t.filter(|t| t.dtype() != DType::F32) {
                 return Err(KernelError::UnsupportedDType {
                     index,
