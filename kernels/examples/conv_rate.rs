@@ -56,6 +56,10 @@ fn main() {
     // COLD=1: 64 MiB are written between runs, so that the weights come from memory, as
     // they do inside a model whose weights outgrow the caches.
     let cold = std::env::var("COLD").is_ok_and(|v| v == "1");
+    // IDLE=US: the threads idle this long before each run, as between nodes of a model.
+    let idle: Option<u64> = std::env::var("IDLE")
+        .ok()
+        .map(|v| v.parse().expect("IDLE: microseconds"));
     let mut flush = vec![0u8; if cold { 64 << 20 } else { 0 }];
     for _ in 0..3 {
         let mut times: Vec<f64> = pool.install(|| {
@@ -65,6 +69,9 @@ fn main() {
                     flush
                         .par_chunks_mut(1 << 16)
                         .for_each(|part| part.iter_mut().for_each(|b| *b = b.wrapping_add(r)));
+                    if let Some(us) = idle {
+                        std::thread::sleep(std::time::Duration::from_micros(us));
+                    }
                     let start = std::time::Instant::now();
                     if blocked {
                         let input = BlockedInput {

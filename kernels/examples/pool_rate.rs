@@ -1,6 +1,7 @@
 //! Microseconds per "same" 3×3 max pool on googlenet's shapes (the flat AVX-512 path),
 //! beside a copy of the input, with one and with all threads:
-//! `cargo run --release -p spillway-kernels --example pool_rate`.
+//! `cargo run --release -p spillway-kernels --example pool_rate [-- CHANNELS SIDE]`; `AVERAGE=1`
+//! times an average without the padding's cells (NASNet's) instead.
 
 mod timing;
 
@@ -9,7 +10,18 @@ use timing::median_secs;
 use spillway_kernels::cpu::nn::pool_same::{Reduce, SameWindow, pool_same_f32};
 
 fn main() {
-    let shapes = [(192, 28), (256, 28), (480, 14), (832, 7)];
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("a number"))
+        .collect();
+    let shapes = match args[..] {
+        [c, side] => vec![(c, side)],
+        _ => vec![(192, 28), (256, 28), (480, 14), (832, 7)],
+    };
+    let reduce = match std::env::var("AVERAGE").is_ok_and(|v| v == "1") {
+        true => Reduce::Average { include_pad: false },
+        false => Reduce::Max,
+    };
     for threads in [1, rayon::current_num_threads()] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -25,7 +37,7 @@ fn main() {
             let us = pool.install(|| {
                 1e6 * median_secs(
                     || {
-                        pool_same_f32(&x, (side, side), window, Reduce::Max, &mut y);
+                        pool_same_f32(&x, (side, side), window, reduce, &mut y);
                     },
                     200,
                 )

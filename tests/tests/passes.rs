@@ -112,6 +112,46 @@ fn shape_gather_concat_chain_folds_to_a_constant() {
     assert_same_outputs(&bytes, g, input(&[2, 4, 6]), 0.0);
 }
 
+/// "Same" padding computed from the image's height and width at run time, as timm's NASNet
+/// exports it, with a symbolic batch: `Shape` cannot fold, the dimensions it gathers can.
+#[test]
+fn gathered_fixed_dims_of_a_symbolic_shape_fold_and_the_pad_gets_a_shape() {
+    let mut m = ModelBuilder::new(13);
+    m.input("x", &[-1, 3, 5, 7])
+        .ints("hw", &[2, 3])
+        .ints("target", &[6, 8])
+        .ints("zeros", &[0, 0, 0, 0, 0, 0])
+        .node("Shape", &["x"], &["s"], &[])
+        .node("Gather", &["s", "hw"], &["size"], &[("axis", Attr::Int(0))])
+        .node("Sub", &["target", "size"], &["after"], &[])
+        .node(
+            "Concat",
+            &["zeros", "after"],
+            &["pads"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("Pad", &["x", "pads"], &["y"], &[])
+        .output("y");
+    let bytes = m.to_bytes(13);
+    let mut g = load(&bytes);
+    shape_inference::infer(&mut g);
+    passes::fold_constants(&mut g).unwrap();
+    passes::remove_dead_nodes(&mut g);
+    assert_eq!(ops(&g), ["Pad"]);
+    let pads = g.nodes[0].inputs[1].unwrap();
+    assert_eq!(
+        g.constants[&pads].to_i64_vec().unwrap(),
+        [0, 0, 0, 0, 0, 0, 1, 1]
+    );
+    let batch = g.value(g.outputs[0]).shape.as_ref().unwrap()[0].clone();
+    assert!(matches!(batch, Dim::Symbol(_)), "the batch stays symbolic");
+    assert_eq!(
+        g.value(g.outputs[0]).shape.as_ref().unwrap()[1..],
+        [Dim::Fixed(3), Dim::Fixed(6), Dim::Fixed(8)]
+    );
+    assert_same_outputs(&bytes, g, input(&[2, 3, 5, 7]), 0.0);
+}
+
 #[test]
 fn symbolic_dims_flow_through_shape_inference() {
     let mut m = ModelBuilder::new(7);

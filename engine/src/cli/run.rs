@@ -86,7 +86,7 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
     for (name, t) in &inputs {
         println!("input  {name}: {:?} {}", t.shape(), t.dtype());
     }
-    let (outputs, stats) = session.run_with_stats(inputs.clone())?;
+    let (outputs, mut stats) = session.run_with_stats(inputs.clone())?;
     let mut times = Vec::with_capacity(repeat);
     let options = RunOptions {
         trace: trace.is_some(),
@@ -100,6 +100,8 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
         let start = Instant::now();
         let (_, report) = session.run_with_options(inputs.clone(), &options)?;
         let elapsed_us = start.elapsed().as_secs_f64() * 1e6;
+        // The memory figures printed are the last run's: the steady state.
+        stats = report.stats;
         // Runs follow one another on the trace's time axis.
         let offset = times.iter().sum::<f64>() * 1e3;
         events.extend(report.trace.into_iter().flatten().map(|mut e| {

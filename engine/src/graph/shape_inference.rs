@@ -264,6 +264,11 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
             });
             (dtype_of(0), one(s))
         }
+        "Pad" => {
+            // Opset 11+ takes the pads as an input, earlier ones as an attribute.
+            let pads = ints(1).or_else(|| attrs.opt_ints("pads").ok().flatten());
+            (dtype_of(0), one(padded(shape_of(0), pads, ints(3))))
+        }
         "Constant" => {
             let t = attrs.opt_tensor("value").ok().flatten();
             (
@@ -294,6 +299,31 @@ fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<
         },
         _ => None,
     }
+}
+
+/// `Pad`'s output (`pads`, and `axes` from opset 18, known before running): each padded axis grows
+/// by its two pads; an axis of unknown or symbolic size stays so only when unpadded.
+fn padded(input: Option<Shape>, pads: Option<Vec<i64>>, axes: Option<Vec<i64>>) -> Option<Shape> {
+    let mut out = input?;
+    let pads = pads?;
+    let rank = out.len() as i64;
+    let axes: Vec<i64> = axes.unwrap_or_else(|| (0..rank).collect());
+    if pads.len() != 2 * axes.len() {
+        return None;
+    }
+    for (i, &axis) in axes.iter().enumerate() {
+        let axis = if axis < 0 { axis + rank } else { axis };
+        let dim = out.get_mut(usize::try_from(axis).ok()?)?;
+        let grow = pads[i] + pads[i + axes.len()];
+        if grow == 0 {
+            continue;
+        }
+        *dim = match dim.fixed() {
+            Some(d) => Dim::Fixed(usize::try_from(d as i64 + grow).ok()?),
+            None => Dim::Unknown,
+        };
+    }
+    Some(out)
 }
 
 fn product(dims: &[Dim]) -> Dim {
@@ -504,5 +534,31 @@ mod tests {
             reshape(Some(vec![Dim::Fixed(20)]), Some(vec![-1, 1]), false),
             Some(vec![Dim::Fixed(20), Dim::Fixed(1)])
         );
+    }
+
+    #[test]
+    fn pad_grows_each_padded_axis_by_its_two_pads() {
+        let n = Dim::Symbol("n".into());
+        let x = Some(vec![n.clone(), Dim::Fixed(3), Dim::Fixed(5), Dim::Fixed(7)]);
+        assert_eq!(
+            padded(x.clone(), Some(vec![0, 0, 1, 0, 0, 0, 1, -2]), None),
+            Some(vec![n.clone(), Dim::Fixed(3), Dim::Fixed(7), Dim::Fixed(5)])
+        );
+        // Opset 18's axes, one negative; a padded symbolic axis becomes unknown.
+        assert_eq!(
+            padded(x.clone(), Some(vec![1, 2, 0, 1]), Some(vec![-1, 0])),
+            Some(vec![
+                Dim::Unknown,
+                Dim::Fixed(3),
+                Dim::Fixed(5),
+                Dim::Fixed(8)
+            ])
+        );
+        assert_eq!(
+            padded(x.clone(), Some(vec![1, 1]), None),
+            None,
+            "pads of another rank"
+        );
+        assert_eq!(padded(x, None, None), None, "pads known only when running");
     }
 }

@@ -2,12 +2,14 @@
 //! and replaced by their outputs. `Shape` and `Size` of values whose shape inference fixed are
 //! folded too, which collapses the Shape→Gather→Concat chains exporters emit.
 
+use std::collections::HashMap;
+
 use spillway_kernels::Tensor;
 
 use crate::error::Result;
 use crate::exec::build_kernel;
 use crate::exec::value_ops::VALUE_OPS;
-use crate::graph::{Dim, Graph, Node, shape_inference};
+use crate::graph::{Dim, Graph, Node, ValueId, shape_inference};
 
 /// Folded outputs larger than this stay computed at run time (a model can ask for huge
 /// constants, e.g. ConstantOfShape of a big shape, that would bloat the session).
@@ -18,10 +20,11 @@ const MAX_FOLDED_BYTES: usize = 64 << 20;
 pub fn fold_constants(graph: &mut Graph) -> Result<()> {
     loop {
         let mut changed = false;
+        let shapes = shape_nodes(graph);
         let nodes = std::mem::take(&mut graph.nodes);
         let mut kept = Vec::with_capacity(nodes.len());
         for node in nodes {
-            match fold_node(graph, &node)? {
+            match fold_node(graph, &shapes, &node)? {
                 Some(outputs) => {
                     for (slot, t) in node.outputs.iter().zip(outputs) {
                         if let Some(v) = slot {
@@ -45,7 +48,7 @@ pub fn fold_constants(graph: &mut Graph) -> Result<()> {
 }
 
 /// The node's outputs if it can be computed now.
-fn fold_node(graph: &Graph, node: &Node) -> Result<Option<Vec<Tensor>>> {
+fn fold_node(graph: &Graph, shapes: &ShapeNodes, node: &Node) -> Result<Option<Vec<Tensor>>> {
     let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
     if !default_domain || !node.subgraphs.is_empty() {
         return Ok(None);
@@ -61,7 +64,7 @@ fn fold_node(graph: &Graph, node: &Node) -> Result<Option<Vec<Tensor>>> {
     {
         return Ok(None);
     }
-    if let Some(t) = fold_shape(graph, node) {
+    if let Some(t) = fold_shape(graph, node).or_else(|| fold_gathered_dims(graph, shapes, node)) {
         return Ok(Some(vec![t]));
     }
     let inputs: Option<Vec<Option<&Tensor>>> = node
@@ -89,6 +92,53 @@ fn fold_node(graph: &Graph, node: &Node) -> Result<Option<Vec<Tensor>>> {
         return Ok(None);
     }
     Ok(Some(outputs))
+}
+
+/// Each `Shape` node's output: the value it measures and the node (for `start` and `end`).
+type ShapeNodes = HashMap<ValueId, (ValueId, Node)>;
+
+fn shape_nodes(graph: &Graph) -> ShapeNodes {
+    graph
+        .nodes
+        .iter()
+        .filter(|n| n.op_type == "Shape" && n.domain.is_empty())
+        .filter_map(|n| {
+            Some((
+                n.outputs.first().copied()??,
+                (n.inputs.first().copied()??, n.clone()),
+            ))
+        })
+        .collect()
+}
+
+/// `Gather` (axis 0, constant indices) of a `Shape` whose gathered dimensions are fixed, even
+/// where others are not: exporters compute "same" padding from an image's height and width
+/// this way (timm's NASNet), and with a symbolic batch the whole `Shape` cannot fold.
+fn fold_gathered_dims(graph: &Graph, shapes: &ShapeNodes, node: &Node) -> Option<Tensor> {
+    if node.op_type != "Gather" || node.attrs.int("axis", 0).ok()? != 0 {
+        return None;
+    }
+    let (measured, shape_node) = shapes.get(&node.inputs.first().copied()??)?;
+    let indices = graph.constants.get(&node.inputs.get(1).copied()??)?;
+    let dims = graph.value(*measured).shape.as_ref()?;
+    let rank = dims.len() as i64;
+    let clamp = |x: i64| if x < 0 { (x + rank).clamp(0, rank) } else { x.min(rank) } as usize;
+    let start = clamp(shape_node.attrs.int("start", 0).ok()?);
+    let end = clamp(shape_node.attrs.int("end", rank).ok()?).max(start);
+    let dims = &dims[start..end];
+    let count = dims.len() as i64;
+    let values: Option<Vec<i64>> = indices
+        .to_i64_vec()
+        .ok()?
+        .into_iter()
+        .map(|i| {
+            let i = if i < 0 { i + count } else { i };
+            dims.get(usize::try_from(i).ok()?)?
+                .fixed()
+                .map(|d| d as i64)
+        })
+        .collect();
+    Tensor::from_shape_vec(indices.shape(), values?).ok()
 }
 
 /// `Shape` / `Size` of a value whose shape is fully fixed.

@@ -327,7 +327,9 @@ impl Pool {
         if pool2d::applies(&geo) {
             let (rows, cols) = pool2d::plane_windows(&geo, image);
             let hw = (image[0], image[1]);
-            if T::average_fast(&xs, hw, (&rows, &cols), include_pad, &mut y) {
+            if T::average_fast(&xs, hw, (&rows, &cols), include_pad, &mut y)
+                || pool2d::one_cell_windows(&xs, hw, &rows, &cols, &mut y)
+            {
                 return output(&oshape, y);
             }
             // A window with no cell to count divides 0 by 0: NaN.

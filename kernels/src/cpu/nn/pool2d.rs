@@ -108,6 +108,49 @@ pub fn same_window(
     })
 }
 
+/// Pools windows of exactly one image cell each (a 1×1 window without padding at any
+/// stride: a subsample, as NASNet's strided shortcut paths use) by copying that cell into `y`
+/// (`rows.len()`×`cols.len()` per `h`×`w` plane of `x`): the average of one cell and its
+/// largest are the cell. Returns false, having written nothing, when some window holds
+/// another number of cells.
+pub fn one_cell_windows<T: Copy + Send + Sync>(
+    x: &[T],
+    (h, w): (usize, usize),
+    rows: &AxisWindows,
+    cols: &AxisWindows,
+    y: &mut [T],
+) -> bool {
+    let one = |a: &AxisWindows| a.spans.iter().all(|&(b, e)| e == b + 1);
+    let (oh, ow) = (rows.len(), cols.len());
+    if !one(rows) || !one(cols) || oh * ow == 0 || h * w == 0 {
+        return false;
+    }
+    let columns: Vec<usize> = cols.spans.iter().map(|&(b, _)| b).collect();
+    let stride2 = columns.iter().enumerate().all(|(o, &c)| c == 2 * o);
+    y.par_chunks_mut(oh * ow)
+        .zip(x.par_chunks(h * w))
+        .with_min_len(8)
+        .for_each(|(out, plane)| {
+            for (oy, line) in out.chunks_exact_mut(ow).enumerate() {
+                let src = &plane[rows.spans[oy].0 * w..][..w];
+                if stride2 {
+                    // Pairs of cells, the first of each kept: vectorizes.
+                    for (o, pair) in line.iter_mut().zip(src.chunks_exact(2)) {
+                        *o = pair[0];
+                    }
+                    if ow > w / 2 {
+                        line[ow - 1] = src[w - 1];
+                    }
+                } else {
+                    for (o, &c) in line.iter_mut().zip(&columns) {
+                        *o = src[c];
+                    }
+                }
+            }
+        });
+    true
+}
+
 /// The row and column windows of a 2-D image (`image` = [height, width]).
 pub fn plane_windows(geo: &Geometry, image: &[usize]) -> (AxisWindows, AxisWindows) {
     (
@@ -588,5 +631,43 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn one_cell_windows_copy_each_windows_cell() {
+        // Strides 1 to 3 over even and odd extents, and windows that are not one cell.
+        for (h, w) in [(1, 1), (5, 7), (8, 9), (42, 42), (83, 83), (6, 33)] {
+            for stride in 1..=3 {
+                let axis = |n: usize| {
+                    let out = (n - 1) / stride + 1;
+                    let spans = (0..out).map(|o| (o * stride, o * stride + 1)).collect();
+                    AxisWindows {
+                        spans,
+                        padded: vec![1; out],
+                        kernel: 1,
+                        stride,
+                        pad_begin: 0,
+                    }
+                };
+                let (rows, cols) = (axis(h), axis(w));
+                let (oh, ow) = (rows.len(), cols.len());
+                let x = crate::test_values::uniform(3 * h * w, (h * w + stride) as u64);
+                let mut y = vec![f32::NAN; 3 * oh * ow];
+                assert!(one_cell_windows(&x, (h, w), &rows, &cols, &mut y));
+                for (idx, &got) in y.iter().enumerate() {
+                    let (plane, i, j) = (idx / (oh * ow), idx / ow % oh, idx % ow);
+                    let want = x[plane * h * w + i * stride * w + j * stride];
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{h}x{w} stride {stride}: {idx}"
+                    );
+                }
+            }
+        }
+        let two = stride2(9, 2, 0, 4);
+        let mut y = vec![0.0f32; 16];
+        assert!(!one_cell_windows(&[0.0; 81], (9, 9), &two, &two, &mut y));
+        assert!(y.iter().all(|&v| v == 0.0), "wrote nothing");
     }
 }

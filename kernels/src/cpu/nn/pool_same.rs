@@ -145,16 +145,16 @@ impl Taps {
         }
     }
 
-    /// For each of 16 lanes from position `phase` on, how many cells are valid.
-    fn valid_cells(&self, phase: usize) -> [u32; 16] {
-        let mut counts = [0u32; 16];
-        for c in 0..self.cells.len() {
-            let mask = self.lane_mask(c, phase);
-            for (l, n) in counts.iter_mut().enumerate() {
-                *n += u32::from(mask >> l & 1);
-            }
-        }
-        counts
+    /// For each position of the axis (`step` cells apart), how many of the window's cells
+    /// are valid.
+    fn valid_counts(&self, step: usize) -> Vec<u32> {
+        (0..self.modulus)
+            .step_by(step)
+            .map(|pos| {
+                let valid = |&&(_, lo, hi): &&(isize, usize, usize)| lo <= pos && pos < hi;
+                self.cells.iter().filter(valid).count() as u32
+            })
+            .collect()
     }
 
     /// [`Taps::lane_mask`] for every phase and cell, `cells.len()` per phase.
@@ -175,13 +175,28 @@ struct Plan {
     reduce: Reduce,
     /// `1 / (kernel cells)`, the padding-counting divisor.
     inverse_area: f32,
+    /// For an average without the padding's cells, each plane cell's divisor: how many of its
+    /// window's cells lie inside the image (else empty).
+    counts: Vec<f32>,
 }
 
 impl Plan {
     fn new(h: usize, w: usize, window: SameWindow, reduce: Reduce) -> Plan {
         let cols = Taps::new(window.kernel[1], window.pad_begin[1], 1, w);
+        let rows = Taps::new(window.kernel[0], window.pad_begin[0], w, h);
+        let counts = match reduce {
+            Reduce::Average { include_pad: false } => {
+                let across = cols.valid_counts(1);
+                let down = rows.valid_counts(w);
+                down.iter()
+                    .flat_map(|d| across.iter().map(move |a| (d * a) as f32))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
         Plan {
-            rows: Taps::new(window.kernel[0], window.pad_begin[0], w, h),
+            rows,
+            counts,
             col_masks: cols.mask_table(),
             cols,
             reduce,
@@ -340,16 +355,17 @@ impl Plan {
     }
 
     /// Divides each window's sum in `out` (cells `start..`) by the number of its cells inside
-    /// the image.
+    /// the image, a plane's stretch at a time (the compiler vectorizes the division).
     fn divide_by_counts(&self, start: usize, out: &mut [f32]) {
-        let (mut phase, mut col) = (start % self.rows.modulus, 0);
-        for chunk in out.chunks_mut(16) {
-            let (down, across) = (self.rows.valid_cells(phase), self.cols.valid_cells(col));
-            for ((s, d), a) in chunk.iter_mut().zip(down).zip(across) {
-                *s /= (d * a) as f32;
+        let hw = self.counts.len();
+        let (mut phase, mut rest) = (start % hw, out);
+        while !rest.is_empty() {
+            let run = rest.len().min(hw - phase);
+            let (here, after) = rest.split_at_mut(run);
+            for (s, d) in here.iter_mut().zip(&self.counts[phase..]) {
+                *s /= d;
             }
-            phase = self.rows.step16(phase);
-            col = self.cols.step16(col);
+            (phase, rest) = (0, after);
         }
     }
 }

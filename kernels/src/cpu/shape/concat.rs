@@ -1,11 +1,14 @@
 //! Concat: joins tensors along one axis.
 
+use std::mem::MaybeUninit;
+
 use ndarray::{ArcArray, IxDyn};
+use rayon::prelude::*;
 
 use super::util::{min_opset, norm_axis, tensor_from};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec};
-use crate::{Element, Tensor, dispatch_all};
+use crate::{Element, Tensor, dispatch_copy};
 
 /// Concat (opset 4+; negative axes from 11).
 #[derive(Debug)]
@@ -28,17 +31,25 @@ impl Kernel for Concat {
         let first = *present
             .first()
             .ok_or_else(|| KernelError::Arity("Concat needs at least one input".into()))?;
-        let out = dispatch_all!(first, a => concat_typed(a, &present, self.axis)?);
+        let out = dispatch_copy!(
+            first,
+            a => concat_typed(a, &present, self.axis, copy_pieces)?,
+            other => match other {
+                Tensor::String(a) => concat_typed(a, &present, self.axis, extend_pieces)?,
+                _ => unreachable!("dispatch_copy covers every other element type"),
+            }
+        );
         Ok(vec![out])
     }
 }
 
-/// Concatenates `inputs` (all of `first`'s type) with a row-major copy of each
-/// input's contiguous chunk per outer index.
+/// Concatenates `inputs` (all of `first`'s type): `assemble` joins each input's contiguous
+/// chunk per outer index, row-major, into `len` elements.
 fn concat_typed<T: Element>(
     first: &ArcArray<T, IxDyn>,
     inputs: &[&Tensor],
     axis: i64,
+    assemble: fn(&[&[T]], usize) -> Vec<T>,
 ) -> Result<Tensor> {
     let rank = first.ndim();
     let axis = norm_axis(axis, rank)?;
@@ -76,13 +87,54 @@ fn concat_typed<T: Element>(
             )
         })
         .collect();
-    let mut data = crate::output_buffer::empty(0, out_shape.iter().product());
-    for o in 0..outer {
-        for (s, chunk) in &slices {
-            data.extend_from_slice(&s[o * chunk..(o + 1) * chunk]);
-        }
+    let pieces: Vec<&[T]> = (0..outer)
+        .flat_map(|o| {
+            slices
+                .iter()
+                .map(move |(s, chunk)| &s[o * chunk..(o + 1) * chunk])
+        })
+        .collect();
+    tensor_from(&out_shape, assemble(&pieces, out_shape.iter().product()))
+}
+
+/// `pieces` (`len` elements in all) one after another, pushed one by one.
+fn extend_pieces<T: Clone + 'static>(pieces: &[&[T]], len: usize) -> Vec<T> {
+    let mut data = crate::output_buffer::empty(0, len);
+    for piece in pieces {
+        data.extend_from_slice(piece);
     }
-    tensor_from(&out_shape, data)
+    data
+}
+
+/// Elements per parallel copy: large pieces are cut to this size.
+const COPY_GRAIN: usize = 16 * 1024;
+
+/// `pieces` (`len` elements in all) one after another, copied by all threads when there are
+/// many (a cell's `Concat` in NASNet or Inception joins megabytes).
+fn copy_pieces<T: Copy + Send + Sync + 'static>(pieces: &[&[T]], len: usize) -> Vec<T> {
+    crate::output_buffer::build(0, len, |out| {
+        let mut jobs: Vec<(&mut [MaybeUninit<T>], &[T])> = Vec::new();
+        let mut rest = out;
+        for piece in pieces {
+            for part in piece.chunks(COPY_GRAIN) {
+                let (dst, after) = rest.split_at_mut(part.len());
+                jobs.push((dst, part));
+                rest = after;
+            }
+        }
+        let copy = |(dst, src): (&mut [MaybeUninit<T>], &[T])| {
+            // SAFETY: `dst` and `src` have the same length and do not overlap (`dst` is the
+            // new output's).
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<T>(), src.len())
+            }
+        };
+        if len >= 4 * COPY_GRAIN {
+            jobs.into_par_iter().for_each(copy);
+        } else {
+            jobs.into_iter().for_each(copy);
+        }
+    })
 }
 
 #[cfg(test)]
