@@ -9,7 +9,8 @@ is matched to ours through the model: its output's producer, or that producer's 
 producer and so on back through the nodes fused into it, until a node Spillway timed; unmatched
 nodes appear only in the op-type totals.
 
-Both engines get the same seeded inputs (floats uniform in [0, 1)), passed to Spillway as .npy
+Both engines get the same seeded inputs (floats uniform in [0, 1); int64 inputs: token ids in
+[0, 1000), masks all ones), passed to Spillway as .npy
 files: detection models' post-processing costs depend on how many boxes pass their thresholds,
 so different inputs would time different work. Shapes come from `check.json` beside the model
 (the zoo's verified shapes, e.g. 480x640 images) when it lists the model, else `--dim` (default
@@ -50,7 +51,13 @@ def make_feeds(model, dim):
         if i.name in initializers:
             continue
         dims = [d.dim_value if d.HasField("dim_value") else dim for d in i.type.tensor_type.shape.dim]
-        feeds[i.name] = rng.random(checked.get(i.name, dims), dtype=np.float32)
+        shape = checked.get(i.name, dims)
+        if i.type.tensor_type.elem_type == onnx.TensorProto.INT64:
+            # Token ids in [0, 1000) and masks all ones, as spillway-bench feeds them.
+            feeds[i.name] = (np.ones(shape, dtype=np.int64) if "mask" in i.name
+                             else rng.integers(0, 1000, shape, dtype=np.int64))
+        else:
+            feeds[i.name] = rng.random(shape, dtype=np.float32)
     return feeds
 
 

@@ -127,6 +127,18 @@ CASES = [
      lambda p: conv(p, 832, 160, 7, (1, 1), 1, (0, 0))),
     ("conv 1x1 256<-528 + relu, 14x14 (googlenet)",
      lambda p: conv(p, 528, 256, 14, (1, 1), 1, (0, 0))),
+    ("conv 1x1 168<-1008, 42x42 (nasnet)",
+     lambda p: conv(p, 1008, 168, 42, (1, 1), 1, (0, 0), relu=False)),
+    ("conv 1x1 168<-168, 42x42 (nasnet)",
+     lambda p: conv(p, 168, 168, 42, (1, 1), 1, (0, 0), relu=False)),
+    ("conv 1x1 336<-336, 21x21 (nasnet)",
+     lambda p: conv(p, 336, 336, 21, (1, 1), 1, (0, 0), relu=False)),
+    ("conv 1x1 672<-4032, 11x11 (nasnet)",
+     lambda p: conv(p, 4032, 672, 11, (1, 1), 1, (0, 0), relu=False)),
+    ("depthwise 5x5 s1, 168 ch, 42x42 (nasnet)",
+     lambda p: conv(p, 168, 168, 42, (5, 5), 1, (2, 2), 168, False)),
+    ("depthwise 3x3 s1, 168 ch, 42x42 (nasnet)",
+     lambda p: conv(p, 168, 168, 42, (3, 3), 1, (1, 1), 168, False)),
 ]
 
 

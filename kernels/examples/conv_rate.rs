@@ -36,7 +36,9 @@ fn main() {
         out: [out, out],
     };
     let plain = std::env::var("PLAIN").is_ok_and(|v| v == "1");
-    let blocked = std::env::var("BLOCKED").is_ok_and(|v| v == "1");
+    // BLOCKED=2: through the blocked convolution's path, the output in channel planes.
+    let blocked_mode = std::env::var("BLOCKED").unwrap_or_default();
+    let blocked = blocked_mode == "1" || blocked_mode == "2";
     let bias: Vec<f32> = (0..m).map(|i| (i % 3) as f32 - 1.0).collect();
     let relu = Epilogue {
         add: None,
@@ -78,7 +80,13 @@ fn main() {
                             image,
                             blocked: false,
                         };
-                        packed.multiply_blocked(&input, &mut blocks, true, bias, epilogue);
+                        packed.multiply_blocked(
+                            &input,
+                            &mut blocks,
+                            blocked_mode == "1",
+                            bias,
+                            epilogue,
+                        );
                     } else {
                         packed.multiply(BSource::Image(&image), n, &mut c, n, bias, epilogue);
                     }

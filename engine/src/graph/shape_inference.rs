@@ -264,6 +264,26 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
             });
             (dtype_of(0), one(s))
         }
+        "Gather" => {
+            let s = match (shape_of(0), shape_of(1)) {
+                (Some(data), Some(indices)) => {
+                    let rank = data.len() as i64;
+                    let axis = attrs
+                        .int("axis", 0)
+                        .ok()
+                        .map(|a| if a < 0 { a + rank } else { a });
+                    axis.filter(|a| (0..rank).contains(a)).map(|a| {
+                        let a = a as usize;
+                        let mut out = data[..a].to_vec();
+                        out.extend(indices);
+                        out.extend_from_slice(&data[a + 1..]);
+                        out
+                    })
+                }
+                _ => None,
+            };
+            (dtype_of(0), one(s))
+        }
         "Pad" => {
             // Opset 11+ takes the pads as an input, earlier ones as an attribute.
             let pads = ints(1).or_else(|| attrs.opt_ints("pads").ok().flatten());
@@ -285,9 +305,9 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
 /// or interpolate elements, `int64` for ops that return indices.
 fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<DType> {
     match node.op_type.as_str() {
-        "Resize" | "Upsample" | "Pad" | "Slice" | "Gather" | "GatherElements" | "GatherND"
-        | "Squeeze" | "Expand" | "Tile" | "Split" | "TopK" | "RoiAlign" | "ScatterElements"
-        | "ScatterND" | "Scatter" | "DepthToSpace" | "SpaceToDepth" | "ReduceMax" | "ReduceMin"
+        "Resize" | "Upsample" | "Pad" | "Slice" | "GatherElements" | "GatherND" | "Squeeze"
+        | "Expand" | "Tile" | "Split" | "TopK" | "RoiAlign" | "ScatterElements" | "ScatterND"
+        | "Scatter" | "DepthToSpace" | "SpaceToDepth" | "ReduceMax" | "ReduceMin"
         | "ReduceMean" | "ReduceSum" | "ReduceProd" | "ReduceL1" | "ReduceL2"
         | "ReduceLogSumExp" | "ReduceSumSquare" | "ConvTranspose" | "LpNormalization" | "Range"
         | "ReverseSequence" | "Compress" => dtype_of(0),

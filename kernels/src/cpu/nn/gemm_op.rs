@@ -174,32 +174,64 @@ impl Gemm {
             }
             Some(_) => return None,
         };
-        let packed = self.packed.get_or_pack(b, true, || {
-            let bs = contiguous::<f32>(b).ok()?;
-            // The packed operand is `B'ᵀ`, `n × k` row-major: `B` itself when transposed.
-            let bt: std::borrow::Cow<'_, [f32]> = if self.trans_b {
-                bs
-            } else {
-                std::borrow::Cow::Owned(transpose(&bs, k, n))
-            };
-            Some(vec![PackedA::new(&bt, n, k)?])
-        })?;
         let xs = match contiguous::<f32>(a) {
             Ok(xs) => xs,
             Err(e) => return Some(Err(e)),
         };
-        // `A'ᵀ` is `k × m`: `A` itself when transposed, else `A` read transposed.
-        let src = if self.trans_a {
-            BSource::Dense { data: &xs, ld: m }
-        } else {
-            BSource::Transposed { data: &xs, ld: k }
+        let a = match self.trans_a {
+            true => ProductA::Columns(&xs),
+            false => ProductA::Rows(&xs),
         };
-        let mut yt = vec![0.0f32; n * m];
-        packed[0].multiply(src, m, &mut yt, m, bias.as_deref(), None);
-        let mut y = crate::output_buffer::filled(0, m * n, 0.0f32);
-        transpose_into(&yt, n, m, &mut y);
+        let y = packed_product(&self.packed, a, (m, k, n), b, self.trans_b, bias.as_deref())?;
         Some(output(&[m, n], y))
     }
+}
+
+/// The left operand of [`packed_product`], `m × k`.
+pub(super) enum ProductA<'a> {
+    /// Row-major: `m` rows of `k`.
+    Rows(&'a [f32]),
+    /// Transposed: `k` rows of `m`.
+    Columns(&'a [f32]),
+}
+
+/// `Y = A · B (+ bias per column)`, `m × n` row-major, through the packed GEMM with `Bᵀ` (a
+/// layer's weights: `B` of `k × n`, or `n × k` when `trans_b`) packed once into `cache`: in
+/// position tiles that write `Y` as it is where they can (AVX-512, `n` in whole vectors, `A`
+/// row-major), else as `Yᵀ = Bᵀ · Aᵀ` transposed into `Y`. `None` without AVX2/AVX-512.
+pub(super) fn packed_product(
+    cache: &WeightCache,
+    a: ProductA<'_>,
+    (m, k, n): (usize, usize, usize),
+    b: &Tensor,
+    trans_b: bool,
+    bias: Option<&[f32]>,
+) -> Option<Vec<f32>> {
+    let packed = cache.get_or_pack(b, true, || {
+        let bs = contiguous::<f32>(b).ok()?;
+        // The packed operand is `Bᵀ`, `n × k` row-major: `B` itself when transposed.
+        let bt: std::borrow::Cow<'_, [f32]> = if trans_b {
+            bs
+        } else {
+            std::borrow::Cow::Owned(transpose(&bs, k, n))
+        };
+        Some(vec![PackedA::new(&bt, n, k)?])
+    })?;
+    let weights = &packed[0];
+    let a_t = match a {
+        ProductA::Rows(x) if weights.takes_token_major() => {
+            return Some(crate::output_buffer::build(0, m * n, |y| {
+                weights.multiply_token_major(x, m, y, bias)
+            }));
+        }
+        ProductA::Rows(x) => BSource::Transposed { data: x, ld: k },
+        ProductA::Columns(x) => BSource::Dense { data: x, ld: m },
+    };
+    let mut yt = vec![0.0f32; n * m];
+    weights.multiply(a_t, m, &mut yt, m, bias, None);
+    Some(crate::output_buffer::build(0, m * n, |y| {
+        transpose_into(&yt, n, m, y)
+    }))
 }
 
 /// The transpose of the row-major `rows × cols` matrix `a`.
@@ -209,14 +241,30 @@ pub(super) fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-/// `out ← aᵀ` for the row-major `rows × cols` matrix `a`, in 32 × 32 tiles.
-fn transpose_into(a: &[f32], rows: usize, cols: usize, out: &mut [f32]) {
+/// A slot a transpose writes: a float, or a float not yet initialised.
+trait Transposed {
+    fn from(v: f32) -> Self;
+}
+impl Transposed for f32 {
+    fn from(v: f32) -> Self {
+        v
+    }
+}
+impl Transposed for std::mem::MaybeUninit<f32> {
+    fn from(v: f32) -> Self {
+        std::mem::MaybeUninit::new(v)
+    }
+}
+
+/// `out ← aᵀ` for the row-major `rows × cols` matrix `a`, in 32 × 32 tiles; every element of
+/// `out` (`rows · cols` of them) is written.
+fn transpose_into<T: Transposed>(a: &[f32], rows: usize, cols: usize, out: &mut [T]) {
     const TILE: usize = 32;
     for i0 in (0..rows).step_by(TILE) {
         for j0 in (0..cols).step_by(TILE) {
             for i in i0..(i0 + TILE).min(rows) {
                 for j in j0..(j0 + TILE).min(cols) {
-                    out[j * rows + i] = a[i * cols + j];
+                    out[j * rows + i] = T::from(a[i * cols + j]);
                 }
             }
         }

@@ -4,20 +4,57 @@
 use rayon::prelude::*;
 
 use super::common::{contiguous, min_opset, narrow, output, widen};
+use super::gemm_op::{ProductA, packed_product};
 use super::matrix::{Layout, MatElem, gemm};
+use super::packed_weights::WeightCache;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
 use crate::{DType, Element, Tensor};
 
 /// A built `MatMul`.
-#[derive(Debug)]
-pub struct MatMul;
+#[derive(Debug, Default)]
+pub struct MatMul {
+    /// `Bᵀ` packed for the packed GEMM, when `B` is an `f32` matrix (a layer's weights).
+    packed: WeightCache,
+}
 
 /// Builds `MatMul`.
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 1, "MatMul")?;
     spec.attrs.only(&[])?;
-    Ok(Box::new(MatMul))
+    Ok(Box::<MatMul>::default())
+}
+
+/// Products with fewer rows than this (all of `A`'s rows, batches included) keep the generic
+/// GEMM: the packed one computes `Yᵀ = Bᵀ · Aᵀ`, where the rows become the micro-kernel's tile
+/// width (16 or 32).
+const PACKED_MIN_ROWS: usize = 16;
+
+impl MatMul {
+    /// `A · B` for an `f32` `A` of any rank ≥ 2 and an `f32` matrix `B` (a transformer's
+    /// projections: tokens × features times weights) through the packed GEMM, with `B` packed
+    /// once: `A`'s batches are one matrix of all their rows. `None` where it does not apply
+    /// (another rank or type, few rows, no AVX2/AVX-512, shapes the generic path rejects).
+    fn packed_f32(&self, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
+        let (Tensor::F32(_), Tensor::F32(_)) = (a, b) else {
+            return None;
+        };
+        let (sa, sb) = (a.shape(), b.shape());
+        let [k, n] = *sb else { return None };
+        let (&ka, batch) = sa.split_last()?;
+        let m: usize = batch.iter().product();
+        if batch.is_empty() || ka != k || m < PACKED_MIN_ROWS || n == 0 || k == 0 {
+            return None;
+        }
+        let xs = match contiguous::<f32>(a) {
+            Ok(xs) => xs,
+            Err(e) => return Some(Err(e)),
+        };
+        let y = packed_product(&self.packed, ProductA::Rows(&xs), (m, k, n), b, false, None)?;
+        let mut shape = batch.to_vec();
+        shape.push(n);
+        Some(output(&shape, y))
+    }
 }
 
 /// Per-matrix work (multiply-adds) below which batches are spread over threads instead of
@@ -174,6 +211,9 @@ impl Kernel for MatMul {
                 b.dtype()
             )));
         }
+        if let Some(y) = self.packed_f32(a, b) {
+            return Ok(vec![y?]);
+        }
         let dtype = a.dtype();
         let y = match dtype {
             DType::F32 | DType::F16 | DType::BF16 => {
@@ -192,5 +232,61 @@ impl Kernel for MatMul {
             }
         };
         Ok(vec![y])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Attributes;
+    use crate::test_values::uniform;
+
+    /// `A · B` for `A` of `batch × m × k` and `B` of `k × n`, by the definition in f64.
+    fn reference(a: &[f32], b: &[f32], rows: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut y = vec![0.0f64; rows * n];
+        for r in 0..rows {
+            for p in 0..k {
+                for j in 0..n {
+                    y[r * n + j] += a[r * k + p] as f64 * b[p * n + j] as f64;
+                }
+            }
+        }
+        y
+    }
+
+    /// Batched `A` times a weight matrix through the packed path: features in whole vectors
+    /// (written token-major) and not (`Yᵀ` transposed), the same weights again (cached) and
+    /// other weights after them (not the cached ones).
+    #[test]
+    fn products_with_a_weight_matrix_match_the_definition() {
+        let spec = NodeSpec {
+            op_type: "MatMul",
+            domain: "",
+            opset: 13,
+            attrs: &Attributes::new(),
+            num_inputs: 2,
+            num_outputs: 1,
+        };
+        let kernel = build(&spec).unwrap();
+        let (batch, m, k) = (2, 20, 24);
+        let a = uniform(batch * m * k, 3);
+        let x = Tensor::from_shape_vec(&[batch, m, k], a.clone()).unwrap();
+        for (n, seed) in [(48, 5), (48, 5), (40, 7), (48, 9)] {
+            let w = uniform(k * n, seed);
+            let b = Tensor::from_shape_vec(&[k, n], w.clone()).unwrap();
+            let y = kernel.run(&[Some(&x), Some(&b)]).unwrap().remove(0);
+            assert_eq!(y.shape(), [batch, m, n]);
+            let got = y.to_f64_vec().unwrap();
+            for (i, (&g, &r)) in got
+                .iter()
+                .zip(&reference(&a, &w, batch * m, k, n))
+                .enumerate()
+            {
+                assert!(
+                    (g - r).abs() <= 1e-5 * (1.0 + r.abs()),
+                    "n {n}: {i} {g} vs {r}"
+                );
+            }
+        }
     }
 }

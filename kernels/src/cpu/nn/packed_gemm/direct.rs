@@ -408,6 +408,8 @@ impl PackedA {
                     let offsets = Offsets(img.offsets[pc..].as_ptr());
                     for ic in (rows.0..rows.1).step_by(panels_per_block) {
                         let panels = (ic, (ic + panels_per_block).min(rows.1));
+                        let next = self.next_row_block(panels, (pc, kc), rows.0, rows.1);
+                        let column_tiles = n.div_ceil(nr);
                         for x0 in (0..n).step_by(nr) {
                             let (start, wide) = (y0 * width + x0, nr.min(n - x0));
                             if start >= img.tail {
@@ -431,12 +433,9 @@ impl PackedA {
                             // 0..NR`, lies in the padded image or its slack (tiles that would
                             // not are packed above).
                             unsafe {
-                                self.tile_column(panels, (pc, kc), b, offsets).write(
-                                    dst.add(x0),
-                                    ldd,
-                                    wide,
-                                    bias,
-                                )
+                                self.tile_column(panels, (pc, kc), b, offsets)
+                                    .prefetching(next, x0 / nr, column_tiles)
+                                    .write(dst.add(x0), ldd, wide, bias)
                             };
                         }
                         if cropped && pc + kc == self.k {

@@ -120,6 +120,31 @@ impl PackedA {
         &self.data.as_slice()[start..start + mr * kc]
     }
 
+    /// The panels a task's loops over row blocks of `MC` reach after the block `panels` of
+    /// depth block `(pc, kc)` (the task's rows end at panel `last`): the next block of rows,
+    /// else the next depth block's first rows; empty after the last. Their weights come from
+    /// memory in any model larger than the caches, so they are fetched while this block runs.
+    fn next_row_block(
+        &self,
+        panels: (usize, usize),
+        (pc, kc): (usize, usize),
+        first: usize,
+        last: usize,
+    ) -> &[f32] {
+        let (mr, _) = self.isa.tile();
+        let per_block = (MC / mr).max(1);
+        let (pc, kc, ip) = if panels.1 < last {
+            (pc, kc, panels.1)
+        } else if pc + kc < self.k {
+            (pc + kc, KC.min(self.k - pc - kc), first)
+        } else {
+            return &[];
+        };
+        let count = per_block.min(last - ip);
+        let start = pc * self.m.div_ceil(mr) * mr + ip * mr * kc;
+        &self.data.as_slice()[start..start + count * mr * kc]
+    }
+
     /// `c = self · b (+ bias per row)` for the `k × n` operand `b`, written to the row-major
     /// `m × n` matrix `c` (row stride `ldc ≥ n`); `bias` has `m` values. An `epilogue` (its
     /// `add` laid out like `c`) finishes each cache block of rows right after its last depth
@@ -370,6 +395,7 @@ impl PackedA {
             depth: (pc, kc),
             b,
             rows,
+            ahead: &[],
         }
     }
 
@@ -410,9 +436,19 @@ struct TileColumn<'a, R> {
     depth: (usize, usize),
     b: *const f32,
     rows: R,
+    /// Weights to bring into L2 meanwhile, a share before each tile.
+    ahead: &'a [f32],
 }
 
-impl<R: micro::BRows> TileColumn<'_, R> {
+impl<'a, R: micro::BRows> TileColumn<'a, R> {
+    /// Fetches `share` of `ahead` (`count` shares in all) into L2 while the tiles run.
+    fn prefetching(mut self, ahead: &'a [f32], share: usize, count: usize) -> Self {
+        let per = ahead.len().div_ceil(count.max(1)).next_multiple_of(16);
+        let from = (share * per).min(ahead.len());
+        self.ahead = &ahead[from..(from + per).min(ahead.len())];
+        self
+    }
+
     /// Runs the tiles into `c` (this column's first element of row 0, row stride `ldc`),
     /// `wide` columns; the bias starts the accumulators in the first depth block.
     ///
@@ -423,7 +459,13 @@ impl<R: micro::BRows> TileColumn<'_, R> {
         let (a, (pc, kc)) = (self.a, self.depth);
         let (mr, _) = a.isa.tile();
         let mut init = [0.0f32; 16];
+        let tiles = self.panels.1 - self.panels.0;
+        let per = self.ahead.len().div_ceil(tiles.max(1)).next_multiple_of(16);
+        let mut ahead = self.ahead.chunks(per.max(16));
         for ip in self.panels.0..self.panels.1 {
+            if let Some(part) = ahead.next() {
+                micro::prefetch_lines(part);
+            }
             let i0 = ip * mr;
             let live = mr.min(a.m - i0);
             let row_init = match bias {

@@ -21,7 +21,7 @@ pub type PositionTile = unsafe fn(
     *const usize,
     &[usize; POSITIONS],
     *mut f32,
-    usize,
+    (usize, usize),
     (usize, usize),
     bool,
     Option<&[f32]>,
@@ -48,8 +48,10 @@ pub struct TileFinish {
 /// `C[j, i] (+)= Σ_p w[p·NV·16 + j] · img[offsets[p] + pos[i]]`, started from `bias[j]` when
 /// given. Writes channels `0..live_ch` × positions `0..live_pos` of `c`: channel rows at
 /// stride `ldc`, positions contiguous, transposing the tile in registers; or, when `BLOCKED`,
-/// blocks of 16 channels at stride `ldc`, each position's 16 channels one vector (NCHW16c:
-/// each accumulator is stored as it is, `live_ch` a multiple of 16).
+/// each position's 16 channels as one vector, the tile's vectors of channels `ldc` apart and
+/// its positions `step` apart (each accumulator stored as it is, `live_ch` a multiple of 16):
+/// NCHW16c blocks (`ldc` a block, `step` 16), or each position's channels contiguous
+/// (`ldc` 16, `step` a position's row: a token-major matrix product).
 ///
 /// # Safety
 /// The CPU supports AVX-512F; `R ≤ 8`; `w` holds `kc · NV · 16` floats; `offsets` holds `kc`
@@ -67,7 +69,7 @@ pub unsafe fn position_tile<const NV: usize, const R: usize, const BLOCKED: bool
     offsets: *const usize,
     pos: &[usize; POSITIONS],
     c: *mut f32,
-    ldc: usize,
+    (ldc, step): (usize, usize),
     (live_ch, live_pos): (usize, usize),
     accumulate: bool,
     bias: Option<&[f32]>,
@@ -101,7 +103,7 @@ pub unsafe fn position_tile<const NV: usize, const R: usize, const BLOCKED: bool
         if BLOCKED {
             for (v, row) in acc.iter().enumerate().take(live_ch.div_ceil(16)) {
                 for (i, &out) in row.iter().enumerate().take(live_pos) {
-                    let at = v * ldc + i * 16;
+                    let at = v * ldc + i * step;
                     let dst = c.add(at);
                     let mut out = out;
                     if accumulate {
@@ -160,7 +162,7 @@ pub unsafe fn position_tile_avx2<const NV: usize, const R: usize>(
     offsets: *const usize,
     pos: &[usize; POSITIONS],
     c: *mut f32,
-    ldc: usize,
+    (ldc, _): (usize, usize),
     (live_ch, live_pos): (usize, usize),
     accumulate: bool,
     bias: Option<&[f32]>,

@@ -229,6 +229,51 @@ impl PackedA {
         })
     }
 
+    /// `y = x · selfᵀ` for the row-major `tokens × k` matrix `x`: `y[t][j] = Σ_p x[t][p] ·
+    /// self[j][p]`, row-major `tokens × m` (a transformer's projection, `self` the weights
+    /// transposed), in position tiles that store each token's outputs as they are, so that
+    /// neither operand nor the result is transposed. Needs [`PackedA::takes_token_major`].
+    ///
+    /// `y` may start uninitialized: every element is written.
+    ///
+    /// # Panics
+    /// If the packing does not take it, or `x` or `y` is too short.
+    pub fn multiply_token_major(
+        &self,
+        x: &[f32],
+        tokens: usize,
+        y: &mut [MaybeUninit<f32>],
+        bias: Option<&[f32]>,
+    ) {
+        assert!(
+            self.takes_token_major(),
+            "multiply_token_major: AVX-512 and whole vectors"
+        );
+        let (m, k) = (self.m, self.k);
+        assert!(
+            x.len() >= tokens * k && y.len() >= tokens * m && bias.is_none_or(|b| b.len() >= m),
+            "multiply_token_major: operands too short"
+        );
+        if tokens == 0 {
+            return;
+        }
+        let offsets: Vec<usize> = (0..k).collect();
+        let starts: Vec<usize> = (0..tokens).map(|t| t * k).collect();
+        let operand = Operand {
+            data: x,
+            offsets: &offsets,
+            starts: &starts,
+        };
+        let c = SendPtr(y.as_mut_ptr().cast::<f32>());
+        self.run_positions(&operand, c, Output::Positions(m), bias, None);
+    }
+
+    /// Whether [`PackedA::multiply_token_major`] takes this packing: AVX-512, and rows (the
+    /// product's output features) in whole vectors of 16.
+    pub fn takes_token_major(&self) -> bool {
+        self.isa == Isa::Avx512 && self.m.is_multiple_of(16)
+    }
+
     /// The product in position tiles over `operand`, written as `output` says.
     /// `c` is valid for the whole product in `output`'s layout; each element is written before
     /// it is read.
@@ -330,6 +375,8 @@ enum Output {
     Rows(usize),
     /// Blocks of 16 channels, each `[positions][16]`, back to back (NCHW16c).
     Blocks,
+    /// Each position's channels contiguous, positions at this stride (tokens × features).
+    Positions(usize),
 }
 
 /// The image of a blocked product: `image.img` holds channel planes (`blocked` false) or
@@ -453,19 +500,29 @@ impl Task<'_> {
                     let channels = (b0 * full, (b1 * full).min(m));
                     // Channel rows, or blocks of 16 channels (a block's positions are
                     // contiguous too).
-                    let (rows, stride, width) = match self.output {
-                        Output::Rows(ldc) => ((channels.0, channels.1), ldc, 1),
-                        Output::Blocks => ((channels.0 / 16, channels.1 / 16), 16 * self.count, 16),
+                    // Runs of `len` contiguous outputs: `at(i)` for `i` in `runs`.
+                    let (runs, at, len): (_, &dyn Fn(usize) -> usize, _) = match self.output {
+                        Output::Rows(ldc) => (
+                            (channels.0, channels.1),
+                            &move |i| i * ldc + cols.0,
+                            cols.1 - cols.0,
+                        ),
+                        Output::Blocks => (
+                            (channels.0 / 16, channels.1 / 16),
+                            &|i| i * 16 * self.count + cols.0 * 16,
+                            (cols.1 - cols.0) * 16,
+                        ),
+                        Output::Positions(ld) => (
+                            (cols.0, cols.1),
+                            &move |q| q * ld + channels.0,
+                            channels.1 - channels.0,
+                        ),
                     };
-                    for i in rows.0..rows.1 {
-                        let at = i * stride + cols.0 * width;
-                        // SAFETY: row i, this group's positions: this task's rectangle.
-                        let row = unsafe {
-                            std::slice::from_raw_parts_mut(
-                                self.c.get().add(at),
-                                (cols.1 - cols.0) * width,
-                            )
-                        };
+                    for i in runs.0..runs.1 {
+                        let at = at(i);
+                        // SAFETY: a run of this group's outputs: this task's rectangle.
+                        let row =
+                            unsafe { std::slice::from_raw_parts_mut(self.c.get().add(at), len) };
                         e.finish(row, at);
                     }
                 }
@@ -478,6 +535,7 @@ impl Task<'_> {
         match self.output {
             Output::Rows(ldc) => jp * self.full * ldc + t * self.height,
             Output::Blocks => jp * self.full * self.count + t * self.height * 16,
+            Output::Positions(ld) => t * self.height * ld + jp * self.full,
         }
     }
 
@@ -500,9 +558,10 @@ impl Task<'_> {
         finish: Option<TileFinish>,
     ) {
         let (w, data) = (panel.as_ptr(), self.data.as_ptr());
-        let (ldc, blocked) = match self.output {
-            Output::Rows(ldc) => (ldc, false),
-            Output::Blocks => (16 * self.count, true),
+        let (strides, blocked) = match self.output {
+            Output::Rows(ldc) => ((ldc, 1), false),
+            Output::Blocks => ((16 * self.count, 16), true),
+            Output::Positions(ld) => ((16, ld), true),
         };
         let offsets = self.offsets[pc..pc + kc].as_ptr();
         let wide = panel.len() == kc * self.full;
@@ -519,7 +578,7 @@ impl Task<'_> {
                 offsets,
                 pos,
                 c,
-                ldc,
+                strides,
                 live,
                 pc > 0,
                 bias,

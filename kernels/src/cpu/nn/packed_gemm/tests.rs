@@ -412,3 +412,42 @@ fn tile_epilogue_equals_the_separate_pass_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn token_major_product_matches_the_definition() {
+    // (tokens, k, m): partial tiles of tokens, a half panel of features (m = 48), several
+    // depth blocks (k > KC), on one thread and on three.
+    for &(tokens, k, m) in &[(1, 5, 16), (9, 33, 48), (128, 64, 32), (17, 2 * KC + 7, 64)] {
+        let w = values(m * k, (m * 7 + k) as u64);
+        let x = values(tokens * k, (tokens + 3 * k) as u64);
+        let bias = values(m, 11);
+        // y[t][j] = Σ x[t][p] · w[j][p]: the definition with A = x, B = wᵀ.
+        let wt: Vec<f32> = (0..k * m).map(|i| w[(i % m) * k + i / m]).collect();
+        let want = reference(&x, &wt, m, tokens, k, m);
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for isa in isas() {
+                let packed = PackedA::with_isa(&w, m, k, isa);
+                if !packed.takes_token_major() {
+                    assert_ne!(isa, Isa::Avx512, "AVX-512 takes whole vectors of features");
+                    continue;
+                }
+                let mut y = vec![std::mem::MaybeUninit::new(f32::NAN); tokens * m];
+                pool.install(|| packed.multiply_token_major(&x, tokens, &mut y, Some(&bias)));
+                for (i, got) in y.iter().enumerate() {
+                    // SAFETY: every element was written (NaN before: a skipped one fails).
+                    let got = unsafe { got.assume_init() } as f64;
+                    let w = want[i] + bias[i % m] as f64;
+                    let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
+                    assert!(
+                        (got - w).abs() <= tol,
+                        "{tokens}x{k}x{m} threads {threads}: {i} {got} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}
