@@ -5,9 +5,9 @@ use ndarray::IxDyn;
 use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, widen};
-use crate::Tensor;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
+use crate::{Element, Tensor};
 
 /// A built `LayerNormalization`.
 #[derive(Debug)]
@@ -84,6 +84,17 @@ impl LayerNorm {
                     *st = (mean as f32, inv as f32);
                 });
         }
+        self.with_stats(shape, axis, y, &stats)
+    }
+
+    /// `Y` of `shape`, with the `Mean` and `InvStdDev` outputs (one per row) when asked for.
+    fn with_stats<T: Element>(
+        &self,
+        shape: &[usize],
+        axis: usize,
+        y: Vec<T>,
+        stats: &[(f32, f32)],
+    ) -> Result<Vec<Tensor>> {
         let mut outs = vec![output(shape, y)?];
         let mut sshape = shape[..axis].to_vec();
         sshape.extend(std::iter::repeat_n(1, shape.len() - axis));
@@ -95,6 +106,51 @@ impl LayerNorm {
         }
         Ok(outs)
     }
+}
+
+/// [`LayerNorm::typed`] for `f32` with the parameters already `f32` and the normalised size
+/// long: each row's mean and variance summed in eight `f64` lanes (which vectorize), the row
+/// then normalised in `f32`. Returns the output and each row's (mean, 1 / standard deviation).
+fn normalize_f32(
+    xs: &[f32],
+    inner: usize,
+    epsilon: f64,
+    scale: &[f32],
+    bias: Option<&[f32]>,
+) -> (Vec<f32>, Vec<(f32, f32)>) {
+    let rows = xs.len() / inner;
+    let mut stats = vec![(0f32, 0f32); rows];
+    let y = crate::output_buffer::build(0, xs.len(), |y| {
+        y.par_chunks_mut(inner)
+            .zip(xs.par_chunks(inner))
+            .zip(stats.par_iter_mut())
+            .with_min_len(4)
+            .for_each(|((yr, xr), st)| {
+                let mean = lane_sum(xr, |v| v as f64) / inner as f64;
+                let var = lane_sum(xr, |v| (v as f64 - mean).powi(2)) / inner as f64;
+                let inv = 1.0 / (var + epsilon).sqrt();
+                let (m, s) = (mean as f32, inv as f32);
+                for (i, (o, &v)) in yr.iter_mut().zip(xr).enumerate() {
+                    let b = bias.map_or(0.0, |b| b[i]);
+                    o.write((v - m) * s * scale[i] + b);
+                }
+                *st = (m, s);
+            });
+    });
+    (y, stats)
+}
+
+/// `Σ f(x)` over `xs` in eight interleaved `f64` partial sums.
+#[inline(always)]
+fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f64) -> f64 {
+    let mut lanes = [0f64; 8];
+    let mut chunks = xs.chunks_exact(8);
+    for c in &mut chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l += f(v);
+        }
+    }
+    lanes.iter().sum::<f64>() + chunks.remainder().iter().map(|&v| f(v)).sum::<f64>()
 }
 
 impl Kernel for LayerNorm {
@@ -126,6 +182,16 @@ impl Kernel for LayerNorm {
         let bias = opt_input(inputs, 2)
             .map(|b| param(b, norm, "B"))
             .transpose()?;
+        if let Tensor::F32(_) = x {
+            let (inner, shape) = (norm.iter().product::<usize>(), x.shape().to_vec());
+            if inner > 0 {
+                let f32s = |v: &[f64]| v.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+                let (scale, bias) = (f32s(&scale), bias.as_deref().map(f32s));
+                let xs = contiguous::<f32>(x)?;
+                let (y, stats) = normalize_f32(&xs, inner, self.epsilon, &scale, bias.as_deref());
+                return self.with_stats(&shape, axis, y, &stats);
+            }
+        }
         let w = widen(x, 0)?;
         let mut outs = match w {
             Tensor::F64(_) => self.typed::<f64>(&w, axis, &scale, bias.as_deref())?,

@@ -134,11 +134,8 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
         FloatOp::Ceil => unary_map(a, |&x: &F| x.ceil()),
         FloatOp::Round => unary_map(a, |&x: &F| x.round_even()),
         FloatOp::Reciprocal => unary_map(a, |&x: &F| one / x),
-        FloatOp::Erf => unary_map(a, |&x: &F| x.erf()),
-        FloatOp::Gelu(false) => {
-            let inv_sqrt2 = F::of(std::f64::consts::FRAC_1_SQRT_2);
-            unary_map(a, move |&x: &F| half * x * (one + (x * inv_sqrt2).erf()))
-        }
+        FloatOp::Erf => in_place(a, F::erf_slice),
+        FloatOp::Gelu(false) => in_place(a, F::gelu_slice),
         FloatOp::Gelu(true) => {
             let k = F::of((2.0 / std::f64::consts::PI).sqrt());
             let c = F::of(0.044715);

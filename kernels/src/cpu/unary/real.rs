@@ -20,6 +20,17 @@ pub trait Real: num_traits::Float + Send + Sync + std::fmt::Debug + 'static {
         xs.iter_mut()
             .for_each(|v| *v = Self::one() / (Self::one() + (-*v).exp()));
     }
+    /// `xs[i] ← erf(xs[i])` for every element.
+    fn erf_slice(xs: &mut [Self]) {
+        xs.iter_mut().for_each(|v| *v = v.erf());
+    }
+    /// `xs[i] ← x · (1 + erf(x / √2)) / 2` for every element `x` (GELU, exact form).
+    fn gelu_slice(xs: &mut [Self]) {
+        let (half, one) = (Self::of(0.5), Self::one());
+        let inv_sqrt2 = Self::of(std::f64::consts::FRAC_1_SQRT_2);
+        xs.iter_mut()
+            .for_each(|v| *v = half * *v * (one + (*v * inv_sqrt2).erf()));
+    }
     /// The sum of `xs` (in any order).
     fn sum_slice(xs: &[Self]) -> Self {
         xs.iter().fold(Self::zero(), |a, &b| a + b)
@@ -47,6 +58,12 @@ impl Real for f32 {
     }
     fn sum_slice(xs: &[Self]) -> Self {
         vector_exp::sum(xs)
+    }
+    fn erf_slice(xs: &mut [Self]) {
+        vector_exp::erf_in_place(xs);
+    }
+    fn gelu_slice(xs: &mut [Self]) {
+        vector_exp::gelu_in_place(xs);
     }
 }
 

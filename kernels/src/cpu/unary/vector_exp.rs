@@ -2,7 +2,8 @@
 //! coefficients, within 2 ulp of the exact value) written as branch-free arithmetic, so the
 //! loop compiles to 8- or 16-wide SIMD where the CPU has AVX2 or AVX-512. Softmax, Sigmoid and
 //! Exp use it for `f32`: `libm`'s scalar `expf` dominated them (ONNX Runtime's MLAS does the
-//! same).
+//! same). `erf` (and GELU through it) is built on it the same way: `libm`'s scalar `erff` took
+//! 9.6 of BERT-base's 88 ms.
 
 use rayon::prelude::*;
 
@@ -116,6 +117,107 @@ pub fn exp(x: f32) -> f32 {
     p * scale(half) * scale(n - half)
 }
 
+/// `xs[i] ← erf(xs[i])` for every element.
+pub fn erf_in_place(xs: &mut [f32]) {
+    if xs.len() >= PAR_THRESHOLD {
+        xs.par_chunks_mut(PAR_THRESHOLD / 2).for_each(erf_chunk);
+    } else {
+        erf_chunk(xs);
+    }
+}
+
+/// `xs[i] ← x · (1 + erf(x / √2)) / 2` (GELU, exact form) for every element `x`.
+pub fn gelu_in_place(xs: &mut [f32]) {
+    if xs.len() >= PAR_THRESHOLD {
+        xs.par_chunks_mut(PAR_THRESHOLD / 2).for_each(gelu_chunk);
+    } else {
+        gelu_chunk(xs);
+    }
+}
+
+/// Defines `$name(xs)`: `$portable(xs)` (an `#[inline(always)]` loop) compiled for the CPU's
+/// widest vectors. Each instance calls the loop directly, so it is inlined and compiled for
+/// those vectors; through [`widest`]'s generic call, erf's loop stayed out of line, compiled
+/// for the baseline's four lanes.
+macro_rules! widest_loop {
+    ($name:ident, $portable:ident) => {
+        fn $name(xs: &mut [f32]) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                fn avx512(xs: &mut [f32]) {
+                    $portable(xs)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2(xs: &mut [f32]) {
+                    $portable(xs)
+                }
+                if is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has AVX-512F.
+                    return unsafe { avx512(xs) };
+                }
+                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    return unsafe { avx2(xs) };
+                }
+            }
+            $portable(xs)
+        }
+    };
+}
+
+widest_loop!(erf_chunk, erf_portable);
+widest_loop!(gelu_chunk, gelu_portable);
+
+// Plain `for` loops: `for_each` with erf's body was not inlined either.
+#[inline(always)]
+fn erf_portable(xs: &mut [f32]) {
+    for v in xs {
+        *v = erf(*v);
+    }
+}
+
+#[inline(always)]
+fn gelu_portable(xs: &mut [f32]) {
+    for v in xs {
+        *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2));
+    }
+}
+
+/// The error function for one `f32`, as branch-free arithmetic (it vectorizes): within 2 ulp
+/// of the exact value below |x| = 0.5 (its Taylor series to x¹⁵), and within 1.3e-7 of it
+/// above, where `erf = 1 − erfc` with Numerical Recipes' Chebyshev fit of `erfc` (fractional
+/// error below 1.2e-7) on [`exp`]. ±1 beyond ±3.92, NaN for NaN.
+#[inline(always)]
+pub fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    // 2/√π · (x − x³/3 + x⁵/10 − x⁷/42 + x⁹/216 − x¹¹/1320 + x¹³/9360 − x¹⁵/75600).
+    let s = a * a;
+    let p = -1.492_565e-5_f32;
+    let p = p * s + 1.205_533_3e-4;
+    let p = p * s - 8.548_327e-4;
+    let p = p * s + 5.223_977_6e-3;
+    let p = p * s - 2.686_617_1e-2;
+    let p = p * s + 1.128_379_2e-1;
+    let p = p * s - 3.761_263_9e-1;
+    let p = p * s + std::f32::consts::FRAC_2_SQRT_PI;
+    let small = x * p;
+    let t = 1.0 / (1.0 + 0.5 * a);
+    let q = 0.170_872_77_f32;
+    let q = q * t - 0.822_152_23;
+    let q = q * t + 1.488_515_9;
+    let q = q * t - 1.135_204;
+    let q = q * t + 0.278_868_07;
+    let q = q * t - 0.186_288_06;
+    let q = q * t + 0.096_784_18;
+    let q = q * t + 0.374_091_96;
+    let q = q * t + 1.000_023_7;
+    let q = q * t - 1.265_512_2;
+    let erfc = t * exp(q - a * a);
+    let large = (1.0 - erfc).copysign(x);
+    if a < 0.5 { small } else { large }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +261,44 @@ mod tests {
             assert!((y as f64 - want).abs() <= 1e-6 * want, "{x}: {y} vs {want}");
         }
         assert_eq!(sum(&[1.0; 13]), 13.0);
+    }
+
+    /// Against `libm`'s `f64` erf: within 2 ulp below 0.5, within 1.5e-7 above; the slices
+    /// element by element; the edges.
+    #[test]
+    fn erf_matches_the_exact_value() {
+        let mut x = -6.0f32;
+        while x < 6.0 {
+            let want = libm::erf(x as f64);
+            let got = erf(x);
+            if x.abs() < 0.5 && want != 0.0 {
+                let ulps = got.to_bits().abs_diff((want as f32).to_bits());
+                assert!(ulps <= 2, "{x}: {got} vs {want} ({ulps} ulp)");
+            } else {
+                assert!((got as f64 - want).abs() <= 1.5e-7, "{x}: {got} vs {want}");
+            }
+            x += 0.000_731;
+        }
+        for tiny in [1e-30f32, -3e-8, 1e-4] {
+            let want = libm::erf(tiny as f64) as f32;
+            assert!(erf(tiny).to_bits().abs_diff(want.to_bits()) <= 2, "{tiny}");
+        }
+        assert_eq!(erf(0.0), 0.0);
+        assert_eq!(erf(f32::INFINITY), 1.0);
+        assert_eq!(erf(f32::NEG_INFINITY), -1.0);
+        assert!(erf(f32::NAN).is_nan());
+        let xs: Vec<f32> = (0..100_000).map(|i| (i as f32 - 50_000.0) * 1e-4).collect();
+        let mut e = xs.clone();
+        erf_in_place(&mut e);
+        assert!(xs.iter().zip(&e).all(|(&x, &y)| y == erf(x)));
+        let mut g = xs.clone();
+        gelu_in_place(&mut g);
+        for (&x, &y) in xs.iter().zip(&g) {
+            let want = 0.5 * x as f64 * (1.0 + libm::erf(x as f64 / 2f64.sqrt()));
+            assert!(
+                (y as f64 - want).abs() <= 2e-7 * (1.0 + want.abs()),
+                "{x}: {y} vs {want}"
+            );
+        }
     }
 }
