@@ -121,10 +121,7 @@ fn fold_gathered_dims(graph: &Graph, shapes: &ShapeNodes, node: &Node) -> Option
     let (measured, shape_node) = shapes.get(&node.inputs.first().copied()??)?;
     let indices = graph.constants.get(&node.inputs.get(1).copied()??)?;
     let dims = graph.value(*measured).shape.as_ref()?;
-    let rank = dims.len() as i64;
-    let clamp = |x: i64| if x < 0 { (x + rank).clamp(0, rank) } else { x.min(rank) } as usize;
-    let start = clamp(shape_node.attrs.int("start", 0).ok()?);
-    let end = clamp(shape_node.attrs.int("end", rank).ok()?).max(start);
+    let (start, end) = shape_range(shape_node, dims.len())?;
     let dims = &dims[start..end];
     let count = dims.len() as i64;
     let values: Option<Vec<i64>> = indices
@@ -141,6 +138,16 @@ fn fold_gathered_dims(graph: &Graph, shapes: &ShapeNodes, node: &Node) -> Option
     Tensor::from_shape_vec(indices.shape(), values?).ok()
 }
 
+/// The dimensions `start..end` a `Shape` node of a rank-`rank` value returns (opset 15's
+/// attributes, negative from the end, clamped to the rank; empty when `end < start`).
+fn shape_range(node: &Node, rank: usize) -> Option<(usize, usize)> {
+    let rank = rank as i64;
+    let clamp = |x: i64| if x < 0 { (x + rank).clamp(0, rank) } else { x.min(rank) } as usize;
+    let start = clamp(node.attrs.int("start", 0).ok()?);
+    let end = clamp(node.attrs.int("end", rank).ok()?);
+    Some((start, end.max(start)))
+}
+
 /// `Shape` / `Size` of a value whose shape is fully fixed.
 fn fold_shape(graph: &Graph, node: &Node) -> Option<Tensor> {
     if !matches!(node.op_type.as_str(), "Shape" | "Size") {
@@ -154,14 +161,7 @@ fn fold_shape(graph: &Graph, node: &Node) -> Option<Tensor> {
     if node.op_type == "Size" {
         return Some(Tensor::scalar(dims.iter().product::<usize>() as i64));
     }
-    let rank = dims.len() as i64;
-    let clamp = |x: i64| if x < 0 { (x + rank).clamp(0, rank) } else { x.min(rank) } as usize;
-    let start = clamp(node.attrs.int("start", 0).ok()?);
-    let end = clamp(node.attrs.int("end", rank).ok()?);
-    let values: Vec<i64> = dims
-        .get(start..end.max(start))?
-        .iter()
-        .map(|&d| d as i64)
-        .collect();
+    let (start, end) = shape_range(node, dims.len())?;
+    let values: Vec<i64> = dims.get(start..end)?.iter().map(|&d| d as i64).collect();
     Tensor::from_shape_vec(&[values.len()], values).ok()
 }

@@ -242,15 +242,15 @@ pub(super) fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 }
 
 /// A slot a transpose writes: a float, or a float not yet initialised.
-trait Transposed {
+trait TransposeSlot {
     fn from(v: f32) -> Self;
 }
-impl Transposed for f32 {
+impl TransposeSlot for f32 {
     fn from(v: f32) -> Self {
         v
     }
 }
-impl Transposed for std::mem::MaybeUninit<f32> {
+impl TransposeSlot for std::mem::MaybeUninit<f32> {
     fn from(v: f32) -> Self {
         std::mem::MaybeUninit::new(v)
     }
@@ -258,7 +258,7 @@ impl Transposed for std::mem::MaybeUninit<f32> {
 
 /// `out ← aᵀ` for the row-major `rows × cols` matrix `a`, in 32 × 32 tiles; every element of
 /// `out` (`rows · cols` of them) is written.
-fn transpose_into<T: Transposed>(a: &[f32], rows: usize, cols: usize, out: &mut [T]) {
+fn transpose_into<T: TransposeSlot>(a: &[f32], rows: usize, cols: usize, out: &mut [T]) {
     const TILE: usize = 32;
     for i0 in (0..rows).step_by(TILE) {
         for j0 in (0..cols).step_by(TILE) {

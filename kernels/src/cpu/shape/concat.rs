@@ -36,7 +36,12 @@ impl Kernel for Concat {
             a => concat_typed(a, &present, self.axis, copy_pieces)?,
             other => match other {
                 Tensor::String(a) => concat_typed(a, &present, self.axis, extend_pieces)?,
-                _ => unreachable!("dispatch_copy covers every other element type"),
+                _ => {
+                    return Err(KernelError::UnsupportedDType {
+                        index: 0,
+                        dtype: other.dtype(),
+                    });
+                }
             }
         );
         Ok(vec![out])
