@@ -4,7 +4,7 @@
 
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
-use super::broadcast::zip_map;
+use super::broadcast::{unary_map, zip_map};
 use super::num::Arith;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, input};
@@ -35,6 +35,13 @@ impl Kernel for PowKernel {
 /// `a ^ b` elementwise with broadcasting.
 pub fn pow(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     match (a, b) {
+        // `x ^ 2` (T5's RMS norm squares this way) as `x · x`: the correctly rounded square,
+        // vectorized, where `powf` is a call per element.
+        (Tensor::F32(x), Tensor::F32(y))
+            if y.len() == 1 && y.ndim() <= x.ndim() && y.iter().all(|&e| e == 2.0) =>
+        {
+            return Ok(Tensor::from(unary_map(&x.view(), |&p: &f32| p * p)));
+        }
         (Tensor::F32(x), Tensor::F32(y)) => {
             return Ok(Tensor::from(zip_map(
                 &x.view(),

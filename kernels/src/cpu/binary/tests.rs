@@ -273,3 +273,31 @@ fn errors_are_typed() {
         Err(KernelError::UnsupportedDType { index: 0, .. })
     ));
 }
+
+#[test]
+fn pow_of_two_is_the_square_with_the_base_shape() {
+    let base = t(&[2, 3], vec![1.5f32, -2.0, 0.0, -0.0, f32::INFINITY, 3e20]);
+    for exp in [t(&[1], vec![2.0f32]), t(&[], vec![2.0f32])] {
+        let out = run1("Pow", 15, &[], &[&base, &exp]).unwrap();
+        assert_eq!(out.shape(), [2, 3]);
+        let got: Vec<f32> = values::<f32>(&out);
+        let want: Vec<f32> = [1.5f32, -2.0, 0.0, -0.0, f32::INFINITY, 3e20]
+            .iter()
+            .map(|p| p.powf(2.0))
+            .collect();
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+    }
+    // A scalar base and an exponent of rank 1 broadcast to rank 1, as before.
+    let out = run1(
+        "Pow",
+        15,
+        &[],
+        &[&t(&[], vec![3.0f32]), &t(&[1], vec![2.0f32])],
+    )
+    .unwrap();
+    assert_eq!(out.shape(), [1]);
+    assert_eq!(values::<f32>(&out), [9.0]);
+}
