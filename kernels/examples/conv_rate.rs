@@ -4,16 +4,17 @@
 //! or (`BLOCKED=1`) in blocks of 16 channels:
 //! `cargo run --release -p spillway-kernels --example conv_rate -- M CH KERNEL SIDE [STRIDE]`.
 
+mod timing;
+
+use timing::{number_args, switch};
+
 use rayon::prelude::*;
 
 use spillway_kernels::cpu::nn::epilogue::{Activation, Epilogue};
 use spillway_kernels::cpu::nn::packed_gemm::{BSource, BlockedInput, Image2d, PackedA};
 
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("a number"))
-        .collect();
+    let args = number_args();
     let (m, ch, kern, side) = (args[0], args[1], args[2], args[3]);
     let stride = args.get(4).copied().unwrap_or(1);
     let out = (side + 2 * (kern / 2) - kern) / stride + 1;
@@ -35,7 +36,7 @@ fn main() {
         pads: [kern / 2, kern / 2],
         out: [out, out],
     };
-    let plain = std::env::var("PLAIN").is_ok_and(|v| v == "1");
+    let plain = switch("PLAIN");
     // BLOCKED=2: through the blocked convolution's path, the output in channel planes.
     let blocked_mode = std::env::var("BLOCKED").unwrap_or_default();
     let blocked = blocked_mode == "1" || blocked_mode == "2";
@@ -57,7 +58,7 @@ fn main() {
         .expect("pool");
     // COLD=1: 64 MiB are written between runs, so that the weights come from memory, as
     // they do inside a model whose weights outgrow the caches.
-    let cold = std::env::var("COLD").is_ok_and(|v| v == "1");
+    let cold = switch("COLD");
     // IDLE=US: the threads idle this long before each run, as between nodes of a model.
     let idle: Option<u64> = std::env::var("IDLE")
         .ok()

@@ -5,20 +5,17 @@
 
 mod timing;
 
-use timing::median_secs;
+use timing::{median_secs, number_args, switch};
 
 use spillway_kernels::cpu::nn::pool_same::{Reduce, SameWindow, pool_same_f32};
 
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("a number"))
-        .collect();
+    let args = number_args();
     let shapes = match args[..] {
         [c, side] => vec![(c, side)],
         _ => vec![(192, 28), (256, 28), (480, 14), (832, 7)],
     };
-    let reduce = match std::env::var("AVERAGE").is_ok_and(|v| v == "1") {
+    let reduce = match switch("AVERAGE") {
         true => Reduce::Average { include_pad: false },
         false => Reduce::Max,
     };

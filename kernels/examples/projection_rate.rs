@@ -4,13 +4,14 @@
 //! weights come from memory as in a model larger than the caches):
 //! `cargo run --release -p spillway-kernels --example projection_rate [-- TOKENS IN OUT]`.
 
+mod timing;
+
+use timing::{number_args, switch};
+
 use spillway_kernels::cpu::nn::packed_gemm::{BSource, PackedA};
 
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("a number"))
-        .collect();
+    let args = number_args();
     let shapes = match args[..] {
         [t, i, o] => vec![(t, i, o)],
         // BERT-base at 128 tokens: the FFN's two products and an attention projection.
@@ -27,7 +28,7 @@ fn main() {
             let packed = PackedA::new(&w_t, n, k).expect("an ISA");
             let mut yt = vec![0.0f32; n * m];
             let flops = 2.0 * (m * k * n) as f64;
-            let cold = std::env::var("COLD").is_ok_and(|v| v == "1");
+            let cold = switch("COLD");
             let mut flush = vec![0u8; if cold { 64 << 20 } else { 0 }];
             let mut time = |src: BSource<'_>| {
                 pool.install(|| {

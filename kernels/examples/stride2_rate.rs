@@ -6,7 +6,8 @@ mod timing;
 
 use timing::median_secs;
 
-use spillway_kernels::cpu::nn::pool2d::{max_pool_stride2_f32, plane_windows};
+use spillway_kernels::cpu::nn::pool_stride2::max_pool_stride2_f32;
+use spillway_kernels::cpu::nn::pool2d::plane_windows;
 use spillway_kernels::cpu::nn::spatial::Geometry;
 
 fn main() {

@@ -1,6 +1,8 @@
 //! `LayerNormalization` (opset 17): normalise over the dims from `axis` on, with `Scale` and the
 //! optional `B` broadcast to those dims, and the optional `Mean` / `InvStdDev` outputs.
 
+use std::borrow::Cow;
+
 use ndarray::IxDyn;
 use rayon::prelude::*;
 
@@ -45,13 +47,34 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 fn param(t: &Tensor, norm: &[usize], what: &str) -> Result<Vec<f64>> {
     let a = ndarray::ArrayD::from_shape_vec(IxDyn(t.shape()), t.to_f64_vec()?)
         .map_err(|e| KernelError::Shape(e.to_string()))?;
-    let b = a.broadcast(IxDyn(norm)).ok_or_else(|| {
-        KernelError::Shape(format!(
-            "{what} of shape {:?} does not broadcast to {norm:?}",
-            t.shape()
-        ))
-    })?;
+    let b = a
+        .broadcast(IxDyn(norm))
+        .ok_or_else(|| not_broadcastable(t, norm, what))?;
     Ok(b.iter().copied().collect())
+}
+
+/// A parameter of `X`'s own element type over the normalised shape: borrowed when it already
+/// has that shape (the usual case, so nothing is converted on each run), else broadcast.
+fn param_as<'a, T: Element + Clone>(
+    t: &'a Tensor,
+    norm: &[usize],
+    what: &str,
+) -> Result<Cow<'a, [T]>> {
+    if t.shape() == norm {
+        return contiguous::<T>(t);
+    }
+    let v = t.view::<T>()?;
+    let b = v
+        .broadcast(IxDyn(norm))
+        .ok_or_else(|| not_broadcastable(t, norm, what))?;
+    Ok(Cow::Owned(b.iter().cloned().collect()))
+}
+
+fn not_broadcastable(t: &Tensor, norm: &[usize], what: &str) -> KernelError {
+    KernelError::Shape(format!(
+        "{what} of shape {:?} does not broadcast to {norm:?}",
+        t.shape()
+    ))
 }
 
 impl LayerNorm {
@@ -178,20 +201,20 @@ impl Kernel for LayerNorm {
                 scale.dtype()
             )));
         }
+        let inner = norm.iter().product::<usize>();
+        if let (Tensor::F32(_), true) = (x, inner > 0) {
+            let scale = param_as::<f32>(scale, norm, "Scale")?;
+            let bias = opt_input(inputs, 2)
+                .map(|b| param_as::<f32>(b, norm, "B"))
+                .transpose()?;
+            let xs = contiguous::<f32>(x)?;
+            let (y, stats) = normalize_f32(&xs, inner, self.epsilon, &scale, bias.as_deref());
+            return self.with_stats(x.shape(), axis, y, &stats);
+        }
         let scale = param(scale, norm, "Scale")?;
         let bias = opt_input(inputs, 2)
             .map(|b| param(b, norm, "B"))
             .transpose()?;
-        if let Tensor::F32(_) = x {
-            let (inner, shape) = (norm.iter().product::<usize>(), x.shape().to_vec());
-            if inner > 0 {
-                let f32s = |v: &[f64]| v.iter().map(|&v| v as f32).collect::<Vec<f32>>();
-                let (scale, bias) = (f32s(&scale), bias.as_deref().map(f32s));
-                let xs = contiguous::<f32>(x)?;
-                let (y, stats) = normalize_f32(&xs, inner, self.epsilon, &scale, bias.as_deref());
-                return self.with_stats(&shape, axis, y, &stats);
-            }
-        }
         let w = widen(x, 0)?;
         let mut outs = match w {
             Tensor::F64(_) => self.typed::<f64>(&w, axis, &scale, bias.as_deref())?,

@@ -24,6 +24,7 @@ mod phase_planes;
 pub mod pool;
 pub mod pool2d;
 pub mod pool_same;
+pub mod pool_stride2;
 pub mod spatial;
 
 #[cfg(test)]

@@ -6,8 +6,8 @@ use rayon::prelude::*;
 
 use super::common::{Real, contiguous, min_opset, narrow, output, widen};
 use super::pool_same::{self, Reduce};
-use super::pool2d;
 use super::spatial::{Geometry, WindowAttrs, strides_of};
+use super::{pool_stride2, pool2d};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
 use crate::{DType, Element, Tensor};
@@ -140,7 +140,7 @@ fn for_window(lists: &[&[usize]], rm: &[usize], cm: &[usize], f: &mut impl FnMut
 trait MaxElem: Element + Copy + PartialOrd {
     const LOWEST: Self;
 
-    /// Pools with [`pool_same::pool_same_f32`] or [`pool2d::max_pool_stride2_f32`] when
+    /// Pools with [`pool_same::pool_same_f32`] or [`pool_stride2::max_pool_stride2_f32`] when
     /// `Self` is `f32` and one applies; false otherwise.
     fn max_pool_fast(
         _x: &[Self],
@@ -162,7 +162,7 @@ impl MaxElem for f32 {
     ) -> bool {
         match pool2d::same_window(rows, cols, image) {
             Some(window) => pool_same::pool_same_f32(x, image, window, Reduce::Max, y),
-            None => pool2d::max_pool_stride2_f32(x, image, rows, cols, y),
+            None => pool_stride2::max_pool_stride2_f32(x, image, rows, cols, y),
         }
     }
 }

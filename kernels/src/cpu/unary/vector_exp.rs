@@ -9,6 +9,38 @@ use rayon::prelude::*;
 
 use crate::cpu::binary::broadcast::PAR_THRESHOLD;
 
+/// Defines `$name(xs, args…)`: `$portable(xs, args…)` (an `#[inline(always)]` loop) compiled
+/// for the CPU's widest vectors: AVX-512, else AVX2 with FMA, else the baseline instruction set.
+/// Each instance calls the loop directly, so it is inlined and compiled for those vectors;
+/// through a generic wrapper taking the loop as a closure, erf's loop stayed out of line,
+/// compiled for the baseline's four lanes.
+macro_rules! widest_loop {
+    ($name:ident($($arg:ident: $ty:ty),*) => $portable:ident) => {
+        fn $name(xs: &mut [f32] $(, $arg: $ty)*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                fn avx512(xs: &mut [f32] $(, $arg: $ty)*) {
+                    $portable(xs $(, $arg)*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2(xs: &mut [f32] $(, $arg: $ty)*) {
+                    $portable(xs $(, $arg)*)
+                }
+                if is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has AVX-512F.
+                    return unsafe { avx512(xs $(, $arg)*) };
+                }
+                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    return unsafe { avx2(xs $(, $arg)*) };
+                }
+            }
+            $portable(xs $(, $arg)*)
+        }
+    };
+}
+
 /// `xs[i] ← e^(xs[i] + shift)` for every element (Softmax passes `-max` as `shift`).
 pub fn exp_in_place(xs: &mut [f32], shift: f32) {
     if xs.len() >= PAR_THRESHOLD {
@@ -28,15 +60,15 @@ pub fn sigmoid_in_place(xs: &mut [f32]) {
     }
 }
 
-/// [`sigmoid_in_place`] on one thread, in one vectorized pass (with the CPU's widest vectors;
-/// a pass per step, two of them compiled for SSE2 only, took 2.8 cycles per element).
-fn sigmoid_chunk(xs: &mut [f32]) {
-    widest(xs, sigmoid_portable);
-}
+// [`sigmoid_in_place`] on one thread, in one vectorized pass (with the CPU's widest vectors;
+// a pass per step, two of them compiled for SSE2 only, took 2.8 cycles per element).
+widest_loop!(sigmoid_chunk() => sigmoid_portable);
 
 #[inline(always)]
 fn sigmoid_portable(xs: &mut [f32]) {
-    xs.iter_mut().for_each(|v| *v = 1.0 / (1.0 + exp(-*v)));
+    for v in xs {
+        *v = 1.0 / (1.0 + exp(-*v));
+    }
 }
 
 /// The sum of `xs`, in eight interleaved partial sums (which vectorizes; a single running sum
@@ -50,43 +82,13 @@ pub fn sum(xs: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>()
 }
 
-fn exp_chunk(xs: &mut [f32], shift: f32) {
-    widest(xs, |xs| exp_portable(xs, shift));
-}
-
-/// Runs `f` (an `#[inline(always)]` loop) compiled for the CPU's widest vectors: AVX-512, else
-/// AVX2 with FMA, else the baseline instruction set.
-#[inline(always)]
-fn widest(xs: &mut [f32], f: impl Fn(&mut [f32])) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { on_avx512(xs, f) };
-        }
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { on_avx2(xs, f) };
-        }
-    }
-    f(xs);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn on_avx512(xs: &mut [f32], f: impl Fn(&mut [f32])) {
-    f(xs);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn on_avx2(xs: &mut [f32], f: impl Fn(&mut [f32])) {
-    f(xs);
-}
+widest_loop!(exp_chunk(shift: f32) => exp_portable);
 
 #[inline(always)]
 fn exp_portable(xs: &mut [f32], shift: f32) {
-    xs.iter_mut().for_each(|v| *v = exp(*v + shift));
+    for v in xs {
+        *v = exp(*v + shift);
+    }
 }
 
 /// `e^x` for one `f32`: exact to 2 ulp over the normal range, `+inf` above 88.72, `0` (through
@@ -135,39 +137,8 @@ pub fn gelu_in_place(xs: &mut [f32]) {
     }
 }
 
-/// Defines `$name(xs)`: `$portable(xs)` (an `#[inline(always)]` loop) compiled for the CPU's
-/// widest vectors. Each instance calls the loop directly, so it is inlined and compiled for
-/// those vectors; through [`widest`]'s generic call, erf's loop stayed out of line, compiled
-/// for the baseline's four lanes.
-macro_rules! widest_loop {
-    ($name:ident, $portable:ident) => {
-        fn $name(xs: &mut [f32]) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f")]
-                fn avx512(xs: &mut [f32]) {
-                    $portable(xs)
-                }
-                #[target_feature(enable = "avx2,fma")]
-                fn avx2(xs: &mut [f32]) {
-                    $portable(xs)
-                }
-                if is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU has AVX-512F.
-                    return unsafe { avx512(xs) };
-                }
-                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                    // SAFETY: the CPU has AVX2 and FMA.
-                    return unsafe { avx2(xs) };
-                }
-            }
-            $portable(xs)
-        }
-    };
-}
-
-widest_loop!(erf_chunk, erf_portable);
-widest_loop!(gelu_chunk, gelu_portable);
+widest_loop!(erf_chunk() => erf_portable);
+widest_loop!(gelu_chunk() => gelu_portable);
 
 // Plain `for` loops: `for_each` with erf's body was not inlined either.
 #[inline(always)]

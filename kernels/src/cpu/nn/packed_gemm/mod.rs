@@ -11,6 +11,7 @@
 mod blocked_image;
 mod direct;
 mod micro;
+mod position_task;
 mod position_tile;
 mod positions;
 mod source;

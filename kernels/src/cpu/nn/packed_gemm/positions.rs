@@ -5,11 +5,11 @@
 //!
 //! The other paths tile output *columns* 32 at a time (16 on AVX2): on AVX-512 a 7×7 output
 //! (49 positions) fills two tiles, 64 columns, and an in-place read of a padded image also
-//! computes the padding's columns (a 3×3 on 14² computes 16 columns per row of 14). Here a tile's positions are any
-//! real outputs — each broadcast has its own address — so only the last tile of the image
-//! and the last panel of channels are partly empty. Each tile is transposed in registers on
-//! its way to the channel-major output, which costs more than a column tile's plain stores:
-//! [`pays`] weighs both.
+//! computes the padding's columns (a 3×3 on 14² computes 16 columns per row of 14). Here a
+//! tile's positions are any real outputs — each broadcast has its own address — so only the
+//! last tile of the image and the last panel of channels are partly empty. Each tile is
+//! transposed in registers on its way to the channel-major output, which costs more than a
+//! column tile's plain stores: [`pays`] weighs both. The tile loop is in `position_task`.
 
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
@@ -18,7 +18,8 @@ use rayon::prelude::*;
 
 use super::blocked_image;
 use super::direct::{self, PaddedImage};
-use super::position_tile::{self, AVX2_HEIGHT, POSITIONS, TileFinish};
+use super::position_task::{Output, Task, rectangles};
+use super::position_tile::{AVX2_HEIGHT, POSITIONS};
 use super::source::Image2d;
 use super::{Isa, KC, PackedA, TASKS_PER_THREAD, split};
 use crate::cpu::aligned::AlignedFloats;
@@ -33,16 +34,10 @@ fn full_panel(isa: Isa) -> usize {
     }
 }
 
-/// Floats of `C` a task finishes at a time (a group of position tiles × a block of the task's
-/// channels), about a quarter of L2: the block's outputs stay in cache across depth blocks and
-/// for the epilogue.
-const GROUP_FLOATS: usize = 64 * 1024;
-/// The fewest positions in a group of position tiles (fewer when the task has fewer).
-const GROUP_POSITIONS: usize = 512;
-
-/// The weights `A` (`m × k`) transposed into panels for [`position_tile::position_tile`]: for each `KC`
-/// block of depth, full panels of channels ([`full_panel`]; the last one half as wide when
-/// that suffices), `kc` rows of the panel's width each.
+/// The weights `A` (`m × k`) transposed into panels for
+/// [`super::position_tile::position_tile`]: for each `KC` block of depth, full panels of
+/// channels ([`full_panel`]; the last one half as wide when that suffices), `kc` rows of the
+/// panel's width each.
 #[derive(Debug, Clone, Default)]
 pub(super) struct TransposedA(OnceLock<AlignedFloats>);
 
@@ -55,13 +50,13 @@ impl PartialEq for TransposedA {
 
 /// The width of channel panel `jp` of `m` channels in panels of `full`: `full`, or half of it
 /// for a last panel that half holds.
-fn panel_width(full: usize, m: usize, jp: usize) -> usize {
+pub(super) fn panel_width(full: usize, m: usize, jp: usize) -> usize {
     let rest = m - jp * full;
     if rest <= full / 2 { full / 2 } else { full }
 }
 
 /// Channels of `m` once padded to whole panels of `full`.
-fn padded_channels(full: usize, m: usize) -> usize {
+pub(super) fn padded_channels(full: usize, m: usize) -> usize {
     (0..m.div_ceil(full))
         .map(|jp| panel_width(full, m, jp))
         .sum()
@@ -368,17 +363,6 @@ struct Operand<'a> {
     starts: &'a [usize],
 }
 
-/// How a product in position tiles lays out `C`.
-#[derive(Debug, Clone, Copy)]
-enum Output {
-    /// Channel rows at this stride, positions contiguous.
-    Rows(usize),
-    /// Blocks of 16 channels, each `[positions][16]`, back to back (NCHW16c).
-    Blocks,
-    /// Each position's channels contiguous, positions at this stride (tokens × features).
-    Positions(usize),
-}
-
 /// The image of a blocked product: `image.img` holds channel planes (`blocked` false) or
 /// blocks of 16 channels (`[channels / 16][height][width][16]`), with `image`'s geometry.
 #[derive(Debug, Clone, Copy)]
@@ -387,240 +371,4 @@ pub struct BlockedInput<'a> {
     pub image: Image2d<'a>,
     /// True when `image.img` is in 16-channel blocks.
     pub blocked: bool,
-}
-
-/// The units `u0..u1` of a grid `inner` units wide, numbered row by row, as at most three
-/// rectangles of (rows, columns): a tail of the first row, whole rows, a head of the last.
-fn rectangles((u0, u1): (usize, usize), inner: usize) -> [Option<Rectangle>; 3] {
-    let (first, from) = (u0 / inner, u0 % inner);
-    let (last, to) = (u1 / inner, u1 % inner);
-    if first == last {
-        return [
-            (from < to).then_some(((first, first + 1), (from, to))),
-            None,
-            None,
-        ];
-    }
-    let whole = first + usize::from(from > 0);
-    [
-        (from > 0).then_some(((first, first + 1), (from, inner))),
-        (whole < last).then_some(((whole, last), (0, inner))),
-        (to > 0).then_some(((last, last + 1), (0, to))),
-    ]
-}
-
-/// Rows × columns of a grid, each as a range `(start, end)`.
-type Rectangle = ((usize, usize), (usize, usize));
-
-/// One product in position tiles, ready to run over rectangles of channel panels × tiles.
-struct Task<'a> {
-    a: &'a PackedA,
-    /// Channels per full weight panel.
-    full: usize,
-    weights: &'a [f32],
-    data: &'a [f32],
-    offsets: &'a [usize],
-    /// Positions per tile (7 or 8), `count` in all.
-    height: usize,
-    pos: &'a [usize],
-    count: usize,
-    bias: Option<&'a [f32]>,
-    epilogue: Option<&'a Epilogue<'a, f32>>,
-    c: SendPtr<f32>,
-    output: Output,
-}
-
-impl Task<'_> {
-    /// Channel panels `panels.0..panels.1` × position tiles `tiles.0..tiles.1` of `C`.
-    fn run(&self, panels: (usize, usize), tiles: (usize, usize)) {
-        let (m, k, full) = (self.a.m, self.a.k, self.full);
-        let padded = padded_channels(full, m);
-        let ch = (panels.0 * full, (panels.1 * full).min(m));
-        // Groups of at least GROUP_POSITIONS positions, their channels in blocks that keep a
-        // block's outputs within GROUP_FLOATS: each weight panel, streamed once per group,
-        // then serves many tiles (with all 1024 channels of ssd300's dilated convolution in
-        // one block, a group held 64 positions and the 19 MB of weights streamed 6 times).
-        let per_group = (GROUP_FLOATS / ((ch.1 - ch.0) * self.height))
-            .max(GROUP_POSITIONS / self.height)
-            .min(tiles.1 - tiles.0)
-            .max(1);
-        let panels_per_block = (GROUP_FLOATS / (per_group * self.height * full)).max(1);
-        // The clamp epilogues finish in the tiles' registers; the others in a pass per group.
-        let in_tiles = self
-            .epilogue
-            .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
-        let mut pos = [0usize; POSITIONS];
-        for g0 in (tiles.0..tiles.1).step_by(per_group) {
-            let g1 = (g0 + per_group).min(tiles.1);
-            for b0 in (panels.0..panels.1).step_by(panels_per_block) {
-                let b1 = (b0 + panels_per_block).min(panels.1);
-                for pc in (0..k).step_by(KC) {
-                    let kc = KC.min(k - pc);
-                    let block = &self.weights[pc * padded..];
-                    for jp in b0..b1 {
-                        let width = panel_width(full, m, jp);
-                        let panel = &block[jp * kc * full..][..kc * width];
-                        let bias = self.bias.filter(|_| pc == 0).map(|b| &b[jp * full..]);
-                        let next = match jp + 1 < b1 {
-                            true => {
-                                &block[(jp + 1) * kc * full..][..kc * panel_width(full, m, jp + 1)]
-                            }
-                            false => &[],
-                        };
-                        let share = next.len().div_ceil(g1 - g0).next_multiple_of(16);
-                        for t in g0..g1 {
-                            let from = ((t - g0) * share).min(next.len());
-                            super::micro::prefetch_lines(
-                                &next[from..(from + share).min(next.len())],
-                            );
-                            pos.copy_from_slice(&self.pos[t * POSITIONS..(t + 1) * POSITIONS]);
-                            let live = (
-                                width.min(m - jp * full),
-                                self.height.min(self.count - t * self.height),
-                            );
-                            let at = self.tile_at(jp, t);
-                            let finish = in_tiles.filter(|_| pc + kc == k).map(|((lo, hi), z)| {
-                                TileFinish {
-                                    // In bounds: `multiply` checked that Z covers C.
-                                    z: z.map_or(std::ptr::null(), |z| z[at..].as_ptr()),
-                                    lo,
-                                    hi,
-                                }
-                            });
-                            // SAFETY: this tile's channels × positions of C are this task's.
-                            unsafe {
-                                let c = self.c.get().add(at);
-                                self.tile(panel, (pc, kc), &pos, c, live, bias, finish)
-                            };
-                        }
-                    }
-                }
-                if let Some(e) = self.epilogue.filter(|_| in_tiles.is_none()) {
-                    let cols = (g0 * self.height, (g1 * self.height).min(self.count));
-                    let channels = (b0 * full, (b1 * full).min(m));
-                    // Channel rows, or blocks of 16 channels (a block's positions are
-                    // contiguous too).
-                    // Runs of `len` contiguous outputs: `at(i)` for `i` in `runs`.
-                    let (runs, at, len): (_, &dyn Fn(usize) -> usize, _) = match self.output {
-                        Output::Rows(ldc) => (
-                            (channels.0, channels.1),
-                            &move |i| i * ldc + cols.0,
-                            cols.1 - cols.0,
-                        ),
-                        Output::Blocks => (
-                            (channels.0 / 16, channels.1 / 16),
-                            &|i| i * 16 * self.count + cols.0 * 16,
-                            (cols.1 - cols.0) * 16,
-                        ),
-                        Output::Positions(ld) => (
-                            (cols.0, cols.1),
-                            &move |q| q * ld + channels.0,
-                            channels.1 - channels.0,
-                        ),
-                    };
-                    for i in runs.0..runs.1 {
-                        let at = at(i);
-                        // SAFETY: a run of this group's outputs: this task's rectangle.
-                        let row =
-                            unsafe { std::slice::from_raw_parts_mut(self.c.get().add(at), len) };
-                        e.finish(row, at);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Where tile `t` of channel panel `jp` starts in `C`.
-    fn tile_at(&self, jp: usize, t: usize) -> usize {
-        match self.output {
-            Output::Rows(ldc) => jp * self.full * ldc + t * self.height,
-            Output::Blocks => jp * self.full * self.count + t * self.height * 16,
-            Output::Positions(ld) => t * self.height * ld + jp * self.full,
-        }
-    }
-
-    /// One position tile against the weights `panel` (`kc` rows of a full or half panel's
-    /// channels) of the
-    /// depth block `(pc, kc)`, written to `c` (`live` channels × positions).
-    ///
-    /// # Safety
-    /// `c` is valid for the `live` channels (rows at stride `ldc`) × positions, and no other
-    /// thread touches them; so is `finish.z`, when given and not null.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn tile(
-        &self,
-        panel: &[f32],
-        (pc, kc): (usize, usize),
-        pos: &[usize; POSITIONS],
-        c: *mut f32,
-        live: (usize, usize),
-        bias: Option<&[f32]>,
-        finish: Option<TileFinish>,
-    ) {
-        let (w, data) = (panel.as_ptr(), self.data.as_ptr());
-        let (strides, blocked) = match self.output {
-            Output::Rows(ldc) => ((ldc, 1), false),
-            Output::Blocks => ((16 * self.count, 16), true),
-            Output::Positions(ld) => ((16, ld), true),
-        };
-        let offsets = self.offsets[pc..pc + kc].as_ptr();
-        let wide = panel.len() == kc * self.full;
-        let kernel = position_tile::kernel_for(self.a.isa, wide, self.height, blocked);
-        // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
-        // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
-        // lies inside the padded image; `c` holds the live channels × positions (the caller's
-        // rectangle); the kernel's instruction set is the packing's, which the CPU has.
-        unsafe {
-            kernel(
-                kc,
-                w,
-                data,
-                offsets,
-                pos,
-                c,
-                strides,
-                live,
-                pc > 0,
-                bias,
-                finish,
-            )
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rectangles;
-
-    #[test]
-    fn tasks_rectangles_cover_every_unit_once() {
-        for (outer, inner) in [(1, 1), (5, 7), (7, 5), (9, 28), (3, 1), (1, 9)] {
-            let units = outer * inner;
-            for tasks in 1..=units.min(12) {
-                let mut seen = vec![0u32; units];
-                for i in 0..tasks {
-                    let range = (i * units / tasks, (i + 1) * units / tasks);
-                    let mut count = 0;
-                    for ((o0, o1), (i0, i1)) in rectangles(range, inner).into_iter().flatten() {
-                        assert!(o0 < o1 && o1 <= outer && i0 < i1 && i1 <= inner);
-                        for o in o0..o1 {
-                            for n in i0..i1 {
-                                seen[o * inner + n] += 1;
-                                count += 1;
-                            }
-                        }
-                    }
-                    assert_eq!(
-                        count,
-                        range.1 - range.0,
-                        "{outer}x{inner}, task {i} of {tasks}"
-                    );
-                }
-                assert!(
-                    seen.iter().all(|&s| s == 1),
-                    "{outer}x{inner} in {tasks} tasks"
-                );
-            }
-        }
-    }
 }
