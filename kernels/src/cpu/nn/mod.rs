@@ -26,6 +26,7 @@ pub mod pool2d;
 pub mod pool_same;
 pub mod pool_stride2;
 pub mod spatial;
+pub mod winograd;
 
 #[cfg(test)]
 mod tests;

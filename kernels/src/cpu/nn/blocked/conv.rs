@@ -2,7 +2,11 @@
 //! with `X` in channel planes `[N, C, H, W]` or blocked `[N, C / 16, H, W, 16]`, `Z` blocked
 //! like `Y`, and `Y` blocked `[N, M / 16, OH, OW, 16]` — or in planes when the attribute
 //! `blocked_output` is 0, for an output whose readers want planes. The product runs in
-//! position tiles ([`PackedA::multiply_blocked`]).
+//! position tiles ([`PackedA::multiply_blocked`]), or, for 3×3 windows with unit strides where
+//! [`winograd::pays`], by Winograd's F(4×4, 3×3) ([`winograd::convolve`]).
+//! `SPILLWAY_WINOGRAD=0` turns Winograd off, `=1` uses it wherever it applies.
+
+use std::borrow::Cow;
 
 use super::{BLOCK, DOMAIN, require_avx512, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
@@ -12,6 +16,7 @@ use crate::cpu::nn::fused_conv::activation_attrs;
 use crate::cpu::nn::packed_gemm::{BlockedInput, Image2d, Isa, PackedA};
 use crate::cpu::nn::packed_weights::WeightCache;
 use crate::cpu::nn::spatial::WindowAttrs;
+use crate::cpu::nn::winograd::{self, WinogradImage};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
 use crate::{DType, Tensor, output_buffer};
@@ -23,6 +28,18 @@ pub struct BlockedConv {
     activation: Activation,
     blocked_output: bool,
     packed: WeightCache,
+    /// `SPILLWAY_WINOGRAD` when set (0: never, 1: wherever it applies), else `None`: where
+    /// [`winograd::pays`].
+    winograd_switch: Option<bool>,
+    winograd: WeightCache,
+}
+
+/// How a run computes the product: the weights packed for each path.
+enum Path<'a> {
+    /// Winograd's F(4×4, 3×3): the 36 transformed filters.
+    Winograd(Cow<'a, [PackedA]>),
+    /// Position tiles: the packed weights.
+    Direct(Cow<'a, [PackedA]>),
 }
 
 /// Builds the blocked `Conv`: `Conv`'s attributes (`group` 1 only), `FusedConv`'s
@@ -43,6 +60,8 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         activation: activation_attrs(spec.attrs)?,
         blocked_output: spec.attrs.int("blocked_output", 1)? != 0,
         packed: WeightCache::default(),
+        winograd_switch: std::env::var("SPILLWAY_WINOGRAD").ok().map(|v| v != "0"),
+        winograd: WeightCache::default(),
     }))
 }
 
@@ -113,18 +132,37 @@ impl Kernel for BlockedConv {
             })
             .transpose()?;
         let ws = contiguous::<f32>(w)?;
-        let k = c * kh * kw;
-        let packed = self
-            .packed
-            .get_or_pack(w, true, || PackedA::new(&ws, m, k).map(|p| vec![p]))
-            .filter(|p| p[0].isa() == Isa::Avx512);
-        let Some(packed) = packed else {
-            return require_avx512("Conv").and(Err(KernelError::InvalidValue(
-                "the blocked Conv's weights could not be packed for AVX-512".into(),
-            )));
-        };
         let xs = contiguous::<f32>(x)?;
         let (in_len, out_len) = (c * h * wd, m * oh * ow);
+        let (strides, dilations) = (
+            [geo.strides[0], geo.strides[1]],
+            [geo.dilations[0], geo.dilations[1]],
+        );
+        let winograd_filters = (winograd::applies([kh, kw], strides, dilations, c, m)
+            && self
+                .winograd_switch
+                .unwrap_or_else(|| winograd::pays(c, m, [oh, ow])))
+        .then(|| {
+            self.winograd
+                .get_or_pack(w, true, || winograd::pack_filters(&ws, m, c))
+        })
+        .flatten();
+        let path = match winograd_filters {
+            Some(filters) => Path::Winograd(filters),
+            None => {
+                let k = c * kh * kw;
+                let packed = self
+                    .packed
+                    .get_or_pack(w, true, || PackedA::new(&ws, m, k).map(|p| vec![p]))
+                    .filter(|p| p[0].isa() == Isa::Avx512);
+                let Some(packed) = packed else {
+                    return require_avx512("Conv").and(Err(KernelError::InvalidValue(
+                        "the blocked Conv's weights could not be packed for AVX-512".into(),
+                    )));
+                };
+                Path::Direct(packed)
+            }
+        };
         // Every element is written by the product: no zeros first (a 3 MB output's memset
         // was a tenth of googlenet's first convolution).
         let y: Vec<f32> = output_buffer::build(0, n * out_len, |y| {
@@ -132,30 +170,47 @@ impl Kernel for BlockedConv {
                 return;
             }
             for (b, y) in y.chunks_exact_mut(out_len).enumerate() {
-                let image = Image2d {
-                    img: &xs[b * in_len..(b + 1) * in_len],
-                    size: [h, wd],
-                    kernel: [kh, kw],
-                    strides: [geo.strides[0], geo.strides[1]],
-                    dilations: [geo.dilations[0], geo.dilations[1]],
-                    pads: [geo.pad_begin[0], geo.pad_begin[1]],
-                    out: [oh, ow],
-                };
+                let x = &xs[b * in_len..(b + 1) * in_len];
                 let add = z.as_deref().map(|z| &z[b * out_len..(b + 1) * out_len]);
                 let epilogue =
                     (add.is_some() || !self.activation.is_identity()).then_some(Epilogue {
                         add,
                         activation: self.activation,
                     });
-                packed[0].multiply_blocked(
+                let (bias, epilogue) = (bias.as_deref(), epilogue.as_ref());
+                let packed = match &path {
+                    Path::Winograd(filters) => {
+                        let image = WinogradImage {
+                            x,
+                            blocked: blocked_input,
+                            channels: c,
+                            size: [h, wd],
+                            pads: [geo.pad_begin[0], geo.pad_begin[1]],
+                            out: [oh, ow],
+                        };
+                        winograd::convolve(filters, &image, y, self.blocked_output, bias, epilogue);
+                        continue;
+                    }
+                    Path::Direct(packed) => &packed[0],
+                };
+                let image = Image2d {
+                    img: x,
+                    size: [h, wd],
+                    kernel: [kh, kw],
+                    strides,
+                    dilations,
+                    pads: [geo.pad_begin[0], geo.pad_begin[1]],
+                    out: [oh, ow],
+                };
+                packed.multiply_blocked(
                     &BlockedInput {
                         image,
                         blocked: blocked_input,
                     },
                     y,
                     self.blocked_output,
-                    bias.as_deref(),
-                    epilogue.as_ref(),
+                    bias,
+                    epilogue,
                 );
             }
         });

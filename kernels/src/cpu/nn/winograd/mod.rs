@@ -1,0 +1,418 @@
+//! 3×3 convolutions with unit strides by Winograd's F(4×4, 3×3): each 4×4 block of outputs
+//! takes 36 multiply-adds per input and output channel pair where the direct convolution
+//! takes 144 (Lavin & Gray 2016; [`transform`] has the matrices).
+//!
+//! The output is cut into 4×4 tiles, and the tiles into blocks of whole tile rows. For each
+//! block:
+//! 1. every input tile (6×6, the tile's windows) is transformed, 16 channels at a time, into
+//!    36 matrices `V_ξ` of tiles × input channels;
+//! 2. 36 independent products `M_ξ = V_ξ · U_ξᵀ` (tiles × output channels) run on the packed
+//!    GEMM's token-major position tiles, against the filters transformed once into `U_ξ`
+//!    (output × input channels, packed like any weight matrix);
+//! 3. every tile's 36 products are transformed back into its 4×4 outputs, 16 output channels
+//!    at a time, with the bias, then the epilogue (a residual and the activation).
+//!
+//! Needs AVX-512 (the token-major product and the transforms' vectors), and channel counts in
+//! whole blocks of 16. The transformed filters are 4× the size of the original ones, so a
+//! block holds enough tiles that the filters are streamed a few times per image at most.
+
+#[cfg(target_arch = "x86_64")]
+mod transform;
+
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use super::epilogue::Epilogue;
+use super::matrix::SendPtr;
+use super::packed_gemm::{self, Isa, PackedA};
+/// Cells along each side of an input tile.
+const INPUT: usize = 6;
+/// Cells along each side of an output tile.
+const OUTPUT: usize = 4;
+/// Products per tile: one per cell of a transformed input tile.
+const PRODUCTS: usize = INPUT * INPUT;
+
+/// Channels per vector.
+const LANES: usize = 16;
+/// Floats of transformed inputs and products a block aims at (16 MiB): past the L2 caches,
+/// but a tile row of a wide image or many channels can need more.
+const BLOCK_FLOATS: usize = 1 << 22;
+/// The fewest tiles per block (when the image has them): each block streams all 36
+/// transformed filters once.
+const BLOCK_TILES: usize = 64;
+
+/// One image of a Winograd convolution: `channels` planes `[C][H][W]`, or blocks of 16
+/// channels `[C / 16][H][W][16]` when `blocked`; `pads` are the top and left padding,
+/// `out` the output's height and width (a 3×3 window, unit strides and dilations).
+#[derive(Debug, Clone, Copy)]
+pub struct WinogradImage<'a> {
+    /// The image.
+    pub x: &'a [f32],
+    /// True when `x` is in blocks of 16 channels.
+    pub blocked: bool,
+    /// Input channels.
+    pub channels: usize,
+    /// Input height and width.
+    pub size: [usize; 2],
+    /// Padding before the first row and the first column.
+    pub pads: [usize; 2],
+    /// Output height and width.
+    pub out: [usize; 2],
+}
+
+/// Whether a convolution can run here: a 3×3 window with unit strides and dilations, group 1,
+/// input and output channels in whole blocks of 16, on a CPU with AVX-512.
+pub fn applies(
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    c: usize,
+    m: usize,
+) -> bool {
+    kernel == [3, 3]
+        && strides == [1, 1]
+        && dilations == [1, 1]
+        && c.is_multiple_of(LANES)
+        && m.is_multiple_of(LANES)
+        && c > 0
+        && m > 0
+        && avx512()
+}
+
+/// True on a CPU with AVX-512 (never off x86-64, where the transforms do not exist).
+fn avx512() -> bool {
+    cfg!(target_arch = "x86_64") && Isa::detect() == Some(Isa::Avx512)
+}
+
+/// Whether Winograd beats the position tiles on a convolution that [`applies`]: enough
+/// tiles to stream the four-times-larger filters over.
+pub fn pays(c: usize, m: usize, out: [usize; 2]) -> bool {
+    let tiles = out[0].div_ceil(OUTPUT) * out[1].div_ceil(OUTPUT);
+    tiles >= 16 && c >= 32 && m >= 32
+}
+
+/// The filters `w` (`m × c × 3 × 3`) transformed and packed: `U_ξ` for each of the 36
+/// products. `None` without AVX-512.
+pub fn pack_filters(w: &[f32], m: usize, c: usize) -> Option<Vec<PackedA>> {
+    if !avx512() || w.len() < m * c * 9 {
+        return None;
+    }
+    let mut u = vec![0f32; PRODUCTS * m * c];
+    for (pair, g) in w.chunks_exact(9).take(m * c).enumerate() {
+        #[cfg(target_arch = "x86_64")]
+        for (xi, v) in transform::filter(g).into_iter().enumerate() {
+            u[xi * m * c + pair] = v;
+        }
+    }
+    Some(
+        u.chunks_exact(m * c)
+            .map(|u| PackedA::with_isa(u, m, c, Isa::Avx512))
+            .collect(),
+    )
+}
+
+/// `y = conv(x, w) + bias`, then `epilogue`, for one image, with `filters` from
+/// [`pack_filters`]: `y` in blocks of 16 channels `[M / 16][OH][OW][16]` when
+/// `blocked_output`, else in planes. `y` may start uninitialized; every element is written.
+///
+/// # Panics
+/// If the filters are not 36 AVX-512 packings, the channels are not whole blocks of 16, or an
+/// operand is too short (internal contracts: callers check [`applies`] and the shapes).
+pub fn convolve(
+    filters: &[PackedA],
+    image: &WinogradImage<'_>,
+    y: &mut [MaybeUninit<f32>],
+    blocked_output: bool,
+    bias: Option<&[f32]>,
+    epilogue: Option<&Epilogue<'_, f32>>,
+) {
+    let (c, m) = (image.channels, filters[0].rows());
+    let [h, w] = image.size;
+    let [oh, ow] = image.out;
+    assert!(
+        avx512()
+            && filters.len() == PRODUCTS
+            && filters
+                .iter()
+                .all(|f| f.isa() == Isa::Avx512 && f.rows() == m && f.cols() == c)
+            && c.is_multiple_of(LANES)
+            && m.is_multiple_of(LANES),
+        "winograd::convolve: 36 AVX-512 filters, whole blocks of channels"
+    );
+    assert!(
+        image.x.len() >= c * h * w
+            && y.len() >= m * oh * ow
+            && bias.is_none_or(|b| b.len() >= m)
+            && epilogue
+                .and_then(|e| e.add)
+                .is_none_or(|z| z.len() >= m * oh * ow),
+        "winograd::convolve: operands too short"
+    );
+    if oh * ow == 0 {
+        return;
+    }
+    let (th, tw) = (oh.div_ceil(OUTPUT), ow.div_ceil(OUTPUT));
+    let per_row = PRODUCTS * tw * (c + m);
+    let rows_per_block = (BLOCK_FLOATS / per_row)
+        .max(BLOCK_TILES.div_ceil(tw))
+        .clamp(1, th);
+    let mut zero_bias = Vec::new();
+    let bias = bias.unwrap_or_else(|| {
+        zero_bias.resize(m, 0.0);
+        &zero_bias
+    });
+    let y = SendPtr(y.as_mut_ptr().cast::<f32>());
+    SCRATCH.with(|cell| {
+        let mut fresh = (Vec::new(), Vec::new());
+        let mut kept = cell.try_borrow_mut();
+        let (v, products) = match kept.as_deref_mut() {
+            Ok(kept) => kept,
+            Err(_) => &mut fresh,
+        };
+        let most = rows_per_block * tw * PRODUCTS;
+        v.resize(most * c, 0.0);
+        products.resize(most * m, 0.0);
+        for r0 in (0..th).step_by(rows_per_block) {
+            let rows = (r0, (r0 + rows_per_block).min(th));
+            let tiles = (rows.1 - rows.0) * tw;
+            let (v, products) = (
+                &mut v[..tiles * PRODUCTS * c],
+                &mut products[..tiles * PRODUCTS * m],
+            );
+            transform_inputs(image, rows, tw, v);
+            products
+                .par_chunks_mut(tiles * m)
+                .zip(v.par_chunks(tiles * c))
+                .zip(filters)
+                .for_each(|((p, v), f)| {
+                    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout.
+                    let p = unsafe { &mut *(p as *mut [f32] as *mut [MaybeUninit<f32>]) };
+                    packed_gemm::serially(|| f.multiply_token_major(v, tiles, p, None));
+                });
+            let out = Outputs {
+                y,
+                m,
+                out: image.out,
+                blocked: blocked_output,
+                bias,
+                epilogue,
+            };
+            out.transform(products, rows, tw);
+        }
+    });
+}
+
+thread_local! {
+    /// The calling thread's transformed inputs and products, reused across calls (fresh
+    /// pages would fault in on every run).
+    static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Transforms the input tiles of tile rows `rows.0..rows.1` (`tw` tiles each) into `v`:
+/// `v[ξ][t][channel]`, `t` counted from the block's first tile.
+fn transform_inputs(image: &WinogradImage<'_>, rows: (usize, usize), tw: usize, v: &mut [f32]) {
+    let blocks = image.channels / LANES;
+    let band_width = OUTPUT * tw + 2;
+    let v_ptr = SendPtr(v.as_mut_ptr());
+    ((rows.0..rows.1).flat_map(|ty| (0..blocks).map(move |cb| (ty, cb))))
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .for_each_init(
+            || vec![0f32; INPUT * band_width * LANES],
+            |band, (ty, cb)| {
+                fill_band(image, ty, cb, band_width, band);
+                let first = (ty - rows.0) * tw;
+                let tiles = (rows.1 - rows.0) * tw;
+                // SAFETY: AVX-512F (checked by `convolve`); each (tile row, channel block)
+                // writes its own entries of `v`.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    transform_band(
+                        band,
+                        band_width,
+                        tw,
+                        v_ptr.get(),
+                        (first, tiles),
+                        image.channels,
+                        cb,
+                    )
+                };
+            },
+        );
+}
+
+/// Fills `band` (`[6][band_width][16]`) with the input rows of tile row `ty` for channel block
+/// `cb`: band cell `(i, j)` is image cell `(4·ty + i − pad_top, j − pad_left)`, zero outside.
+fn fill_band(image: &WinogradImage<'_>, ty: usize, cb: usize, band_width: usize, band: &mut [f32]) {
+    let [h, w] = image.size;
+    let [pt, pl] = image.pads;
+    // Band columns `cols.0..cols.1` are image columns `cols.0 − pl ..`.
+    let cols = (pl.min(band_width), (pl + w).min(band_width));
+    for (i, row) in band.chunks_exact_mut(band_width * LANES).enumerate() {
+        let yy = (OUTPUT * ty + i).checked_sub(pt).filter(|&yy| yy < h);
+        let Some(yy) = yy.filter(|_| cols.0 < cols.1) else {
+            row.fill(0.0);
+            continue;
+        };
+        row[..cols.0 * LANES].fill(0.0);
+        row[cols.1 * LANES..].fill(0.0);
+        let inside = &mut row[cols.0 * LANES..cols.1 * LANES];
+        let first = cols.0 - pl;
+        match image.blocked {
+            true => {
+                let at = ((cb * h + yy) * w + first) * LANES;
+                inside.copy_from_slice(&image.x[at..at + inside.len()]);
+            }
+            false => {
+                for (l, plane) in image.x[cb * LANES * h * w..]
+                    .chunks(h * w)
+                    .take(LANES)
+                    .enumerate()
+                {
+                    let src = &plane[yy * w + first..][..cols.1 - cols.0];
+                    for (cell, &value) in inside.chunks_exact_mut(LANES).zip(src) {
+                        cell[l] = value;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The input transform of every tile of one band (one tile row, one channel block).
+///
+/// # Safety
+/// The CPU has AVX-512F; `v` holds `36 · tiles.1 · channels` floats; `tiles.0 + tw ≤ tiles.1`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn transform_band(
+    band: &[f32],
+    band_width: usize,
+    tw: usize,
+    v: *mut f32,
+    (first, tiles): (usize, usize),
+    channels: usize,
+    cb: usize,
+) {
+    let band = band.as_ptr();
+    for tx in 0..tw {
+        let t = first + tx;
+        // SAFETY: band cells `(r, 4·tx + c)` lie inside the band; `v`'s entries
+        // `[ξ][t][cb·16..]` inside `v`.
+        unsafe {
+            transform::input_tile(
+                |r, col| _mm512_loadu_ps(band.add((r * band_width + OUTPUT * tx + col) * LANES)),
+                |xi, value| {
+                    _mm512_storeu_ps(v.add((xi * tiles + t) * channels + cb * LANES), value)
+                },
+            )
+        };
+    }
+}
+
+/// Where a block's products go: the output image and what finishes it.
+struct Outputs<'a> {
+    y: SendPtr<f32>,
+    m: usize,
+    out: [usize; 2],
+    blocked: bool,
+    bias: &'a [f32],
+    epilogue: Option<&'a Epilogue<'a, f32>>,
+}
+
+impl Outputs<'_> {
+    /// Transforms the products of tile rows `rows.0..rows.1` (`products[ξ][t][m]`) into
+    /// their outputs, each (tile row, output channel block) on its own task.
+    fn transform(&self, products: &[f32], rows: (usize, usize), tw: usize) {
+        let blocks = self.m / LANES;
+        ((rows.0..rows.1).flat_map(|ty| (0..blocks).map(move |cb| (ty, cb))))
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .for_each(|(ty, cb)| {
+                // SAFETY: AVX-512F (checked by `convolve`); each task writes its own rows of
+                // its own channels.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    self.tile_row(products, rows, tw, ty, cb)
+                };
+            });
+    }
+
+    /// The outputs of tile row `ty` for output channel block `cb`, then their epilogue.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; no other thread writes these outputs.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,fma")]
+    unsafe fn tile_row(
+        &self,
+        products: &[f32],
+        rows: (usize, usize),
+        tw: usize,
+        ty: usize,
+        cb: usize,
+    ) {
+        let [oh, ow] = self.out;
+        let (m, plane) = (self.m, oh * ow);
+        let tiles = (rows.1 - rows.0) * tw;
+        let first = (ty - rows.0) * tw;
+        let y = self.y.get();
+        let p = products.as_ptr();
+        let oy = (OUTPUT * ty, (OUTPUT * ty + OUTPUT).min(oh));
+        // SAFETY: products `[ξ][t][cb·16..]` lie inside `products`; outputs are written
+        // only at cells inside the image and channels of this block.
+        unsafe {
+            let bias = _mm512_loadu_ps(self.bias.as_ptr().add(cb * LANES));
+            for tx in 0..tw {
+                let t = first + tx;
+                let tile = transform::output_tile(
+                    |xi| _mm512_loadu_ps(p.add((xi * tiles + t) * m + cb * LANES)),
+                    bias,
+                );
+                for (i, row) in tile.iter().enumerate().take(oy.1 - oy.0) {
+                    let yy = oy.0 + i;
+                    for (j, &value) in row.iter().enumerate().take(ow - (OUTPUT * tx).min(ow)) {
+                        let xx = OUTPUT * tx + j;
+                        match self.blocked {
+                            true => _mm512_storeu_ps(
+                                y.add(cb * LANES * plane + (yy * ow + xx) * LANES),
+                                value,
+                            ),
+                            false => {
+                                let mut lanes = [0f32; LANES];
+                                _mm512_storeu_ps(lanes.as_mut_ptr(), value);
+                                for (l, &v) in lanes.iter().enumerate() {
+                                    *y.add((cb * LANES + l) * plane + yy * ow + xx) = v;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            let Some(e) = self.epilogue else {
+                return;
+            };
+            let span = (oy.1 - oy.0) * ow;
+            match self.blocked {
+                true => {
+                    let at = cb * LANES * plane + oy.0 * ow * LANES;
+                    e.finish(std::slice::from_raw_parts_mut(y.add(at), span * LANES), at);
+                }
+                false => {
+                    for l in 0..LANES {
+                        let at = (cb * LANES + l) * plane + oy.0 * ow;
+                        e.finish(std::slice::from_raw_parts_mut(y.add(at), span), at);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests;

@@ -1,0 +1,242 @@
+use std::mem::MaybeUninit;
+
+use super::*;
+use crate::cpu::nn::epilogue::Activation;
+use crate::test_values::uniform;
+
+/// One test convolution: channels, image, padding (top, left, bottom, right).
+struct Case {
+    c: usize,
+    m: usize,
+    size: [usize; 2],
+    pads: [usize; 4],
+}
+
+impl Case {
+    fn out(&self) -> [usize; 2] {
+        let [h, w] = self.size;
+        let [t, l, b, r] = self.pads;
+        [h + t + b - 2, w + l + r - 2]
+    }
+
+    /// The direct convolution in `f64`, planar, with each output's `Σ |w · x|` (the scale
+    /// its rounding error is measured against).
+    fn direct(&self, x: &[f32], w: &[f32], bias: &[f32]) -> (Vec<f64>, Vec<f64>) {
+        let ([h, wd], [oh, ow]) = (self.size, self.out());
+        let (pt, pl) = (self.pads[0] as isize, self.pads[1] as isize);
+        let mut y = vec![0f64; self.m * oh * ow];
+        let mut scale = vec![0f64; self.m * oh * ow];
+        for o in 0..self.m {
+            for i in 0..oh {
+                for j in 0..ow {
+                    let (mut sum, mut abs) = (f64::from(bias[o]), f64::from(bias[o]).abs());
+                    for ch in 0..self.c {
+                        for u in 0..3 {
+                            for v in 0..3 {
+                                let (yy, xx) =
+                                    (i as isize + u as isize - pt, j as isize + v as isize - pl);
+                                if yy < 0 || xx < 0 || yy >= h as isize || xx >= wd as isize {
+                                    continue;
+                                }
+                                let a = f64::from(x[(ch * h + yy as usize) * wd + xx as usize]);
+                                let b = f64::from(w[((o * self.c + ch) * 3 + u) * 3 + v]);
+                                sum += a * b;
+                                abs += (a * b).abs();
+                            }
+                        }
+                    }
+                    y[(o * oh + i) * ow + j] = sum;
+                    scale[(o * oh + i) * ow + j] = abs;
+                }
+            }
+        }
+        (y, scale)
+    }
+}
+
+/// Planes `[C][H][W]` to blocks `[C / 16][H][W][16]`.
+fn to_blocks(x: &[f32], c: usize, plane: usize) -> Vec<f32> {
+    let mut out = vec![0f32; x.len()];
+    for ch in 0..c {
+        for p in 0..plane {
+            out[((ch / LANES) * plane + p) * LANES + ch % LANES] = x[ch * plane + p];
+        }
+    }
+    out
+}
+
+/// Blocks `[C / 16][H][W][16]` to planes.
+fn from_blocks(x: &[f32], c: usize, plane: usize) -> Vec<f32> {
+    let mut out = vec![0f32; x.len()];
+    for ch in 0..c {
+        for p in 0..plane {
+            out[ch * plane + p] = x[((ch / LANES) * plane + p) * LANES + ch % LANES];
+        }
+    }
+    out
+}
+
+#[test]
+fn winograd_convolutions_match_the_direct_sum() {
+    if !applies([3, 3], [1, 1], [1, 1], 16, 16) {
+        eprintln!("no AVX-512: the Winograd path does not run on this CPU");
+        assert!(pack_filters(&[0.0; 16 * 16 * 9], 16, 16).is_none());
+        return;
+    }
+    let cases = [
+        Case {
+            c: 16,
+            m: 16,
+            size: [4, 4],
+            pads: [1, 1, 1, 1],
+        },
+        Case {
+            c: 32,
+            m: 48,
+            size: [7, 7],
+            pads: [1, 1, 1, 1],
+        },
+        Case {
+            c: 16,
+            m: 32,
+            size: [14, 13],
+            pads: [1, 1, 1, 1],
+        },
+        Case {
+            c: 48,
+            m: 16,
+            size: [9, 11],
+            pads: [0, 0, 0, 0],
+        },
+        Case {
+            c: 16,
+            m: 16,
+            size: [3, 3],
+            pads: [0, 0, 0, 0],
+        },
+        Case {
+            c: 16,
+            m: 16,
+            size: [10, 6],
+            pads: [2, 0, 1, 2],
+        },
+        Case {
+            c: 32,
+            m: 32,
+            size: [29, 31],
+            pads: [1, 1, 1, 1],
+        },
+    ];
+    for (n, case) in cases.iter().enumerate() {
+        let (c, m) = (case.c, case.m);
+        let [h, w] = case.size;
+        let [oh, ow] = case.out();
+        let x = uniform(c * h * w, 10 + n as u64);
+        let wt = uniform(m * c * 9, 20 + n as u64);
+        let bias = uniform(m, 30 + n as u64);
+        let z = uniform(m * oh * ow, 40 + n as u64);
+        let filters = pack_filters(&wt, m, c).expect("AVX-512");
+        let (want, scale) = case.direct(&x, &wt, &bias);
+        for (blocked_in, blocked_out, with_epilogue) in [
+            (false, false, false),
+            (true, true, true),
+            (false, true, false),
+            (true, false, true),
+        ] {
+            let xin = match blocked_in {
+                true => to_blocks(&x, c, h * w),
+                false => x.clone(),
+            };
+            let zin = match blocked_out {
+                true => to_blocks(&z, m, oh * ow),
+                false => z.clone(),
+            };
+            let epilogue = Epilogue {
+                add: Some(&zin[..]),
+                activation: Activation::Relu,
+            };
+            let mut y = vec![MaybeUninit::new(f32::NAN); m * oh * ow];
+            let image = WinogradImage {
+                x: &xin,
+                blocked: blocked_in,
+                channels: c,
+                size: case.size,
+                pads: [case.pads[0], case.pads[1]],
+                out: [oh, ow],
+            };
+            convolve(
+                &filters,
+                &image,
+                &mut y,
+                blocked_out,
+                Some(&bias),
+                with_epilogue.then_some(&epilogue),
+            );
+            // SAFETY: every element was initialized (to NaN, then by `convolve`).
+            let y: Vec<f32> = y.iter().map(|v| unsafe { v.assume_init() }).collect();
+            let y = match blocked_out {
+                true => from_blocks(&y, m, oh * ow),
+                false => y,
+            };
+            for (i, &got) in y.iter().enumerate() {
+                let mut expect = want[i];
+                if with_epilogue {
+                    expect = (expect + f64::from(z[i])).max(0.0);
+                }
+                let bound = 1e-5 * (scale[i] + 1.0);
+                assert!(
+                    (f64::from(got) - expect).abs() <= bound,
+                    "case {n} (in blocked {blocked_in}, out blocked {blocked_out}): output {i} is {got}, want {expect}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn transformed_filters_give_the_products_of_the_definition() {
+    // One channel, one 6×6 tile: Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A is the 4×4 valid correlation.
+    let g = uniform(9, 7);
+    let u = transform::filter(&g);
+    let bt: [[f64; 6]; 6] = [
+        [4., 0., -5., 0., 1., 0.],
+        [0., -4., -4., 1., 1., 0.],
+        [0., 4., -4., -1., 1., 0.],
+        [0., -2., -1., 2., 1., 0.],
+        [0., 2., -1., -2., 1., 0.],
+        [0., 4., 0., -5., 0., 1.],
+    ];
+    let at: [[f64; 6]; 4] = [
+        [1., 1., 1., 1., 1., 0.],
+        [0., 1., -1., 2., -2., 0.],
+        [0., 1., 1., 4., 4., 0.],
+        [0., 1., -1., 8., -8., 1.],
+    ];
+    let d = uniform(36, 8);
+    let dv = |r: usize, c: usize| f64::from(d[r * 6 + c]);
+    let v: Vec<f64> = (0..36)
+        .map(|i| {
+            let (r, c) = (i / 6, i % 6);
+            (0..6)
+                .flat_map(|a| (0..6).map(move |b| (a, b)))
+                .map(|(a, b)| bt[r][a] * dv(a, b) * bt[c][b])
+                .sum()
+        })
+        .collect();
+    for i in 0..4 {
+        for j in 0..4 {
+            let got: f64 = (0..6)
+                .flat_map(|a| (0..6).map(move |b| (a, b)))
+                .map(|(a, b)| at[i][a] * f64::from(u[a * 6 + b]) * v[a * 6 + b] * at[j][b])
+                .sum();
+            let want: f64 = (0..3)
+                .flat_map(|a| (0..3).map(move |b| (a, b)))
+                .map(|(a, b)| f64::from(g[a * 3 + b]) * dv(i + a, j + b))
+                .sum();
+            assert!(
+                (got - want).abs() < 1e-5,
+                "({i}, {j}): {got} against {want}"
+            );
+        }
+    }
+}
