@@ -10,6 +10,7 @@
 //! after the product on the other paths.
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
@@ -21,6 +22,7 @@ use super::matrix::{Layout, gemm};
 use super::packed_gemm::{self, BSource, Image2d, PackedA};
 use super::packed_weights::WeightCache;
 use super::spatial::{Geometry, WindowAttrs};
+use super::winograd::{self, WinogradImage};
 use crate::cpu::binary::arith::{ArithOp, arith_tensors};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
@@ -32,6 +34,8 @@ pub struct Conv {
     window: WindowAttrs,
     group: usize,
     packed: WeightCache,
+    /// The filters transformed for Winograd, for the 3×3 convolutions it takes.
+    winograd: WeightCache,
 }
 
 /// `Conv`'s attributes (the same on every device).
@@ -71,6 +75,7 @@ impl Conv {
             window: WindowAttrs::parse(attrs)?,
             group,
             packed: WeightCache::default(),
+            winograd: WeightCache::default(),
         })
     }
 }
@@ -252,6 +257,39 @@ impl Conv {
             });
             let ws = contiguous::<f32>(&w)?;
             let cacheable = input(inputs, 1)?.dtype() == crate::DType::F32;
+            if let Some(filters) = self.winograd_filters(&d, &w, &ws, cacheable) {
+                let bias = b.map(contiguous::<f32>).transpose()?;
+                let image = WinogradImage {
+                    x: &[],
+                    blocked: false,
+                    channels: d.in_ch,
+                    size: [d.image[0], d.image[1]],
+                    pads: [d.geo.pad_begin[0], d.geo.pad_begin[1]],
+                    out: [d.geo.out[0], d.geo.out[1]],
+                };
+                let run = |_: usize,
+                           operand: &[f32],
+                           y: &mut [f32],
+                           finish: Option<&Epilogue<'_, f32>>| {
+                    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and `convolve` only
+                    // writes floats.
+                    let y = unsafe { &mut *(y as *mut [f32] as *mut [MaybeUninit<f32>]) };
+                    let image = WinogradImage {
+                        x: operand,
+                        ..image
+                    };
+                    winograd::convolve(&filters, &image, y, false, bias.as_deref(), finish);
+                    Ok(())
+                };
+                let product = Product {
+                    run: &run,
+                    reads_images: true,
+                    adds_bias: true,
+                    finishes: true,
+                };
+                let y = conv_typed::<f32>(&d, &x, &ws, b, epilogue, &product)?;
+                return narrow(y, dtype);
+            }
             match self.packed_weights(&d, &w, &ws, cacheable) {
                 Some(p) => {
                     let bias = b.map(contiguous::<f32>).transpose()?;
@@ -304,6 +342,32 @@ impl Conv {
 }
 
 impl Conv {
+    /// The filters transformed for [`winograd::convolve`] (cached like the packed weights),
+    /// when [`winograd::chooses`] this convolution; else `None`.
+    fn winograd_filters<'a>(
+        &'a self,
+        d: &Dims,
+        w: &Tensor,
+        ws: &[f32],
+        cacheable: bool,
+    ) -> Option<Cow<'a, [PackedA]>> {
+        let g = &d.geo;
+        let two = |v: &[usize]| <[usize; 2]>::try_from(v).ok();
+        let (kernel, strides, dilations, out) = (
+            two(&g.kernel)?,
+            two(&g.strides)?,
+            two(&g.dilations)?,
+            two(&g.out)?,
+        );
+        if d.group != 1 || !winograd::chooses(kernel, strides, dilations, (d.in_ch, d.out_ch), out)
+        {
+            return None;
+        }
+        self.winograd.get_or_pack(w, cacheable, || {
+            winograd::pack_filters(ws, d.out_ch, d.in_ch)
+        })
+    }
+
     /// The weights of every group packed for [`PackedA`] (cached while `w` stays the same
     /// tensor, when `cacheable`). `None` where the packed GEMM does not apply (no AVX2/AVX-512,
     /// depthwise).

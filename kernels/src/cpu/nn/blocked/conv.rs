@@ -3,8 +3,7 @@
 //! like `Y`, and `Y` blocked `[N, M / 16, OH, OW, 16]` — or in planes when the attribute
 //! `blocked_output` is 0, for an output whose readers want planes. The product runs in
 //! position tiles ([`PackedA::multiply_blocked`]), or, for 3×3 windows with unit strides where
-//! [`winograd::pays`], by Winograd's F(4×4, 3×3) ([`winograd::convolve`]).
-//! `SPILLWAY_WINOGRAD=0` turns Winograd off, `=1` uses it wherever it applies.
+//! [`winograd::chooses`] it, by Winograd's F(4×4, 3×3) ([`winograd::convolve`]).
 
 use std::borrow::Cow;
 
@@ -28,9 +27,6 @@ pub struct BlockedConv {
     activation: Activation,
     blocked_output: bool,
     packed: WeightCache,
-    /// `SPILLWAY_WINOGRAD` when set (0: never, 1: wherever it applies), else `None`: where
-    /// [`winograd::pays`].
-    winograd_switch: Option<bool>,
     winograd: WeightCache,
 }
 
@@ -60,7 +56,6 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         activation: activation_attrs(spec.attrs)?,
         blocked_output: spec.attrs.int("blocked_output", 1)? != 0,
         packed: WeightCache::default(),
-        winograd_switch: std::env::var("SPILLWAY_WINOGRAD").ok().map(|v| v != "0"),
         winograd: WeightCache::default(),
     }))
 }
@@ -138,15 +133,12 @@ impl Kernel for BlockedConv {
             [geo.strides[0], geo.strides[1]],
             [geo.dilations[0], geo.dilations[1]],
         );
-        let winograd_filters = (winograd::applies([kh, kw], strides, dilations, c, m)
-            && self
-                .winograd_switch
-                .unwrap_or_else(|| winograd::pays(c, m, [oh, ow])))
-        .then(|| {
-            self.winograd
-                .get_or_pack(w, true, || winograd::pack_filters(&ws, m, c))
-        })
-        .flatten();
+        let winograd_filters = winograd::chooses([kh, kw], strides, dilations, (c, m), [oh, ow])
+            .then(|| {
+                self.winograd
+                    .get_or_pack(w, true, || winograd::pack_filters(&ws, m, c))
+            })
+            .flatten();
         let path = match winograd_filters {
             Some(filters) => Path::Winograd(filters),
             None => {

@@ -1,6 +1,8 @@
 //! The blocked kernels against the planar ones (`FusedConv`, `MaxPool`, `AveragePool`,
 //! `GlobalAveragePool`), which the conformance run checks against ONNX Runtime: the same
-//! inputs, reordered into blocks, must give the same outputs, reordered.
+//! inputs, reordered into blocks, must give the same outputs, reordered. Convolutions are
+//! checked against the planar `FusedConv` in `f64` (the generic path, never Winograd), and
+//! the planar `f32` one (which may take Winograd) against it too.
 
 use super::{BLOCK, DOMAIN, available};
 use crate::error::Result;
@@ -30,6 +32,16 @@ fn run(
 /// A seeded `f32` tensor with values in [-1, 1).
 fn seeded(shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_shape_vec(shape, uniform(shape.iter().product(), seed)).unwrap()
+}
+
+/// An `f32` tensor as `f64`, and back.
+fn f64_copy(t: &Tensor) -> Tensor {
+    Tensor::from_shape_vec(t.shape(), t.to_f64_vec().unwrap()).unwrap()
+}
+
+fn f32_copy(t: &Tensor) -> Tensor {
+    let v: Vec<f32> = t.to_f64_vec().unwrap().iter().map(|&v| v as f32).collect();
+    Tensor::from_shape_vec(t.shape(), v).unwrap()
 }
 
 /// `[N, C, H, W]` into blocks `[N, C / 16, H, W, 16]`.
@@ -96,21 +108,28 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
             .with("pads", ints(&[p as i64; 4]))
             .with("dilations", ints(&[d as i64, d as i64]))
             .with("activation", AttrValue::String("Relu".into()));
-        let want = run(
-            "com.microsoft",
-            "FusedConv",
-            &attrs,
-            &[Some(&x), Some(&w), Some(&b)],
-        )
-        .unwrap();
+        let fused = |inputs: &[&Tensor]| {
+            let wide: Vec<Tensor> = inputs.iter().map(|t| f64_copy(t)).collect();
+            let wide: Vec<Option<&Tensor>> = wide.iter().map(Some).collect();
+            f32_copy(&run("com.microsoft", "FusedConv", &attrs, &wide).unwrap())
+        };
+        let want = fused(&[&x, &w, &b]);
         let z = seeded(want.shape(), 300 + i as u64);
-        let want_z = run(
+        let want_z = fused(&[&x, &w, &b, &z]);
+        // Values and weights lie in [-1, 1): a sum of `c · 9` terms below 1 each.
+        let winograd = k == 3 && s == 1 && d == 1 && c >= 32 && m >= 32;
+        let atol = if winograd { 1e-6 * (c * 9) as f32 } else { 0.0 };
+        let assert_close = |got: &Tensor, want: &Tensor, what: &str| {
+            assert_close_within(got, want, atol, what)
+        };
+        let planar = run(
             "com.microsoft",
             "FusedConv",
             &attrs,
             &[Some(&x), Some(&w), Some(&b), Some(&z)],
         )
         .unwrap();
+        assert_close(&planar, &want_z, &format!("case {i}, planar f32 FusedConv"));
         let inputs: Vec<(&str, Tensor)> = match c % BLOCK {
             0 => vec![("planar", x.clone()), ("blocked", block(&x))],
             _ => vec![("planar", x.clone())],
