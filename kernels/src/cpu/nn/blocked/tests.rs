@@ -119,9 +119,8 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
         // Values and weights lie in [-1, 1): a sum of `c · 9` terms below 1 each.
         let winograd = k == 3 && s == 1 && d == 1 && c >= 32 && m >= 32;
         let atol = if winograd { 1e-6 * (c * 9) as f32 } else { 0.0 };
-        let assert_close = |got: &Tensor, want: &Tensor, what: &str| {
-            assert_close_within(got, want, atol, what)
-        };
+        let assert_close =
+            |got: &Tensor, want: &Tensor, what: &str| assert_close_within(got, want, atol, what);
         let planar = run(
             "com.microsoft",
             "FusedConv",
