@@ -83,50 +83,17 @@ fn winograd_convolutions_match_the_direct_sum() {
         assert!(pack_filters(&[0.0; 16 * 16 * 9], 16, 16).is_none());
         return;
     }
+    // (input channels, output channels, image, padding top/left/bottom/right)
     let cases = [
-        Case {
-            c: 16,
-            m: 16,
-            size: [4, 4],
-            pads: [1, 1, 1, 1],
-        },
-        Case {
-            c: 32,
-            m: 48,
-            size: [7, 7],
-            pads: [1, 1, 1, 1],
-        },
-        Case {
-            c: 16,
-            m: 32,
-            size: [14, 13],
-            pads: [1, 1, 1, 1],
-        },
-        Case {
-            c: 48,
-            m: 16,
-            size: [9, 11],
-            pads: [0, 0, 0, 0],
-        },
-        Case {
-            c: 16,
-            m: 16,
-            size: [3, 3],
-            pads: [0, 0, 0, 0],
-        },
-        Case {
-            c: 16,
-            m: 16,
-            size: [10, 6],
-            pads: [2, 0, 1, 2],
-        },
-        Case {
-            c: 32,
-            m: 32,
-            size: [29, 31],
-            pads: [1, 1, 1, 1],
-        },
-    ];
+        (16, 16, [4, 4], [1, 1, 1, 1]),
+        (32, 48, [7, 7], [1, 1, 1, 1]),
+        (16, 32, [14, 13], [1, 1, 1, 1]),
+        (48, 16, [9, 11], [0, 0, 0, 0]),
+        (16, 16, [3, 3], [0, 0, 0, 0]),
+        (16, 16, [10, 6], [2, 0, 1, 2]),
+        (32, 32, [29, 31], [1, 1, 1, 1]),
+    ]
+    .map(|(c, m, size, pads)| Case { c, m, size, pads });
     for (n, case) in cases.iter().enumerate() {
         let (c, m) = (case.c, case.m);
         let [h, w] = case.size;
