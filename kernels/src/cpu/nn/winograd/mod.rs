@@ -188,9 +188,14 @@ pub fn convolve(
             Ok(kept) => kept,
             Err(_) => &mut fresh,
         };
+        // Grown, never shrunk: `resize` down and back up would zero the regrown part on
+        // every call that follows a smaller convolution.
         let most = rows_per_block * tw * PRODUCTS;
-        v.resize(most * c, 0.0);
-        products.resize(most * m, 0.0);
+        for (buffer, len) in [(&mut *v, most * c), (&mut *products, most * m)] {
+            if buffer.len() < len {
+                buffer.resize(len, 0.0);
+            }
+        }
         for r0 in (0..th).step_by(rows_per_block) {
             let rows = (r0, (r0 + rows_per_block).min(th));
             let tiles = (rows.1 - rows.0) * tw;
