@@ -1,6 +1,6 @@
 //! 3×3 convolutions with unit strides by Winograd's F(4×4, 3×3): each 4×4 block of outputs
 //! takes 36 multiply-adds per input and output channel pair where the direct convolution
-//! takes 144 (Lavin & Gray 2016; [`transform`] has the matrices).
+//! takes 144 (Lavin & Gray 2016; `transform.rs` has the matrices).
 //!
 //! The output is cut into 4×4 tiles, and the tiles into blocks of whole tile rows. For each
 //! block:
