@@ -41,23 +41,23 @@ macro_rules! widest_loop {
     };
 }
 
+/// Runs `chunk` over `xs`: in parallel chunks when `xs` is long, else in one call.
+fn in_chunks(xs: &mut [f32], chunk: impl Fn(&mut [f32]) + Sync + Send) {
+    if xs.len() >= PAR_THRESHOLD {
+        xs.par_chunks_mut(PAR_THRESHOLD / 2).for_each(chunk);
+    } else {
+        chunk(xs);
+    }
+}
+
 /// `xs[i] ← e^(xs[i] + shift)` for every element (Softmax passes `-max` as `shift`).
 pub fn exp_in_place(xs: &mut [f32], shift: f32) {
-    if xs.len() >= PAR_THRESHOLD {
-        xs.par_chunks_mut(PAR_THRESHOLD / 2)
-            .for_each(|c| exp_chunk(c, shift));
-    } else {
-        exp_chunk(xs, shift);
-    }
+    in_chunks(xs, |c| exp_chunk(c, shift));
 }
 
 /// `xs[i] ← 1 / (1 + e^-xs[i])` for every element.
 pub fn sigmoid_in_place(xs: &mut [f32]) {
-    if xs.len() >= PAR_THRESHOLD {
-        xs.par_chunks_mut(PAR_THRESHOLD / 2).for_each(sigmoid_chunk);
-    } else {
-        sigmoid_chunk(xs);
-    }
+    in_chunks(xs, sigmoid_chunk);
 }
 
 // [`sigmoid_in_place`] on one thread, in one vectorized pass (with the CPU's widest vectors;
@@ -121,20 +121,12 @@ pub fn exp(x: f32) -> f32 {
 
 /// `xs[i] ← erf(xs[i])` for every element.
 pub fn erf_in_place(xs: &mut [f32]) {
-    if xs.len() >= PAR_THRESHOLD {
-        xs.par_chunks_mut(PAR_THRESHOLD / 2).for_each(erf_chunk);
-    } else {
-        erf_chunk(xs);
-    }
+    in_chunks(xs, erf_chunk);
 }
 
 /// `xs[i] ← x · (1 + erf(x / √2)) / 2` (GELU, exact form) for every element `x`.
 pub fn gelu_in_place(xs: &mut [f32]) {
-    if xs.len() >= PAR_THRESHOLD {
-        xs.par_chunks_mut(PAR_THRESHOLD / 2).for_each(gelu_chunk);
-    } else {
-        gelu_chunk(xs);
-    }
+    in_chunks(xs, gelu_chunk);
 }
 
 widest_loop!(erf_chunk() => erf_portable);

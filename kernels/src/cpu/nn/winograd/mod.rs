@@ -233,37 +233,45 @@ thread_local! {
         const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
+/// Every (tile row, channel block) of tile rows `rows.0..rows.1` and `blocks` channel
+/// blocks, as parallel tasks.
+fn row_blocks(
+    rows: (usize, usize),
+    blocks: usize,
+) -> impl IndexedParallelIterator<Item = (usize, usize)> {
+    (0..(rows.1 - rows.0) * blocks)
+        .into_par_iter()
+        .map(move |u| (rows.0 + u / blocks, u % blocks))
+}
+
 /// Transforms the input tiles of tile rows `rows.0..rows.1` (`tw` tiles each) into `v`:
 /// `v[ξ][t][channel]`, `t` counted from the block's first tile.
 fn transform_inputs(image: &WinogradImage<'_>, rows: (usize, usize), tw: usize, v: &mut [f32]) {
     let blocks = image.channels / LANES;
     let band_width = OUTPUT * tw + 2;
     let v_ptr = SendPtr(v.as_mut_ptr());
-    ((rows.0..rows.1).flat_map(|ty| (0..blocks).map(move |cb| (ty, cb))))
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .for_each_init(
-            || vec![0f32; INPUT * band_width * LANES],
-            |band, (ty, cb)| {
-                fill_band(image, ty, cb, band_width, band);
-                let first = (ty - rows.0) * tw;
-                let tiles = (rows.1 - rows.0) * tw;
-                // SAFETY: AVX-512F (checked by `convolve`); each (tile row, channel block)
-                // writes its own entries of `v`.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    transform_band(
-                        band,
-                        band_width,
-                        tw,
-                        v_ptr.get(),
-                        (first, tiles),
-                        image.channels,
-                        cb,
-                    )
-                };
-            },
-        );
+    row_blocks(rows, blocks).for_each_init(
+        || vec![0f32; INPUT * band_width * LANES],
+        |band, (ty, cb)| {
+            fill_band(image, ty, cb, band_width, band);
+            let first = (ty - rows.0) * tw;
+            let tiles = (rows.1 - rows.0) * tw;
+            // SAFETY: AVX-512F (checked by `convolve`); each (tile row, channel block)
+            // writes its own entries of `v`.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                transform_band(
+                    band,
+                    band_width,
+                    tw,
+                    v_ptr.get(),
+                    (first, tiles),
+                    image.channels,
+                    cb,
+                )
+            };
+        },
+    );
 }
 
 /// Fills `band` (`[6][band_width][16]`) with the input rows of tile row `ty` for channel block
@@ -350,17 +358,14 @@ impl Outputs<'_> {
     /// their outputs, each (tile row, output channel block) on its own task.
     fn transform(&self, products: &[f32], rows: (usize, usize), tw: usize) {
         let blocks = self.m / LANES;
-        ((rows.0..rows.1).flat_map(|ty| (0..blocks).map(move |cb| (ty, cb))))
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .for_each(|(ty, cb)| {
-                // SAFETY: AVX-512F (checked by `convolve`); each task writes its own rows of
-                // its own channels.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    self.tile_row(products, rows, tw, ty, cb)
-                };
-            });
+        row_blocks(rows, blocks).for_each(|(ty, cb)| {
+            // SAFETY: AVX-512F (checked by `convolve`); each task writes its own rows of
+            // its own channels.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                self.tile_row(products, rows, tw, ty, cb)
+            };
+        });
     }
 
     /// The outputs of tile row `ty` for output channel block `cb`, then their epilogue.
