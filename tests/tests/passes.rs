@@ -534,3 +534,137 @@ fn optimize_fuses_conv_batchnorm_relu_only_at_the_extended_level() {
             .has_cuda()
     );
 }
+
+/// `x → Pad(pads, value) → Conv(stride 2, own pads) → y` and `Pad → AveragePool → z`, and
+/// `Pad → MaxPool → m` when `max_pool`; `pool_attrs` are the average pool's.
+fn pad_model(pads: &[i64], value: f32, pool_attrs: &[(&str, Attr)], max_pool: bool) -> Vec<u8> {
+    let mut m = ModelBuilder::new(12);
+    m.input("x", &[1, 3, 9, 8])
+        .ints("pads", pads)
+        .weight("value", &[], 1.0)
+        .weight("w", &[4, 3, 3, 3], 0.5)
+        .weight("b", &[4], 0.3)
+        .node("Pad", &["x", "pads", "value"], &["p"], &[])
+        .node(
+            "Conv",
+            &["p", "w", "b"],
+            &["y"],
+            &[
+                ("strides", Attr::Ints(vec![2, 2])),
+                ("pads", Attr::Ints(vec![0, 1, 1, 0])),
+            ],
+        )
+        .node("AveragePool", &["p"], &["z"], pool_attrs)
+        .output("y")
+        .output("z");
+    if max_pool {
+        m.node(
+            "MaxPool",
+            &["p"],
+            &["m"],
+            &[("kernel_shape", Attr::Ints(vec![2, 2]))],
+        )
+        .output("m");
+    }
+    with_scalar(&m.to_bytes(13), "value", value)
+}
+
+fn pool_3x3(extra: &[(&str, Attr)]) -> Vec<(&'static str, Attr)> {
+    let mut attrs = vec![
+        ("kernel_shape", Attr::Ints(vec![3, 3])),
+        ("strides", Attr::Ints(vec![2, 2])),
+    ];
+    for (name, a) in extra {
+        let name: &'static str = match *name {
+            "pads" => "pads",
+            "count_include_pad" => "count_include_pad",
+            _ => "ceil_mode",
+        };
+        attrs.push((name, a.clone()));
+    }
+    attrs
+}
+
+fn node_ints(g: &Graph, op: &str, name: &str) -> Vec<i64> {
+    let node = g.nodes.iter().find(|n| n.op_type == op).unwrap();
+    node.attrs.opt_ints(name).unwrap().unwrap_or_default()
+}
+
+#[test]
+fn zero_pads_fold_into_the_convolution_and_the_average_pool() {
+    let pads = [0, 0, 1, 2, 0, 0, 2, 1];
+    for max_pool in [false, true] {
+        let bytes = pad_model(&pads, 0.0, &pool_3x3(&[]), max_pool);
+        let mut g = load(&bytes);
+        shape_inference::infer(&mut g);
+        passes::fold_constants(&mut g).unwrap();
+        assert_eq!(passes::fold_pads(&mut g), 2);
+        passes::remove_dead_nodes(&mut g);
+        // The max pool's padding is −∞: it keeps reading the Pad's zeros.
+        let expected: &[&str] = match max_pool {
+            true => &["Pad", "Conv", "AveragePool", "MaxPool"],
+            false => &["Conv", "AveragePool"],
+        };
+        assert_eq!(ops(&g), expected);
+        assert_eq!(node_ints(&g, "Conv", "pads"), [1, 3, 3, 1]);
+        assert_eq!(node_ints(&g, "AveragePool", "pads"), [1, 2, 2, 1]);
+        let pool = g.nodes.iter().find(|n| n.op_type == "AveragePool").unwrap();
+        assert_eq!(pool.attrs.int("count_include_pad", 0).unwrap(), 1);
+        assert_eq!(
+            g.nodes
+                .iter()
+                .filter(|n| n.inputs[0] == Some(g.inputs[0]))
+                .count(),
+            2 + usize::from(max_pool)
+        );
+        assert_same_outputs(&bytes, g, input(&[1, 3, 9, 8]), 1e-6);
+    }
+}
+
+#[test]
+fn pads_that_are_not_spatial_zeros_stay() {
+    let zeros = [0, 0, 1, 1, 0, 0, 1, 1];
+    let cases: [(&[i64], f32, Vec<(&str, Attr)>, usize); 4] = [
+        // A value other than zero.
+        (&zeros, 0.5, pool_3x3(&[]), 0),
+        // Padding of the batch.
+        (&[1, 0, 1, 1, 0, 0, 1, 1], 0.0, pool_3x3(&[]), 0),
+        // A pool with padding of its own that it does not count: only the Conv folds.
+        (
+            &zeros,
+            0.0,
+            pool_3x3(&[("pads", Attr::Ints(vec![1, 1, 1, 1]))]),
+            1,
+        ),
+        // A pool whose last windows may reach past the padding: only the Conv folds.
+        (&zeros, 0.0, pool_3x3(&[("ceil_mode", Attr::Int(1))]), 1),
+    ];
+    for (pads, value, pool, folded) in cases {
+        let bytes = pad_model(pads, value, &pool, false);
+        let mut g = load(&bytes);
+        shape_inference::infer(&mut g);
+        passes::fold_constants(&mut g).unwrap();
+        assert_eq!(
+            passes::fold_pads(&mut g),
+            folded,
+            "pads {pads:?} value {value}"
+        );
+        passes::remove_dead_nodes(&mut g);
+        assert_eq!(ops(&g)[0], "Pad");
+        assert_same_outputs(&bytes, g, input(&[1, 3, 9, 8]), 1e-6);
+    }
+}
+
+#[test]
+fn optimize_folds_pads_only_at_the_extended_level() {
+    let bytes = pad_model(&[0, 0, 1, 0, 0, 0, 0, 1], 0.0, &pool_3x3(&[]), false);
+    let mut basic = load(&bytes);
+    passes::optimize(&mut basic, passes::Level::Basic).unwrap();
+    assert!(
+        ops(&basic).contains(&"Pad"),
+        "cuDNN takes symmetric padding only"
+    );
+    let mut extended = load(&bytes);
+    passes::optimize(&mut extended, passes::Level::Extended).unwrap();
+    assert!(!ops(&extended).contains(&"Pad"), "{:?}", ops(&extended));
+}

@@ -5,6 +5,7 @@ mod batchnorm;
 mod blocked_layout;
 mod constant_folding;
 mod dead_code;
+mod fold_pads;
 mod fuse_activation;
 mod identity;
 
@@ -13,6 +14,7 @@ pub use blocked_layout::block_layouts;
 pub(crate) use blocked_layout::blocked_shape;
 pub use constant_folding::fold_constants;
 pub use dead_code::remove_dead_nodes;
+pub use fold_pads::fold_pads;
 pub use fuse_activation::fuse_conv_activations;
 pub use identity::remove_identities;
 
@@ -25,9 +27,10 @@ pub enum Level {
     /// Rewrites that keep every node runnable on every device: identity/dropout removal,
     /// shape inference, constant folding, BatchNorm folding, dead-node removal.
     Basic,
-    /// `Basic`, then rewrites into ops that only the CPU implements: fusions (`Conv` +
-    /// activation → `com.microsoft` `FusedConv`) and, on AVX-512 CPUs, images in blocks of 16
-    /// channels (`spillway.nchw16c`).
+    /// `Basic`, then rewrites that only the CPU's kernels take: zero `Pad`s folded into the
+    /// padding of the `Conv` or `AveragePool` reading them (it may become asymmetric, which
+    /// cuDNN does not take), fusions (`Conv` + activation → `com.microsoft` `FusedConv`) and, on
+    /// AVX-512 CPUs, images in blocks of 16 channels (`spillway.nchw16c`).
     Extended,
 }
 
@@ -43,6 +46,7 @@ pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
     fold_constants(graph)?;
     fold_batchnorm_into_conv(graph);
     if level == Level::Extended {
+        fold_pads(graph);
         fuse_conv_activations(graph);
         let wanted = std::env::var("SPILLWAY_BLOCKED").map_or(true, |v| v != "0");
         if wanted && spillway_kernels::cpu::nn::blocked::available() {
