@@ -1,7 +1,8 @@
 //! GFLOP/s of the packed GEMM on one convolution's image operand, on `THREADS` threads
 //! (default 1), with a bias and
 //! a ReLU as a fused convolution has them (`PLAIN=1`: neither), the output in channel planes
-//! or (`BLOCKED=1`) in blocks of 16 channels:
+//! or (`BLOCKED=1`) in blocks of 16 channels (`BLOCKED_INPUT=1`: the image read as blocks of
+//! 16 channels too, as between two blocked convolutions of a model):
 //! `cargo run --release -p spillway-kernels --example conv_rate -- M CH KERNEL SIDE [STRIDE]`.
 
 mod timing;
@@ -37,6 +38,7 @@ fn main() {
         out: [out, out],
     };
     let plain = switch("PLAIN");
+    let blocked_input = switch("BLOCKED_INPUT");
     // BLOCKED=2: through the blocked convolution's path, the output in channel planes.
     let blocked_mode = std::env::var("BLOCKED").unwrap_or_default();
     let blocked = blocked_mode == "1" || blocked_mode == "2";
@@ -79,7 +81,7 @@ fn main() {
                     if blocked {
                         let input = BlockedInput {
                             image,
-                            blocked: false,
+                            blocked: blocked_input,
                         };
                         packed.multiply_blocked(
                             &input,
