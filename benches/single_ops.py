@@ -139,6 +139,12 @@ CASES = [
      lambda p: conv(p, 168, 168, 42, (5, 5), 1, (2, 2), 168, False)),
     ("depthwise 3x3 s1, 168 ch, 42x42 (nasnet)",
      lambda p: conv(p, 168, 168, 42, (3, 3), 1, (1, 1), 168, False)),
+    ("depthwise 3x3 s1, 336 ch, 21x21 (nasnet)",
+     lambda p: conv(p, 336, 336, 21, (3, 3), 1, (1, 1), 336, False)),
+    ("depthwise 3x3 s1, 672 ch, 11x11 (nasnet)",
+     lambda p: conv(p, 672, 672, 11, (3, 3), 1, (1, 1), 672, False)),
+    ("depthwise 5x5 s1, 672 ch, 11x11 (nasnet)",
+     lambda p: conv(p, 672, 672, 11, (5, 5), 1, (2, 2), 672, False)),
 ]
 
 
