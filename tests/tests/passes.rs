@@ -569,19 +569,13 @@ fn pad_model(pads: &[i64], value: f32, pool_attrs: &[(&str, Attr)], max_pool: bo
     with_scalar(&m.to_bytes(13), "value", value)
 }
 
-fn pool_3x3(extra: &[(&str, Attr)]) -> Vec<(&'static str, Attr)> {
+/// A 3×3 stride-2 average pool's attributes, with `extra` ones.
+fn pool_3x3(extra: &[(&'static str, Attr)]) -> Vec<(&'static str, Attr)> {
     let mut attrs = vec![
         ("kernel_shape", Attr::Ints(vec![3, 3])),
         ("strides", Attr::Ints(vec![2, 2])),
     ];
-    for (name, a) in extra {
-        let name: &'static str = match *name {
-            "pads" => "pads",
-            "count_include_pad" => "count_include_pad",
-            _ => "ceil_mode",
-        };
-        attrs.push((name, a.clone()));
-    }
+    attrs.extend_from_slice(extra);
     attrs
 }
 
@@ -623,21 +617,23 @@ fn zero_pads_fold_into_the_convolution_and_the_average_pool() {
 
 #[test]
 fn pads_that_are_not_spatial_zeros_stay() {
-    let zeros = [0, 0, 1, 1, 0, 0, 1, 1];
-    let cases: [(&[i64], f32, Vec<(&str, Attr)>, usize); 4] = [
+    const SPATIAL: &[i64] = &[0, 0, 1, 1, 0, 0, 1, 1];
+    // (the Pad's pads, its value, the average pool's attributes, readers folded)
+    type Case = (&'static [i64], f32, Vec<(&'static str, Attr)>, usize);
+    let cases: [Case; 4] = [
         // A value other than zero.
-        (&zeros, 0.5, pool_3x3(&[]), 0),
+        (SPATIAL, 0.5, pool_3x3(&[]), 0),
         // Padding of the batch.
         (&[1, 0, 1, 1, 0, 0, 1, 1], 0.0, pool_3x3(&[]), 0),
         // A pool with padding of its own that it does not count: only the Conv folds.
         (
-            &zeros,
+            SPATIAL,
             0.0,
             pool_3x3(&[("pads", Attr::Ints(vec![1, 1, 1, 1]))]),
             1,
         ),
         // A pool whose last windows may reach past the padding: only the Conv folds.
-        (&zeros, 0.0, pool_3x3(&[("ceil_mode", Attr::Int(1))]), 1),
+        (SPATIAL, 0.0, pool_3x3(&[("ceil_mode", Attr::Int(1))]), 1),
     ];
     for (pads, value, pool, folded) in cases {
         let bytes = pad_model(pads, value, &pool, false);
