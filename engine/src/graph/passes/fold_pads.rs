@@ -14,36 +14,46 @@
 //! `MaxPool` is left alone: its padding is −∞, not zero. A `Pad` keeps the readers it cannot
 //! fold into; once it has none it is removed as dead.
 
+use std::collections::HashMap;
+
 use spillway_kernels::AttrValue;
 
 use crate::graph::{Graph, Node, ValueId};
 
 /// Folds every eligible `Pad → Conv | AveragePool`; returns how many readers it rewrote.
 pub fn fold_pads(graph: &mut Graph) -> usize {
-    let mut folds: Vec<(usize, ValueId, Vec<i64>)> = Vec::new();
-    for pad in &graph.nodes {
-        let Some(spatial) = spatial_zero_pads(graph, pad) else {
+    // Each foldable Pad's output → its unpadded input and its spatial padding.
+    let pads: HashMap<ValueId, (ValueId, Vec<i64>)> = graph
+        .nodes
+        .iter()
+        .filter_map(|pad| {
+            let spatial = spatial_zero_pads(graph, pad)?;
+            let (Some(Some(data)), Some(Some(padded))) = (pad.inputs.first(), pad.outputs.first())
+            else {
+                return None;
+            };
+            Some((*padded, (*data, spatial)))
+        })
+        .collect();
+    let mut folded = 0;
+    for reader in &mut graph.nodes {
+        let Some(Some(padded)) = reader.inputs.first().copied() else {
             continue;
         };
-        let (Some(Some(data)), Some(Some(padded))) = (pad.inputs.first(), pad.outputs.first())
-        else {
+        let Some((data, spatial)) = pads.get(&padded) else {
             continue;
         };
-        for (i, reader) in graph.nodes.iter().enumerate() {
-            if let Some(pads) = folded_pads(reader, *padded, &spatial) {
-                folds.push((i, *data, pads));
-            }
-        }
-    }
-    for (i, data, pads) in &folds {
-        let reader = &mut graph.nodes[*i];
+        let Some(sum) = folded_pads(reader, padded, spatial) else {
+            continue;
+        };
         reader.inputs[0] = Some(*data);
-        reader.attrs.insert("pads", AttrValue::Ints(pads.clone()));
+        reader.attrs.insert("pads", AttrValue::Ints(sum));
         if reader.op_type == "AveragePool" {
             reader.attrs.insert("count_include_pad", AttrValue::Int(1));
         }
+        folded += 1;
     }
-    folds.len()
+    folded
 }
 
 /// The padding of a `Pad` node that adds zeros on the spatial axes only (axes 2 and up of an
@@ -64,7 +74,10 @@ fn spatial_zero_pads(graph: &Graph, pad: &Node) -> Option<Vec<i64>> {
     let pads = match pad.opset < 11 {
         true => {
             let value = pad.attrs.float("value", 0.0).ok()?;
-            (value == 0.0 && pad.inputs.len() == 1).then_some(pad.attrs.ints("pads").ok()?)?
+            if value != 0.0 || pad.inputs.len() != 1 {
+                return None;
+            }
+            pad.attrs.ints("pads").ok()?
         }
         false => {
             let value_is_zero = match pad.inputs.get(2).copied().flatten() {
@@ -72,8 +85,10 @@ fn spatial_zero_pads(graph: &Graph, pad: &Node) -> Option<Vec<i64>> {
                 Some(_) => constant(2)?.to_f64_vec().ok()?.iter().all(|&v| v == 0.0),
             };
             let no_axes = pad.inputs.get(3).copied().flatten().is_none();
-            (value_is_zero && no_axes && pad.inputs.len() <= 4)
-                .then_some(constant(1)?.to_i64_vec().ok()?)?
+            if !value_is_zero || !no_axes || pad.inputs.len() > 4 {
+                return None;
+            }
+            constant(1)?.to_i64_vec().ok()?
         }
     };
     let rank = pads.len() / 2;
