@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use super::{BLOCK, DOMAIN, require_avx512, unblocked};
+use super::{BLOCK, require_avx512, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
@@ -38,19 +38,17 @@ enum Path<'a> {
     Direct(Cow<'a, [PackedA]>),
 }
 
-/// Builds the blocked `Conv`: `Conv`'s attributes (`group` 1 only), `FusedConv`'s
-/// `activation` and `activation_params`, and `blocked_output` (default 1).
+/// Builds the blocked `Conv`: `Conv`'s attributes, `FusedConv`'s `activation` and
+/// `activation_params`, and `blocked_output` (default 1); a `group` other than 1 builds the
+/// depthwise kernel ([`super::depthwise::build`]).
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     require_avx512("Conv")?;
+    if spec.attrs.int("group", 1)? != 1 {
+        return super::depthwise::build(spec);
+    }
     let mut known = ATTRIBUTES.to_vec();
     known.extend(["activation", "activation_params", "blocked_output"]);
     spec.attrs.only(&known)?;
-    if spec.attrs.int("group", 1)? != 1 {
-        return Err(KernelError::UnsupportedAttribute {
-            name: "group".into(),
-            reason: format!("the {DOMAIN} Conv takes group 1 only"),
-        });
-    }
     Ok(Box::new(BlockedConv {
         window: WindowAttrs::parse(spec.attrs)?,
         activation: activation_attrs(spec.attrs)?,

@@ -8,16 +8,19 @@
 //!
 //! The ops live in their own domain, [`DOMAIN`]:
 //! - `Conv`: `FusedConv`'s inputs and attributes (group 1, 2-D) with `X` planar or blocked,
-//!   `Z` blocked, and `Y` blocked (or planar when `blocked_output` is 0);
+//!   `Z` blocked, and `Y` blocked (or planar when `blocked_output` is 0); or, with one group
+//!   per channel (depthwise, no `Z`), `X` and `Y` blocked;
 //! - `MaxPool`, `AveragePool`: 2-D, no `Indices` output, no dilations;
 //! - `GlobalAveragePool`: a blocked `X`, a planar `[N, C, 1, 1]` `Y`;
 //! - `ReorderOutput`: blocked to planar.
 
 mod conv;
+mod depthwise;
 mod pool;
 mod reorder;
 
 pub use conv::BlockedConv;
+pub use depthwise::BlockedDepthwise;
 
 use super::packed_gemm::Isa;
 use crate::error::{KernelError, Result};

@@ -233,3 +233,85 @@ fn bad_blocked_inputs_are_typed_errors() {
     let grouped = attrs.clone().with("group", AttrValue::Int(2));
     assert!(run(DOMAIN, "Conv", &grouped, &[Some(&x), Some(&w)]).is_err());
 }
+
+#[test]
+fn blocked_depthwise_convolutions_equal_the_planar_ones() {
+    if !available() {
+        return;
+    }
+    // (batch, channels, height, width, kernel, stride, pads, dilation, activation, bias)
+    type Case = (
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        i64,
+        [i64; 4],
+        i64,
+        &'static str,
+        bool,
+    );
+    let cases: [Case; 8] = [
+        (1, 32, 11, 11, 3, 1, [1; 4], 1, "Relu", true),
+        (1, 16, 21, 13, 5, 1, [2; 4], 1, "Relu", true),
+        (2, 48, 23, 23, 7, 2, [3; 4], 1, "Relu", true),
+        (1, 16, 20, 19, 5, 2, [1, 2, 2, 1], 1, "Relu", false),
+        (1, 32, 14, 25, 3, 1, [2; 4], 2, "HardSwish", true),
+        (1, 16, 9, 30, 3, 1, [0; 4], 1, "LeakyRelu", true),
+        (1, 16, 2, 3, 5, 1, [2; 4], 1, "Relu", true),
+        (1, 16, 8, 8, 3, 3, [0, 1, 1, 0], 1, "Clip", true),
+    ];
+    for (i, &(n, c, h, w, k, s, pads, d, activation, with_bias)) in cases.iter().enumerate() {
+        let x = seeded(&[n, c, h, w], 400 + i as u64);
+        let wt = seeded(&[c, 1, k, k], 500 + i as u64);
+        let b = seeded(&[c], 600 + i as u64);
+        let mut attrs = Attributes::new()
+            .with("kernel_shape", ints(&[k as i64, k as i64]))
+            .with("strides", ints(&[s, s]))
+            .with("pads", ints(&pads))
+            .with("dilations", ints(&[d, d]))
+            .with("group", AttrValue::Int(c as i64))
+            .with("activation", AttrValue::String(activation.into()));
+        match activation {
+            "LeakyRelu" => attrs = attrs.with("activation_params", AttrValue::Floats(vec![0.1])),
+            "Clip" => attrs = attrs.with("activation_params", AttrValue::Floats(vec![-0.5, 0.5])),
+            _ => {}
+        }
+        let inputs: Vec<&Tensor> = match with_bias {
+            true => vec![&x, &wt, &b],
+            false => vec![&x, &wt],
+        };
+        let wide: Vec<Tensor> = inputs.iter().map(|t| f64_copy(t)).collect();
+        let wide: Vec<Option<&Tensor>> = wide.iter().map(Some).collect();
+        let want = f32_copy(&run("com.microsoft", "FusedConv", &attrs, &wide).unwrap());
+        let xb = block(&x);
+        let mut blocked: Vec<Option<&Tensor>> = vec![Some(&xb), Some(&wt)];
+        if with_bias {
+            blocked.push(Some(&b));
+        }
+        let got = run(DOMAIN, "Conv", &attrs, &blocked).unwrap();
+        assert_close(&got, &block(&want), &format!("depthwise case {i}"));
+    }
+    // One group per channel only, and no residual.
+    let x = block(&seeded(&[1, 32, 6, 6], 1));
+    let attrs = Attributes::new()
+        .with("kernel_shape", ints(&[3, 3]))
+        .with("group", AttrValue::Int(16));
+    let w = seeded(&[32, 2, 3, 3], 2);
+    let err = run(DOMAIN, "Conv", &attrs, &[Some(&x), Some(&w)]).unwrap_err();
+    assert!(err.to_string().contains("W must be [C, 1"), "{err}");
+    let w = seeded(&[32, 1, 3, 3], 2);
+    let err = run(DOMAIN, "Conv", &attrs, &[Some(&x), Some(&w)]).unwrap_err();
+    assert!(err.to_string().contains("group"), "{err}");
+    let depthwise = attrs.clone().with("group", AttrValue::Int(32));
+    let z = x.clone();
+    let err = run(
+        DOMAIN,
+        "Conv",
+        &depthwise,
+        &[Some(&x), Some(&w), None, Some(&z)],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("at most 3 inputs"), "{err}");
+}
