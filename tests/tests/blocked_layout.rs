@@ -1,9 +1,10 @@
 //! The blocked (NCHW16c) layout end to end: small CNNs that a default session moves into
 //! blocks of 16 channels — an inception block (strided first convolution on the image,
 //! pools, a concat, a 24-channel convolution that reads blocks and writes planes, global
-//! pooling), a residual block (the residual added in the blocked epilogue), and a
-//! convolution read by a depthwise one (left planar) — against ONNX Runtime, with the
-//! rewritten graph checked node by node.
+//! pooling), a residual block (the residual added in the blocked epilogue), a convolution
+//! read by a depthwise one, and a NASNet-like cell (`Relu`, depthwise and pointwise
+//! convolutions, `Add`, `Concat` in blocks; a broadcasting `Add` left planar) — against ONNX
+//! Runtime, with the rewritten graph checked node by node.
 
 use spillway::Session;
 use spillway_kernels::cpu::nn::blocked::{DOMAIN, available};
@@ -97,6 +98,39 @@ fn before_depthwise() -> Vec<u8> {
     m.to_bytes(13)
 }
 
+/// NASNet's separable branches: `Relu`, depthwise 5×5, pointwise + `Relu`, depthwise 3×3,
+/// pointwise, added to the cell's input and concatenated with it; beside them a convolution
+/// whose only reader broadcasts (`Add` of a `[1, 32, 1, 1]` constant), which stays planar.
+fn separable_cell() -> Vec<u8> {
+    let mut m = ModelBuilder::new(44);
+    m.input("x", &[1, 32, 9, 9]);
+    conv_relu(&mut m, "x", "a", [32, 32, 1, 1], &[]);
+    m.node("Relu", &["a"], &["r"], &[]);
+    let depthwise = |m: &mut ModelBuilder, x: &str, y: &str, k: i64| {
+        let w = format!("{y}_w");
+        m.weight(&w, &[32, 1, k, k], 0.2).node(
+            "Conv",
+            &[x, &w],
+            &[y],
+            &[kernel(k), pads(k / 2), ("group", Attr::Int(32))],
+        );
+    };
+    depthwise(&mut m, "r", "d1", 5);
+    conv_relu(&mut m, "d1", "p1", [32, 32, 1, 1], &[]);
+    depthwise(&mut m, "p1", "d2", 3);
+    m.weight("p2_w", &[32, 32, 1, 1], 0.2)
+        .node("Conv", &["d2", "p2_w"], &["p2"], &[])
+        .node("Add", &["p2", "a"], &["s"], &[])
+        .node("Concat", &["s", "a"], &["cat"], &[("axis", Attr::Int(1))])
+        .weight("e_w", &[32, 32, 1, 1], 0.2)
+        .weight("shift", &[1, 32, 1, 1], 0.2)
+        .node("Conv", &["a", "e_w"], &["e"], &[])
+        .node("Add", &["e", "shift"], &["shifted"], &[])
+        .output("cat")
+        .output("shifted");
+    m.to_bytes(13)
+}
+
 /// `(op type, domain)` of every node of the session's graph.
 fn ops(session: &Session) -> Vec<(String, String)> {
     session
@@ -138,9 +172,10 @@ fn blocked_models_match_onnx_runtime() {
     let inception = matches_ort("inception", &inception(), &[1, 3, 33, 33]);
     let residual = matches_ort("residual", &residual(), &[2, 16, 12, 12]);
     let depthwise = matches_ort("before depthwise", &before_depthwise(), &[1, 16, 10, 10]);
+    let cell = matches_ort("separable cell", &separable_cell(), &[1, 32, 9, 9]);
     if !available() {
         // Without AVX-512 the graph keeps its planar ops; the outputs are checked above.
-        for s in [&inception, &residual, &depthwise] {
+        for s in [&inception, &residual, &depthwise, &cell] {
             assert_eq!(count(&ops(s), "Conv", DOMAIN), 0);
         }
         return;
@@ -157,7 +192,32 @@ fn blocked_models_match_onnx_runtime() {
     let ops_of = ops(&residual);
     assert_eq!(count(&ops_of, "Conv", DOMAIN), 3, "{ops_of:?}");
     assert_eq!(count(&ops_of, "GlobalAveragePool", DOMAIN), 1, "{ops_of:?}");
-    // The pointwise convolution's output is read by a depthwise one: it stays planar.
+    // The pointwise convolution gives blocks to the depthwise one, which gives them to the
+    // global pool: no reorder.
     let ops_of = ops(&depthwise);
-    assert_eq!(count(&ops_of, "Conv", DOMAIN), 0, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "Conv", DOMAIN), 2, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "GlobalAveragePool", DOMAIN), 1, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
+    // Every convolution in blocks (the one read by the broadcast writes planes), the `Relu`,
+    // `Add` and `Concat` on blocks as they are; one reorder, for the graph's output `cat`.
+    let ops_of = ops(&cell);
+    assert_eq!(count(&ops_of, "Conv", DOMAIN), 6, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 1, "{ops_of:?}");
+    let graph = cell.graph();
+    let blocked_inputs = |op: &str| {
+        graph
+            .nodes
+            .iter()
+            .filter(|n| n.op_type == op && n.domain.is_empty())
+            .map(|n| {
+                let x = n.inputs[0].unwrap();
+                graph.value(x).shape.as_ref().map_or(0, |s| s.len())
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(blocked_inputs("Relu"), vec![5], "{ops_of:?}");
+    let mut adds = blocked_inputs("Add");
+    adds.sort();
+    assert_eq!(adds, vec![4, 5], "{ops_of:?}");
+    assert_eq!(blocked_inputs("Concat"), vec![5], "{ops_of:?}");
 }

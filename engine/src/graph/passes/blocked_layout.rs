@@ -11,9 +11,17 @@
 //!   blocks when that is blocked, in planes otherwise (a network's first convolution reads
 //!   the image as it comes). A convolution that only reads blocks writes planes
 //!   (`blocked_output` 0);
-//! - `MaxPool` and `AveragePool` (2-D, one output, no dilations) and `Concat` along the
-//!   channels give blocks when all they read is blocked;
+//! - a depthwise `Conv` or `FusedConv` (one group per channel, a multiple of 16 channels, no
+//!   `Z`) gives blocks when it reads blocks;
+//! - `MaxPool` and `AveragePool` (2-D, one output, no dilations), `Concat` along the
+//!   channels, `Relu`, and `Add` of two values of the same shape give blocks when all they
+//!   read is blocked;
 //! - `GlobalAveragePool` of blocks gives the usual planar `[N, C, 1, 1]`.
+//!
+//! A convolution writes blocks for a depthwise convolution, a `Relu` or an `Add` only when
+//! their own readers (a few levels on) take blocks too, and for an `Add` when its other input
+//! comes from a node that can give blocks: a reorder later would cost more than the planar
+//! output.
 //!
 //! Any other reader of a blocked value, and the graph's outputs, get the planar value back
 //! from a `ReorderOutput` placed right after the producer. Blocked values are 5-D
@@ -39,6 +47,10 @@ enum Rewrite {
     Conv { reads: bool, writes: bool },
     /// A pool or `Concat` of blocks, giving blocks.
     Blocks,
+    /// A depthwise convolution of blocks, giving blocks.
+    Depthwise,
+    /// `Relu` or `Add` of blocks, giving blocks: the same op on the 5-D values.
+    Elementwise,
     /// `GlobalAveragePool` of blocks, giving planes.
     Global,
 }
@@ -47,9 +59,10 @@ enum Rewrite {
 pub fn block_layouts(graph: &mut Graph) -> usize {
     // Planar value → its blocked twin.
     let mut blocked: HashMap<ValueId, ValueId> = HashMap::new();
+    let readers = Readers::of(graph);
     let mut rewritten = 0;
     for i in 0..graph.nodes.len() {
-        let Some(rewrite) = rewrite_of(graph, &graph.nodes[i], &blocked) else {
+        let Some(rewrite) = rewrite_of(graph, &graph.nodes[i], &blocked, &readers) else {
             continue;
         };
         let node = blocked_node(graph, i, rewrite, &mut blocked);
@@ -62,14 +75,65 @@ pub fn block_layouts(graph: &mut Graph) -> usize {
     rewritten
 }
 
+/// The nodes reading each value, as (node index, input index), and the values whose producer
+/// can give blocks ([`may_give_blocks`]), in the graph as it was before the pass: a value is
+/// looked up before any of its readers is rewritten.
+struct Readers {
+    readers: HashMap<ValueId, Vec<(usize, usize)>>,
+    givers: HashSet<ValueId>,
+}
+
+impl Readers {
+    fn of(graph: &Graph) -> Readers {
+        let mut readers: HashMap<ValueId, Vec<(usize, usize)>> = HashMap::new();
+        let mut givers = HashSet::new();
+        for (i, node) in graph.nodes.iter().enumerate() {
+            for (at, v) in node.inputs.iter().enumerate() {
+                if let Some(v) = v {
+                    readers.entry(*v).or_default().push((i, at));
+                }
+            }
+            if let [Some(y)] = node.outputs[..]
+                && may_give_blocks(graph, node, y)
+            {
+                givers.insert(y);
+            }
+        }
+        Readers { readers, givers }
+    }
+
+    /// True when `v` is not a graph output and every node reading it takes blocks there,
+    /// looking `depth` levels further through the readers that pass blocks on.
+    fn take_blocks(&self, graph: &Graph, v: ValueId, depth: usize) -> bool {
+        !graph.outputs.contains(&v)
+            && self.readers.get(&v).is_none_or(|readers| {
+                readers
+                    .iter()
+                    .all(|&(i, at)| takes_blocks(graph, &graph.nodes[i], at, self, depth))
+            })
+    }
+}
+
+/// How many levels of depthwise convolutions, `Relu`s and `Add`s a convolution looks through
+/// to decide whether blocks will be read where its output goes.
+const LOOK_AHEAD: usize = 4;
+
 /// How `node` can be rewritten given the values already blocked; `None` when it cannot.
-fn rewrite_of(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>) -> Option<Rewrite> {
+fn rewrite_of(
+    graph: &Graph,
+    node: &Node,
+    blocked: &HashMap<ValueId, ValueId>,
+    readers: &Readers,
+) -> Option<Rewrite> {
     let is_blocked = |v: &Option<ValueId>| v.is_some_and(|v| blocked.contains_key(&v));
     if node.outputs.len() != 1 || node.outputs[0].is_none() || !node.subgraphs.is_empty() {
         return None;
     }
     if blockable_conv(graph, node) {
-        return conv_rewrite(graph, node, blocked);
+        return conv_rewrite(graph, node, blocked, readers);
+    }
+    if blockable_depthwise(graph, node) {
+        return is_blocked(&node.inputs[0]).then_some(Rewrite::Depthwise);
     }
     let reads_blocks = !node.inputs.is_empty() && node.inputs.iter().all(is_blocked);
     if !reads_blocks {
@@ -77,6 +141,9 @@ fn rewrite_of(graph: &Graph, node: &Node, blocked: &HashMap<ValueId, ValueId>) -
     }
     if plain_pool(node) || channel_concat(node) {
         return Some(Rewrite::Blocks);
+    }
+    if same_shape_elementwise(graph, node) {
+        return Some(Rewrite::Elementwise);
     }
     (default_domain(node)
         && node.op_type == "GlobalAveragePool"
@@ -111,6 +178,84 @@ fn blockable_conv(graph: &Graph, node: &Node) -> bool {
         && node.declared_inputs == node.inputs.len()
         && node.outputs.len() == 1
         && weights.is_some_and(|w| w.dtype() == DType::F32 && w.shape().len() == 4)
+}
+
+/// A depthwise 2-D `Conv` or `FusedConv` the blocked kernel runs: `group` equal to the channel
+/// count, a multiple of 16, `f32` constant `[C, 1, kH, kW]` weights, at most `X, W, B`.
+fn blockable_depthwise(graph: &Graph, node: &Node) -> bool {
+    let fused = node.op_type == "FusedConv" && node.domain == "com.microsoft";
+    if !(fused || node.op_type == "Conv" && default_domain(node)) {
+        return false;
+    }
+    let mut known = spillway_kernels::cpu::nn::conv::ATTRIBUTES.to_vec();
+    if fused {
+        known.extend(["activation", "activation_params"]);
+    }
+    let weights = node
+        .inputs
+        .get(1)
+        .copied()
+        .flatten()
+        .and_then(|w| graph.constants.get(&w));
+    let channels = weights
+        .filter(|w| w.dtype() == DType::F32)
+        .and_then(|w| match *w.shape() {
+            [c, 1, _, _] if c % BLOCK == 0 => Some(c),
+            _ => None,
+        });
+    let image = node
+        .inputs
+        .first()
+        .copied()
+        .flatten()
+        .map(|x| graph.value(x));
+    let planar = image.is_some_and(|info| {
+        info.dtype == Some(DType::F32)
+            && matches!(info.shape.as_deref(), Some([_, Dim::Fixed(c), _, _]) if Some(*c) == channels)
+    });
+    node.attrs.names().all(|n| known.contains(&n))
+        && channels.is_some_and(|c| node.attrs.int("group", 1).is_ok_and(|g| g as usize == c))
+        && node.inputs.len() <= 3
+        && node.declared_inputs == node.inputs.len()
+        && planar
+}
+
+/// `Relu`, or `Add` of two `f32` values of one fully known 4-D shape: on blocked values the
+/// same op gives the blocked result.
+fn same_shape_elementwise(graph: &Graph, node: &Node) -> bool {
+    let arity = match node.op_type.as_str() {
+        "Relu" => 1,
+        "Add" => 2,
+        _ => return false,
+    };
+    let shapes: Option<Vec<&ValueInfo>> = node
+        .inputs
+        .iter()
+        .map(|v| v.map(|v| graph.value(v)))
+        .collect();
+    default_domain(node)
+        && node.attrs.names().next().is_none()
+        && node.inputs.len() == arity
+        && shapes.is_some_and(|infos| {
+            infos.iter().all(|info| {
+                info.dtype == Some(DType::F32)
+                    && info.shape == infos[0].shape
+                    && info.shape.as_deref().is_some_and(|s| {
+                        s.len() == 4 && s.iter().all(|d| matches!(d, Dim::Fixed(_)))
+                    })
+            })
+        })
+}
+
+/// True when `node`'s output `y` may be blocked: the node is a convolution, a pool, a
+/// `Concat`, a depthwise convolution or an elementwise node of the pass, judged by the node
+/// alone.
+fn may_give_blocks(graph: &Graph, node: &Node, y: ValueId) -> bool {
+    (blockable_conv(graph, node) && block_count(graph.value(y)).is_some())
+        || plain_pool(node)
+        || channel_concat(node)
+        || blockable_depthwise(graph, node)
+        || same_shape_elementwise(graph, node)
 }
 
 /// A 2-D `MaxPool` or `AveragePool` the blocked kernel runs: one output, no dilations.
@@ -150,10 +295,28 @@ fn channel_concat(node: &Node) -> bool {
         && node.attrs.int("axis", 0).is_ok_and(|a| a == 1 || a == -3)
 }
 
-/// True when `node` can read a blocked value as its input `at` (when its other inputs allow).
-fn takes_blocks(graph: &Graph, node: &Node, at: usize) -> bool {
+/// True when `node` can read a blocked value as its input `at` (when its other inputs allow);
+/// for the nodes that pass blocks on, when their readers take blocks too (`depth` levels on).
+fn takes_blocks(graph: &Graph, node: &Node, at: usize, readers: &Readers, depth: usize) -> bool {
     if blockable_conv(graph, node) {
         return at == 0 || at == 3;
+    }
+    let passes_on = |node: &Node| {
+        depth > 0
+            && node.outputs.len() == 1
+            && node.outputs[0].is_some_and(|y| readers.take_blocks(graph, y, depth - 1))
+    };
+    if blockable_depthwise(graph, node) {
+        return at == 0 && passes_on(node);
+    }
+    if same_shape_elementwise(graph, node) {
+        let others = node
+            .inputs
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != at)
+            .all(|(_, v)| v.is_some_and(|v| readers.givers.contains(&v)));
+        return others && passes_on(node);
     }
     plain_pool(node)
         || channel_concat(node)
@@ -167,6 +330,7 @@ fn conv_rewrite(
     graph: &Graph,
     node: &Node,
     blocked: &HashMap<ValueId, ValueId>,
+    readers: &Readers,
 ) -> Option<Rewrite> {
     let x = node.inputs.first().copied().flatten()?;
     let planar = |v: ValueId| {
@@ -188,14 +352,7 @@ fn conv_rewrite(
             return None;
         }
     }
-    let readers_take_blocks = !graph.outputs.contains(&y)
-        && graph.nodes.iter().all(|reader| {
-            reader
-                .inputs
-                .iter()
-                .enumerate()
-                .all(|(at, v)| *v != Some(y) || takes_blocks(graph, reader, at))
-        });
+    let readers_take_blocks = readers.take_blocks(graph, y, LOOK_AHEAD);
     let reads = blocked.contains_key(&x);
     let writes = block_count(graph.value(y)).is_some()
         && z.is_none_or(|z| blocked.contains_key(&z))
@@ -248,6 +405,15 @@ fn blocked_node(
             }
             true
         }
+        Rewrite::Depthwise => {
+            twin(&mut node.inputs[0], blocked);
+            node.op_type = "Conv".into();
+            true
+        }
+        Rewrite::Elementwise => {
+            node.inputs.iter_mut().for_each(|v| twin(v, blocked));
+            true
+        }
         Rewrite::Global => {
             twin(&mut node.inputs[0], blocked);
             false
@@ -266,8 +432,9 @@ fn blocked_node(
         blocked.insert(y, b);
         node.outputs[0] = Some(b);
     }
-    // `Concat` stays the default domain's: along axis 1 it joins blocks as they are.
-    if node.op_type != "Concat" {
+    // `Concat` stays the default domain's: along axis 1 it joins blocks as they are; so do
+    // `Relu` and `Add`, which compute each element alone.
+    if !matches!(rewrite, Rewrite::Elementwise) && node.op_type != "Concat" {
         node.domain = DOMAIN.into();
         node.opset = VERSION;
     }

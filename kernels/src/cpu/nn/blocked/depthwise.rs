@@ -4,8 +4,6 @@
 //! into whole vectors of the image, so no plane is copied or padded and small planes cost no
 //! more per element than large ones (the planar kernel pads each plane into its own copy).
 
-use std::mem::MaybeUninit;
-
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
@@ -16,13 +14,16 @@ use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
 use crate::cpu::nn::fused_conv::activation_attrs;
+use crate::cpu::nn::matrix::SendPtr;
 use crate::cpu::nn::spatial::WindowAttrs;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
 use crate::{DType, Tensor, output_buffer};
 
 /// Output positions computed together in the interior of a row.
-const RUN: usize = 8;
+const RUN: usize = 4;
+/// Blocks of channels computed together.
+const TOGETHER: usize = 4;
 
 /// A built blocked depthwise `Conv`.
 #[derive(Debug)]
@@ -163,43 +164,73 @@ impl Kernel for BlockedDepthwise {
                 add: None,
                 activation: self.activation,
             });
-        let (blocks, plane, line) = (c / BLOCK, h * wd * BLOCK, ow * BLOCK);
+        let (blocks, plane, out_plane) = (c / BLOCK, h * wd * BLOCK, oh * ow * BLOCK);
         let xs = contiguous::<f32>(x)?;
+        let groups = blocks.div_ceil(TOGETHER);
         // Every element is written below: no zeros first.
         let y: Vec<f32> = output_buffer::build(0, n * c * oh * ow, |y| {
-            if line == 0 {
+            if out_plane == 0 {
                 return;
             }
-            y.par_chunks_mut(line)
+            let dst = SendPtr(y.as_mut_ptr().cast::<f32>());
+            (0..n * groups * oh)
+                .into_par_iter()
                 .with_min_len(4)
-                .enumerate()
-                .for_each(|(r, out)| {
-                    let (image, oy) = (r / oh, r % oh);
-                    let block = image % blocks;
+                .for_each(|task| {
+                    let (image, oy) = (task / oh, task % oh);
+                    let (b, first) = (image / groups, image % groups * TOGETHER);
+                    let count = TOGETHER.min(blocks - first);
+                    let block = b * blocks + first;
+                    let at = (block * oh + oy) * ow * BLOCK;
                     let filter = Filter {
-                        weights: &weights[block * taps * BLOCK..(block + 1) * taps * BLOCK],
-                        bias: &biases[block * BLOCK..(block + 1) * BLOCK],
+                        weights: &weights[first * taps * BLOCK..(first + count) * taps * BLOCK],
+                        bias: &biases[first * BLOCK..(first + count) * BLOCK],
                         clamp: (lo, hi),
                     };
-                    let image = &xs[image * plane..(image + 1) * plane];
-                    let window = Window { rows: &rows, oy };
+                    let rows = Window { rows: &rows, oy };
+                    let planes = Planes {
+                        image: &xs[block * plane..(block + count) * plane],
+                        plane,
+                        // SAFETY: these blocks' row `oy`: this task's alone.
+                        out: unsafe { dst.get().add(at) },
+                        out_plane,
+                    };
                     // SAFETY: the blocked kernels were checked available (AVX-512F) at build;
-                    // `image` is one block's plane, `out` one output row of it.
-                    unsafe { row(image, &window, &columns, &filter, out) };
+                    // `planes` holds `count` blocks of the image and of the output.
+                    unsafe {
+                        match count {
+                            4 => row::<4>(&planes, &rows, &columns, &filter),
+                            3 => row::<3>(&planes, &rows, &columns, &filter),
+                            2 => row::<2>(&planes, &rows, &columns, &filter),
+                            _ => row::<1>(&planes, &rows, &columns, &filter),
+                        }
+                    }
                     if let Some(e) = &rest {
-                        // SAFETY: `row` wrote every element of `out`.
-                        let out = unsafe {
-                            std::slice::from_raw_parts_mut(
-                                out.as_mut_ptr().cast::<f32>(),
-                                out.len(),
-                            )
-                        };
-                        e.finish(out, 0);
+                        for k in 0..count {
+                            // SAFETY: `row` wrote this block's output row; no other task
+                            // touches it.
+                            let out = unsafe {
+                                std::slice::from_raw_parts_mut(
+                                    planes.out.add(k * out_plane),
+                                    ow * BLOCK,
+                                )
+                            };
+                            e.finish(out, 0);
+                        }
                     }
                 });
         });
         Ok(vec![output(&[n, blocks, oh, ow, BLOCK], y)?])
     }
+}
+
+/// The image and output of the blocks a task computes together: block `k`'s image at
+/// `image[k · plane..]`, its output row at `out + k · out_plane`.
+struct Planes<'a> {
+    image: &'a [f32],
+    plane: usize,
+    out: *mut f32,
+    out_plane: usize,
 }
 
 /// The window's geometry along the image's height.
@@ -236,20 +267,21 @@ struct Filter<'a> {
     clamp: (f32, f32),
 }
 
-/// One output row of one block (`window` says which).
+/// One output row (`window` says which) of `NB` blocks together: each tap's multiply-adds
+/// for the blocks are independent, so one output at a time still fills the pipeline.
 ///
 /// # Safety
-/// The CPU supports AVX-512F; `image` holds the block's `height × width` vectors, `window`'s rows are the
-/// image's, `filter.weights` holds `kernel rows × columns.kernel`
-/// vectors, `filter.bias` one, and `out` `columns.out` vectors.
+/// The CPU supports AVX-512F; `planes.image` holds `NB` blocks of `height × width` vectors,
+/// `window`'s rows are the image's, `filter.weights` holds `NB × kernel rows × columns.kernel`
+/// vectors and `filter.bias` `NB`; `planes.out` is valid for `columns.out` vectors in each of
+/// the `NB` blocks.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn row(
-    image: &[f32],
+unsafe fn row<const NB: usize>(
+    planes: &Planes<'_>,
     window: &Window<'_>,
     columns: &Columns,
     filter: &Filter<'_>,
-    out: &mut [MaybeUninit<f32>],
 ) {
     let (lo, hi) = columns.interior();
     let mut ox = 0;
@@ -257,19 +289,19 @@ unsafe fn row(
     // `lo..hi` inside the row, and `edge` checks each tap of the others.
     unsafe {
         while ox < lo {
-            edge(image, window, columns, filter, out, ox);
+            edge::<NB>(planes, window, columns, filter, ox);
             ox += 1;
         }
         while ox + RUN <= hi {
-            run::<RUN>(image, window, columns, filter, out, ox);
+            run::<NB, RUN>(planes, window, columns, filter, ox);
             ox += RUN;
         }
         while ox < hi {
-            run::<1>(image, window, columns, filter, out, ox);
+            run::<NB, 1>(planes, window, columns, filter, ox);
             ox += 1;
         }
         while ox < columns.out {
-            edge(image, window, columns, filter, out, ox);
+            edge::<NB>(planes, window, columns, filter, ox);
             ox += 1;
         }
     }
@@ -277,62 +309,87 @@ unsafe fn row(
 
 /// Off x86-64 the blocked kernels are never built ([`require_avx512`]).
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn row(_: &[f32], _: &Window<'_>, _: &Columns, _: &Filter<'_>, _: &mut [MaybeUninit<f32>]) {
+unsafe fn row<const NB: usize>(_: &Planes<'_>, _: &Window<'_>, _: &Columns, _: &Filter<'_>) {
     unreachable!("the blocked depthwise Conv needs AVX-512F")
 }
 
-/// Outputs `ox..ox + R`, every tap inside the image.
+/// Outputs `ox..ox + R` of the `NB` blocks, every tap inside the image.
 ///
 /// # Safety
 /// As [`row`]'s, and `ox + R` is at most the interior's end.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn run<const R: usize>(
-    image: &[f32],
+unsafe fn run<const NB: usize, const R: usize>(
+    planes: &Planes<'_>,
     window: &Window<'_>,
     columns: &Columns,
     filter: &Filter<'_>,
-    out: &mut [MaybeUninit<f32>],
     ox: usize,
 ) {
-    let (img, w) = (image.as_ptr(), filter.weights.as_ptr());
+    let (img, w, b) = (
+        planes.image.as_ptr(),
+        filter.weights.as_ptr(),
+        filter.bias.as_ptr(),
+    );
+    let taps = filter.weights.len() / (NB * BLOCK);
     let step = columns.stride * BLOCK;
     // SAFETY: the caller's contract: every tap of these outputs lies inside the image.
     unsafe {
-        let mut acc = [_mm512_loadu_ps(filter.bias.as_ptr()); R];
+        // Loops, not `array::from_fn`: its closure is compiled without AVX-512.
+        let mut acc = [[_mm512_setzero_ps(); R]; NB];
+        for (k, acc) in acc.iter_mut().enumerate() {
+            *acc = [_mm512_loadu_ps(b.add(k * BLOCK)); R];
+        }
         let first = ox * columns.stride - columns.pad;
         for (ky, iy) in window.inside() {
             let line = img.add((iy * columns.width + first) * BLOCK);
             for kx in 0..columns.kernel {
-                let wv = _mm512_loadu_ps(w.add((ky * columns.kernel + kx) * BLOCK));
+                let tap = ky * columns.kernel + kx;
                 let at = line.add(kx * columns.dilation * BLOCK);
-                for (j, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(_mm512_loadu_ps(at.add(j * step)), wv, *a);
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    let wv = _mm512_loadu_ps(w.add((k * taps + tap) * BLOCK));
+                    let at = at.add(k * planes.plane);
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(_mm512_loadu_ps(at.add(j * step)), wv, *a);
+                    }
                 }
             }
         }
-        store(&acc, filter.clamp, out.as_mut_ptr().add(ox * BLOCK).cast());
+        for (k, acc) in acc.iter().enumerate() {
+            store(
+                acc,
+                filter.clamp,
+                planes.out.add(k * planes.out_plane + ox * BLOCK),
+            );
+        }
     }
 }
 
-/// Output `ox`, some of its taps outside the image (they add nothing).
+/// Output `ox` of the `NB` blocks, some of its taps outside the image (they add nothing).
 ///
 /// # Safety
 /// As [`row`]'s, and `ox` is below the output width.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn edge(
-    image: &[f32],
+unsafe fn edge<const NB: usize>(
+    planes: &Planes<'_>,
     window: &Window<'_>,
     columns: &Columns,
     filter: &Filter<'_>,
-    out: &mut [MaybeUninit<f32>],
     ox: usize,
 ) {
-    let (img, w) = (image.as_ptr(), filter.weights.as_ptr());
+    let (img, w, b) = (
+        planes.image.as_ptr(),
+        filter.weights.as_ptr(),
+        filter.bias.as_ptr(),
+    );
+    let taps = filter.weights.len() / (NB * BLOCK);
     // SAFETY: each tap is checked to lie inside the row before it is read.
     unsafe {
-        let mut acc = [_mm512_loadu_ps(filter.bias.as_ptr())];
+        let mut acc = [[_mm512_setzero_ps(); 1]; NB];
+        for (k, acc) in acc.iter_mut().enumerate() {
+            *acc = [_mm512_loadu_ps(b.add(k * BLOCK))];
+        }
         for (ky, iy) in window.inside() {
             for kx in 0..columns.kernel {
                 let Some(ix) =
@@ -343,15 +400,24 @@ unsafe fn edge(
                 if ix >= columns.width {
                     continue;
                 }
-                let wv = _mm512_loadu_ps(w.add((ky * columns.kernel + kx) * BLOCK));
-                let x = _mm512_loadu_ps(img.add((iy * columns.width + ix) * BLOCK));
-                acc[0] = _mm512_fmadd_ps(x, wv, acc[0]);
+                let tap = ky * columns.kernel + kx;
+                let at = img.add((iy * columns.width + ix) * BLOCK);
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    let wv = _mm512_loadu_ps(w.add((k * taps + tap) * BLOCK));
+                    let x = _mm512_loadu_ps(at.add(k * planes.plane));
+                    acc[0] = _mm512_fmadd_ps(x, wv, acc[0]);
+                }
             }
         }
-        store(&acc, filter.clamp, out.as_mut_ptr().add(ox * BLOCK).cast());
+        for (k, acc) in acc.iter().enumerate() {
+            store(
+                acc,
+                filter.clamp,
+                planes.out.add(k * planes.out_plane + ox * BLOCK),
+            );
+        }
     }
 }
-
 /// Stores `acc`'s vectors one after another from `dst`, each clamped to `[lo, hi]` (`max`
 /// then `min`, the accumulator second: NaN stays NaN, as in the planar epilogue).
 ///

@@ -255,11 +255,11 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
     let cases: [Case; 8] = [
         (1, 32, 11, 11, 3, 1, [1; 4], 1, "Relu", true),
         (1, 16, 21, 13, 5, 1, [2; 4], 1, "Relu", true),
-        (2, 48, 23, 23, 7, 2, [3; 4], 1, "Relu", true),
+        (2, 80, 23, 23, 7, 2, [3; 4], 1, "Relu", true),
         (1, 16, 20, 19, 5, 2, [1, 2, 2, 1], 1, "Relu", false),
         (1, 32, 14, 25, 3, 1, [2; 4], 2, "HardSwish", true),
         (1, 16, 9, 30, 3, 1, [0; 4], 1, "LeakyRelu", true),
-        (1, 16, 2, 3, 5, 1, [2; 4], 1, "Relu", true),
+        (1, 48, 2, 3, 5, 1, [2; 4], 1, "Relu", true),
         (1, 16, 8, 8, 3, 3, [0, 1, 1, 0], 1, "Clip", true),
     ];
     for (i, &(n, c, h, w, k, s, pads, d, activation, with_bias)) in cases.iter().enumerate() {
