@@ -155,54 +155,42 @@ fn default_domain(node: &Node) -> bool {
     node.domain.is_empty() || node.domain == "ai.onnx"
 }
 
-/// A 2-D `Conv` or `FusedConv` the blocked kernel runs: group 1, `f32` constant 4-D weights,
-/// at most `X, W, B, Z`, attributes it knows.
-fn blockable_conv(graph: &Graph, node: &Node) -> bool {
+/// The constant weights of a `Conv` or `FusedConv` whose attributes the blocked kernels know
+/// and whose declared inputs are all present, if `node` is one.
+fn conv_weights<'g>(graph: &'g Graph, node: &Node) -> Option<&'g spillway_kernels::Tensor> {
     let fused = node.op_type == "FusedConv" && node.domain == "com.microsoft";
     if !(fused || node.op_type == "Conv" && default_domain(node)) {
-        return false;
+        return None;
     }
     let mut known = spillway_kernels::cpu::nn::conv::ATTRIBUTES.to_vec();
     if fused {
         known.extend(["activation", "activation_params"]);
     }
-    let weights = node
-        .inputs
-        .get(1)
-        .copied()
+    let w = node.inputs.get(1).copied().flatten()?;
+    (node.attrs.names().all(|n| known.contains(&n))
+        && node.declared_inputs == node.inputs.len()
+        && node.outputs.len() == 1)
+        .then(|| graph.constants.get(&w))
         .flatten()
-        .and_then(|w| graph.constants.get(&w));
-    node.attrs.names().all(|n| known.contains(&n))
+        .filter(|w| w.dtype() == DType::F32)
+}
+
+/// A 2-D `Conv` or `FusedConv` the blocked kernel runs: group 1, `f32` constant 4-D weights,
+/// at most `X, W, B, Z`, attributes it knows.
+fn blockable_conv(graph: &Graph, node: &Node) -> bool {
+    conv_weights(graph, node).is_some_and(|w| w.shape().len() == 4)
         && node.attrs.int("group", 1).is_ok_and(|g| g == 1)
         && node.inputs.len() <= 4
-        && node.declared_inputs == node.inputs.len()
-        && node.outputs.len() == 1
-        && weights.is_some_and(|w| w.dtype() == DType::F32 && w.shape().len() == 4)
 }
 
 /// A depthwise 2-D `Conv` or `FusedConv` the blocked kernel runs: `group` equal to the channel
 /// count, a multiple of 16, `f32` constant `[C, 1, kH, kW]` weights, at most `X, W, B`.
 fn blockable_depthwise(graph: &Graph, node: &Node) -> bool {
-    let fused = node.op_type == "FusedConv" && node.domain == "com.microsoft";
-    if !(fused || node.op_type == "Conv" && default_domain(node)) {
-        return false;
-    }
-    let mut known = spillway_kernels::cpu::nn::conv::ATTRIBUTES.to_vec();
-    if fused {
-        known.extend(["activation", "activation_params"]);
-    }
-    let weights = node
-        .inputs
-        .get(1)
-        .copied()
-        .flatten()
-        .and_then(|w| graph.constants.get(&w));
-    let channels = weights
-        .filter(|w| w.dtype() == DType::F32)
-        .and_then(|w| match *w.shape() {
-            [c, 1, _, _] if c % BLOCK == 0 => Some(c),
-            _ => None,
-        });
+    let weights = conv_weights(graph, node);
+    let channels = weights.and_then(|w| match *w.shape() {
+        [c, 1, _, _] if c % BLOCK == 0 => Some(c),
+        _ => None,
+    });
     let image = node
         .inputs
         .first()
@@ -213,10 +201,8 @@ fn blockable_depthwise(graph: &Graph, node: &Node) -> bool {
         info.dtype == Some(DType::F32)
             && matches!(info.shape.as_deref(), Some([_, Dim::Fixed(c), _, _]) if Some(*c) == channels)
     });
-    node.attrs.names().all(|n| known.contains(&n))
-        && channels.is_some_and(|c| node.attrs.int("group", 1).is_ok_and(|g| g as usize == c))
+    channels.is_some_and(|c| node.attrs.int("group", 1).is_ok_and(|g| g as usize == c))
         && node.inputs.len() <= 3
-        && node.declared_inputs == node.inputs.len()
         && planar
 }
 

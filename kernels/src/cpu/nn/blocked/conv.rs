@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use super::{BLOCK, require_avx512, unblocked};
+use super::{BLOCK, conv_inputs, require_avx512, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
@@ -17,8 +17,8 @@ use crate::cpu::nn::packed_weights::WeightCache;
 use crate::cpu::nn::spatial::WindowAttrs;
 use crate::cpu::nn::winograd::{self, WinogradImage};
 use crate::error::{KernelError, Result};
-use crate::kernel::{Kernel, NodeSpec, input, opt_input};
-use crate::{DType, Tensor, output_buffer};
+use crate::kernel::{Kernel, NodeSpec, opt_input};
+use crate::{Tensor, output_buffer};
 
 /// A built blocked `Conv`.
 #[derive(Debug)]
@@ -60,21 +60,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 
 impl Kernel for BlockedConv {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-        if inputs.len() > 4 {
-            return Err(KernelError::Arity(format!(
-                "the blocked Conv takes at most 4 inputs (X, W, B, Z), got {}",
-                inputs.len()
-            )));
-        }
-        let (x, w) = (input(inputs, 0)?, input(inputs, 1)?);
-        for (index, t) in inputs.iter().enumerate() {
-            if let Some(t) = t.filter(|t| t.dtype() != DType::F32) {
-                return Err(KernelError::UnsupportedDType {
-                    index,
-                    dtype: t.dtype(),
-                });
-            }
-        }
+        let (x, w) = conv_inputs(inputs, "Conv", &["X", "W", "B", "Z"])?;
         let blocked_input = x.shape().len() == 5;
         let [n, c, h, wd] = match blocked_input {
             true => unblocked(x.shape(), "X")?,

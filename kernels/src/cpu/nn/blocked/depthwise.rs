@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use rayon::prelude::*;
 
-use super::{BLOCK, DOMAIN, require_avx512, unblocked};
+use super::{BLOCK, DOMAIN, conv_inputs, require_avx512, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
@@ -17,8 +17,8 @@ use crate::cpu::nn::fused_conv::activation_attrs;
 use crate::cpu::nn::matrix::SendPtr;
 use crate::cpu::nn::spatial::WindowAttrs;
 use crate::error::{KernelError, Result};
-use crate::kernel::{Kernel, NodeSpec, input, opt_input};
-use crate::{DType, Tensor, output_buffer};
+use crate::kernel::{Kernel, NodeSpec, opt_input};
+use crate::{Tensor, output_buffer};
 
 /// Output positions computed together in the interior of a row.
 const RUN: usize = 4;
@@ -79,21 +79,7 @@ impl Columns {
 
 impl Kernel for BlockedDepthwise {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
-        if inputs.len() > 3 {
-            return Err(KernelError::Arity(format!(
-                "the blocked depthwise Conv takes at most 3 inputs (X, W, B), got {}",
-                inputs.len()
-            )));
-        }
-        let (x, w) = (input(inputs, 0)?, input(inputs, 1)?);
-        for (index, t) in inputs.iter().enumerate() {
-            if let Some(t) = t.filter(|t| t.dtype() != DType::F32) {
-                return Err(KernelError::UnsupportedDType {
-                    index,
-                    dtype: t.dtype(),
-                });
-            }
-        }
+        let (x, w) = conv_inputs(inputs, "depthwise Conv", &["X", "W", "B"])?;
         let [n, c, h, wd] = unblocked(x.shape(), "X")?;
         let &[m, 1, kh, kw] = w.shape() else {
             return Err(KernelError::Shape(format!(
@@ -335,11 +321,7 @@ unsafe fn run<const NB: usize, const R: usize>(
     let step = columns.stride * BLOCK;
     // SAFETY: the caller's contract: every tap of these outputs lies inside the image.
     unsafe {
-        // Loops, not `array::from_fn`: its closure is compiled without AVX-512.
-        let mut acc = [[_mm512_setzero_ps(); R]; NB];
-        for (k, acc) in acc.iter_mut().enumerate() {
-            *acc = [_mm512_loadu_ps(b.add(k * BLOCK)); R];
-        }
+        let mut acc = biases::<NB, R>(b);
         let first = ox * columns.stride - columns.pad;
         for (ky, iy) in window.inside() {
             let line = img.add((iy * columns.width + first) * BLOCK);
@@ -355,13 +337,7 @@ unsafe fn run<const NB: usize, const R: usize>(
                 }
             }
         }
-        for (k, acc) in acc.iter().enumerate() {
-            store(
-                acc,
-                filter.clamp,
-                planes.out.add(k * planes.out_plane + ox * BLOCK),
-            );
-        }
+        store(&acc, filter.clamp, planes, ox);
     }
 }
 
@@ -386,10 +362,7 @@ unsafe fn edge<const NB: usize>(
     let taps = filter.weights.len() / (NB * BLOCK);
     // SAFETY: each tap is checked to lie inside the row before it is read.
     unsafe {
-        let mut acc = [[_mm512_setzero_ps(); 1]; NB];
-        for (k, acc) in acc.iter_mut().enumerate() {
-            *acc = [_mm512_loadu_ps(b.add(k * BLOCK))];
-        }
+        let mut acc = biases::<NB, 1>(b);
         for (ky, iy) in window.inside() {
             for kx in 0..columns.kernel {
                 let Some(ix) =
@@ -409,27 +382,48 @@ unsafe fn edge<const NB: usize>(
                 }
             }
         }
-        for (k, acc) in acc.iter().enumerate() {
-            store(
-                acc,
-                filter.clamp,
-                planes.out.add(k * planes.out_plane + ox * BLOCK),
-            );
-        }
+        store(&acc, filter.clamp, planes, ox);
     }
 }
-/// Stores `acc`'s vectors one after another from `dst`, each clamped to `[lo, hi]` (`max`
-/// then `min`, the accumulator second: NaN stays NaN, as in the planar epilogue).
+/// `NB` blocks × `R` accumulators, each block's started from its bias vector (`b`, one
+/// vector per block).
 ///
 /// # Safety
-/// The CPU supports AVX-512F; `dst` is valid for `R` vectors.
+/// The CPU supports AVX-512F; `b` holds `NB` vectors.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn store<const R: usize>(acc: &[__m512; R], (lo, hi): (f32, f32), dst: *mut f32) {
-    let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-    for (j, &a) in acc.iter().enumerate() {
-        let v = _mm512_min_ps(hi, _mm512_max_ps(lo, a));
+unsafe fn biases<const NB: usize, const R: usize>(b: *const f32) -> [[__m512; R]; NB] {
+    // Loops, not `array::from_fn`: its closure is compiled without AVX-512.
+    let mut acc = [[_mm512_setzero_ps(); R]; NB];
+    for (k, acc) in acc.iter_mut().enumerate() {
         // SAFETY: the caller's contract.
-        unsafe { _mm512_storeu_ps(dst.add(j * BLOCK), v) };
+        *acc = [unsafe { _mm512_loadu_ps(b.add(k * BLOCK)) }; R];
+    }
+    acc
+}
+
+/// Stores outputs `ox..ox + R` of the `NB` blocks, each clamped to `[lo, hi]` (`max` then
+/// `min`, the accumulator second: NaN stays NaN, as in the planar epilogue).
+///
+/// # Safety
+/// The CPU supports AVX-512F; `planes.out` is valid for those outputs of every block.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn store<const NB: usize, const R: usize>(
+    acc: &[[__m512; R]; NB],
+    (lo, hi): (f32, f32),
+    planes: &Planes<'_>,
+    ox: usize,
+) {
+    let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+    for (k, acc) in acc.iter().enumerate() {
+        for (j, &a) in acc.iter().enumerate() {
+            let v = _mm512_min_ps(hi, _mm512_max_ps(lo, a));
+            // SAFETY: the caller's contract.
+            unsafe {
+                let dst = planes.out.add(k * planes.out_plane + (ox + j) * BLOCK);
+                _mm512_storeu_ps(dst, v)
+            };
+        }
     }
 }

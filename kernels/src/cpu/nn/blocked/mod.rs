@@ -24,7 +24,8 @@ pub use depthwise::BlockedDepthwise;
 
 use super::packed_gemm::Isa;
 use crate::error::{KernelError, Result};
-use crate::kernel::{Kernel, NodeSpec};
+use crate::kernel::{Kernel, NodeSpec, input};
+use crate::{DType, Tensor};
 
 /// The domain of the blocked ops.
 pub const DOMAIN: &str = "spillway.nchw16c";
@@ -69,6 +70,32 @@ fn unblocked(shape: &[usize], what: &str) -> Result<[usize; 4]> {
             "{what} must be blocked [N, C/16, H, W, 16], got {shape:?}"
         ))),
     }
+}
+
+/// `X` and `W` of a blocked convolution, after checking that there are at most `names.len()`
+/// inputs (`names` lists them for the error) and that all are `f32`.
+fn conv_inputs<'a>(
+    inputs: &[Option<&'a Tensor>],
+    what: &str,
+    names: &[&str],
+) -> Result<(&'a Tensor, &'a Tensor)> {
+    if inputs.len() > names.len() {
+        return Err(KernelError::Arity(format!(
+            "the blocked {what} takes at most {} inputs ({}), got {}",
+            names.len(),
+            names.join(", "),
+            inputs.len()
+        )));
+    }
+    for (index, t) in inputs.iter().enumerate() {
+        if let Some(t) = t.filter(|t| t.dtype() != DType::F32) {
+            return Err(KernelError::UnsupportedDType {
+                index,
+                dtype: t.dtype(),
+            });
+        }
+    }
+    Ok((input(inputs, 0)?, input(inputs, 1)?))
 }
 
 /// Fails unless the CPU runs the blocked kernels.
