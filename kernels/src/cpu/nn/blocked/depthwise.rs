@@ -98,6 +98,12 @@ impl Kernel for BlockedDepthwise {
                 ),
             });
         }
+        if kh * kw == 0 {
+            return Err(KernelError::Shape(format!(
+                "W {:?} has an empty window",
+                w.shape()
+            )));
+        }
         let geo = self.window.resolve(&[h, wd], Some(&[kh, kw]), false)?;
         let (oh, ow) = (geo.out[0], geo.out[1]);
         let bias = opt_input(inputs, 2)

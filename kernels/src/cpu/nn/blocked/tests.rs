@@ -293,6 +293,21 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
         let got = run(DOMAIN, "Conv", &attrs, &blocked).unwrap();
         assert_close(&got, &block(&want), &format!("depthwise case {i}"));
     }
+    // An image of width 0 with padding: every output is its bias (ReLU'd), no tap inside.
+    let attrs = Attributes::new()
+        .with("kernel_shape", ints(&[1, 3]))
+        .with("pads", ints(&[0, 2, 0, 2]))
+        .with("group", AttrValue::Int(16))
+        .with("activation", AttrValue::String("Relu".into()));
+    let x = Tensor::from_shape_vec(&[1, 1, 2, 0, BLOCK], Vec::<f32>::new()).unwrap();
+    let (wt, b) = (seeded(&[16, 1, 1, 3], 3), seeded(&[16], 4));
+    let got = run(DOMAIN, "Conv", &attrs, &[Some(&x), Some(&wt), Some(&b)]).unwrap();
+    assert_eq!(got.shape(), [1, 1, 2, 2, BLOCK]);
+    let bias = b.view::<f32>().unwrap();
+    let got = got.view::<f32>().unwrap();
+    for (i, v) in got.iter().enumerate() {
+        assert_eq!(*v, bias[[i % BLOCK]].max(0.0), "empty image, output {i}");
+    }
     // One group per channel only, and no residual.
     let x = block(&seeded(&[1, 32, 6, 6], 1));
     let attrs = Attributes::new()
@@ -314,4 +329,7 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("at most 3 inputs"), "{err}");
+    let empty = Tensor::from_shape_vec(&[32, 1, 0, 3], Vec::<f32>::new()).unwrap();
+    let err = run(DOMAIN, "Conv", &depthwise, &[Some(&x), Some(&empty)]).unwrap_err();
+    assert!(err.to_string().contains("empty window"), "{err}");
 }
