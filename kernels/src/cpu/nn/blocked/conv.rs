@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use super::{BLOCK, conv_inputs, require_avx512, unblocked};
+use super::{BLOCK, conv_bias, conv_inputs, require_avx512, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
@@ -92,15 +92,7 @@ impl Kernel for BlockedConv {
             true => vec![n, m / BLOCK, oh, ow, BLOCK],
             false => vec![n, m, oh, ow],
         };
-        let bias = opt_input(inputs, 2)
-            .map(|b| match b.shape() == [m] {
-                true => contiguous::<f32>(b),
-                false => Err(KernelError::Shape(format!(
-                    "B has shape {:?}, expected [{m}]",
-                    b.shape()
-                ))),
-            })
-            .transpose()?;
+        let bias = conv_bias(inputs, m)?;
         let z = opt_input(inputs, 3)
             .map(|z| match z.shape() == y_shape.as_slice() {
                 true => contiguous::<f32>(z),

@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use rayon::prelude::*;
 
-use super::{BLOCK, DOMAIN, conv_inputs, require_avx512, unblocked};
+use super::{BLOCK, DOMAIN, conv_bias, conv_inputs, require_avx512, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
@@ -17,7 +17,7 @@ use crate::cpu::nn::fused_conv::activation_attrs;
 use crate::cpu::nn::matrix::SendPtr;
 use crate::cpu::nn::spatial::WindowAttrs;
 use crate::error::{KernelError, Result};
-use crate::kernel::{Kernel, NodeSpec, opt_input};
+use crate::kernel::{Kernel, NodeSpec};
 use crate::{Tensor, output_buffer};
 
 /// Output positions computed together in the interior of a row.
@@ -106,15 +106,7 @@ impl Kernel for BlockedDepthwise {
         }
         let geo = self.window.resolve(&[h, wd], Some(&[kh, kw]), false)?;
         let (oh, ow) = (geo.out[0], geo.out[1]);
-        let bias = opt_input(inputs, 2)
-            .map(|b| match b.shape() == [c] {
-                true => contiguous::<f32>(b),
-                false => Err(KernelError::Shape(format!(
-                    "B has shape {:?}, expected [{c}]",
-                    b.shape()
-                ))),
-            })
-            .transpose()?;
+        let bias = conv_bias(inputs, c)?;
         let ws = contiguous::<f32>(w)?;
         let taps = kh * kw;
         // Each block's weights as `taps` vectors of its 16 channels.
@@ -144,18 +136,13 @@ impl Kernel for BlockedDepthwise {
             dilation: geo.dilations[0],
             pad: geo.pad_begin[0],
         };
-        let (lo, hi) = self
-            .activation
-            .clamp_bounds()
-            .unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-        let rest = self
-            .activation
-            .clamp_bounds()
-            .is_none()
-            .then_some(Epilogue {
-                add: None,
-                activation: self.activation,
-            });
+        // Clamps finish in registers; any other activation in the epilogue, on each row.
+        let clamp = self.activation.clamp_bounds();
+        let rest = clamp.is_none().then_some(Epilogue {
+            add: None,
+            activation: self.activation,
+        });
+        let clamp = clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
         let (blocks, plane, out_plane) = (c / BLOCK, h * wd * BLOCK, oh * ow * BLOCK);
         let xs = contiguous::<f32>(x)?;
         let groups = blocks.div_ceil(TOGETHER);
@@ -177,7 +164,8 @@ impl Kernel for BlockedDepthwise {
                     let filter = Filter {
                         weights: &weights[first * taps * BLOCK..(first + count) * taps * BLOCK],
                         bias: &biases[first * BLOCK..(first + count) * BLOCK],
-                        clamp: (lo, hi),
+                        taps,
+                        clamp,
                     };
                     let rows = Window { rows: &rows, oy };
                     let planes = Planes {
@@ -256,6 +244,8 @@ impl Window<'_> {
 struct Filter<'a> {
     weights: &'a [f32],
     bias: &'a [f32],
+    /// Vectors of weights per block.
+    taps: usize,
     clamp: (f32, f32),
 }
 
@@ -318,16 +308,11 @@ unsafe fn run<const NB: usize, const R: usize>(
     filter: &Filter<'_>,
     ox: usize,
 ) {
-    let (img, w, b) = (
-        planes.image.as_ptr(),
-        filter.weights.as_ptr(),
-        filter.bias.as_ptr(),
-    );
-    let taps = filter.weights.len() / (NB * BLOCK);
+    let (img, w, taps) = (planes.image.as_ptr(), filter.weights.as_ptr(), filter.taps);
     let step = columns.stride * BLOCK;
     // SAFETY: the caller's contract: every tap of these outputs lies inside the image.
     unsafe {
-        let mut acc = biases::<NB, R>(b);
+        let mut acc = biases::<NB, R>(filter.bias.as_ptr());
         let first = ox * columns.stride - columns.pad;
         for (ky, iy) in window.inside() {
             let line = img.add((iy * columns.width + first) * BLOCK);
@@ -360,15 +345,10 @@ unsafe fn edge<const NB: usize>(
     filter: &Filter<'_>,
     ox: usize,
 ) {
-    let (img, w, b) = (
-        planes.image.as_ptr(),
-        filter.weights.as_ptr(),
-        filter.bias.as_ptr(),
-    );
-    let taps = filter.weights.len() / (NB * BLOCK);
+    let (img, w, taps) = (planes.image.as_ptr(), filter.weights.as_ptr(), filter.taps);
     // SAFETY: each tap is checked to lie inside the row before it is read.
     unsafe {
-        let mut acc = biases::<NB, 1>(b);
+        let mut acc = biases::<NB, 1>(filter.bias.as_ptr());
         for (ky, iy) in window.inside() {
             for kx in 0..columns.kernel {
                 let Some(ix) =

@@ -98,6 +98,23 @@ fn conv_inputs<'a>(
     Ok((input(inputs, 0)?, input(inputs, 1)?))
 }
 
+/// The optional bias `B` (input 2) of a blocked convolution of `m` output channels, checked
+/// to be `[m]`.
+fn conv_bias<'a>(
+    inputs: &[Option<&'a Tensor>],
+    m: usize,
+) -> Result<Option<std::borrow::Cow<'a, [f32]>>> {
+    crate::kernel::opt_input(inputs, 2)
+        .map(|b| match b.shape() == [m] {
+            true => crate::cpu::nn::common::contiguous::<f32>(b),
+            false => Err(KernelError::Shape(format!(
+                "B has shape {:?}, expected [{m}]",
+                b.shape()
+            ))),
+        })
+        .transpose()
+}
+
 /// Fails unless the CPU runs the blocked kernels.
 fn require_avx512(op: &str) -> Result<()> {
     match available() {
