@@ -13,9 +13,15 @@ The method (data-driven, seeded, run once before export on calibration photos):
    output minus its bias) of the classification layer(s), per class.
 2. Pick `n_active` classes at random (seeded). For each active class c, rescale its weights by a
    and set its bias b (an affine map of its logit) so that the (1 - f) quantile of z_c lands
-   on the score threshold (so a fraction f of the anchors/proposals pass it) and the maximum of
-   z_c lands on logit +3 (score about 0.95, like a trained detector's top detections); quantile
-   and maximum are taken per photo and averaged over the photos.
+   on the score threshold (so a fraction f of the anchors/proposals pass it; the quantile is
+   taken per photo and averaged over the photos) and the largest z_c of all the photos lands on
+   logit +3 (score about 0.95, like a trained detector's top detections) — unless that would
+   spread the class's logits on this layer wider than MAX_SPREAD (their standard deviation over
+   the photos' anchors/proposals): then a is that cap, and the top stays below +3.
+   Without the cap, layers with few anchors (SSD's 1x1 and 3x3 feature maps: 4 to 36 anchors
+   per photo, nearly equal raw logits) got scales up to 95,000 and logit spreads up to 3,000,
+   which multiplied float rounding into score differences of 4e-3 between two runs of ONNX
+   Runtime itself; a trained head's logits spread by a few units.
 3. Every other class is normalized to unit logit spread and its bias puts its largest calibration
    logit 4 spreads below the threshold: it keeps its (random) computation but is never detected.
 4. For softmax heads (Faster/Mask R-CNN, SSD, SSDlite) the background row gets weight 0 and bias 0,
@@ -29,6 +35,12 @@ The method (data-driven, seeded, run once before export on calibration photos):
 5. The box-regression layers are scaled so their raw deltas have the spread of a trained model's
    small refinements (std 1 with box-coder weights 10/5, i.e. about 0.1 box size; RetinaNet 0.1),
    so decoded boxes stay near their anchors/proposals instead of being clipped to the border.
+6. Mask R-CNN's mask logits (after the classes above, on the detections they give): the mean
+   direction of the layer's input features is projected out of its weights (it moved a whole
+   mask's logits together, so a random mask was nearly all or nothing of its box), then each
+   class's 28x28 logits are centred (median 0 over the calibration detections' pixels) and scaled
+   to a spread of MASK_SPREAD. A mask then covers about half its box, as a trained mask head's
+   covers its object; the random head gave masks of a few pixels (median 21 on `astronaut`).
 """
 import math
 
@@ -38,6 +50,11 @@ import torch
 TOP_LOGIT = 3.0
 # How many spreads below the threshold an inactive class's largest calibration logit lands.
 INACTIVE_MARGIN = 4.0
+# The widest spread (standard deviation over a layer's calibration anchors) of an active class's
+# logits.
+MAX_SPREAD = 4.0
+# The spread of each class's mask logits.
+MASK_SPREAD = 4.0
 
 
 def _logit(p):
@@ -93,10 +110,10 @@ def _calibrate_layer(module, outs, k, active, threshold, fraction, softmax, n_im
             _set_class(module, k, 0, 0.0, 0.0)
             continue
         if c in active:
-            # Per-photo quantile and maximum, averaged over the photos.
+            # The per-photo quantile averaged over the photos; the largest logit of all.
             q = sum(torch.quantile(zi[c], 1.0 - fraction).item() for zi in z_img) / n_images
-            top = sum(zi[c].max().item() for zi in z_img) / n_images
-            a = (TOP_LOGIT - t_lo) / max(top - q, 1e-6)
+            top = zc.max().item()
+            a = min((TOP_LOGIT - t_lo) / max(top - q, 1e-6), MAX_SPREAD / max(zc.std().item(), 1e-12))
             _set_class(module, k, c, a, t_lo - a * q)
             info[c] = {"scale": round(a, 4), "bias": round(t_lo - a * q, 4)}
         else:
@@ -112,6 +129,36 @@ def _scale_to_std(module, outs, target):
         module.weight *= s
         module.bias.zero_()
     return s
+
+
+def _calibrate_masks(model, images):
+    """Step 6 of the module doc on Mask R-CNN's mask logits (run after the class layers are
+    calibrated: the mask head sees their detections). Returns how many detections it saw."""
+    layer = model.roi_heads.mask_predictor.mask_fcn_logits
+    features = []
+    hook = layer.register_forward_hook(lambda _m, inp, _out: features.append(inp[0].detach()))
+    with torch.no_grad():
+        for img in images:
+            model([img])
+    hook.remove()
+    x = torch.cat(features)
+    detections = x.shape[0]
+    if detections == 0:
+        raise ValueError("no detections on the calibration photos to calibrate the masks on")
+    # The mean feature direction (the features are ReLU outputs, all >= 0) moves a whole mask's
+    # logits together; without it the logits vary inside each mask.
+    mean = x.mean(dim=(0, 2, 3))
+    mean = mean / max(mean.norm().item(), 1e-12)
+    with torch.no_grad():
+        w = layer.weight[:, :, 0, 0]
+        w -= (w @ mean)[:, None] * mean[None, :]
+        # [detections, classes, 28, 28] -> [classes, detections * 28 * 28], without the bias.
+        z = torch.einsum("dchw,kc->kdhw", x, w).reshape(w.shape[0], -1)
+        for c in range(z.shape[0]):
+            a = MASK_SPREAD / max(z[c].std().item(), 1e-12)
+            layer.weight[c] *= a
+            layer.bias[c] = -a * z[c].median().item()
+    return detections
 
 
 def recalibrate_bn(model, images):
@@ -166,6 +213,9 @@ def calibrate(name, model, images, seed, n_active, fraction):
         per_layer.append(_calibrate_layer(m, cap.outputs[id(m)], k, active, threshold, fraction, softmax,
                                           len(images)))
     reg_scales = [round(_scale_to_std(m, cap.outputs[id(m)], t), 6) for m, t in reg_layers]
+    masks = None
+    if name.startswith("maskrcnn"):
+        masks = {"spread": MASK_SPREAD, "calibration_detections": _calibrate_masks(model, images)}
     return {
         "active_classes": active,
         "fraction_above_threshold": fraction,
@@ -174,5 +224,7 @@ def calibrate(name, model, images, seed, n_active, fraction):
         "softmax": softmax,
         "class_layers": len(cls_layers),
         "box_regression_scales": reg_scales,
+        "max_spread": MAX_SPREAD,
+        "mask_logits": masks,
         "batchnorm_layers_recalibrated": n_bn,
     }

@@ -114,7 +114,10 @@ fn main() -> Result<()> {
             let sp_s = t0.elapsed().as_secs_f64();
             let o = extract(&names, &ort_out)?;
             let ort_self = match compare(&o, &extract(&names, &ort_plain.run(&inputs)?)?) {
-                Ok(_) => "ok".to_string(),
+                Ok(c) => format!(
+                    "ok (box {:.1e}, score {:.1e})",
+                    c.max_box_rel, c.max_score_abs
+                ),
                 Err(e) => format!("differs: {e}"),
             };
             let (result, cmp, count_s) = match sp {
