@@ -101,9 +101,10 @@ fn before_depthwise() -> Vec<u8> {
 /// NASNet's separable branches: `Relu`, depthwise 5×5, pointwise + `Relu`, depthwise 3×3,
 /// pointwise, added to the cell's input and concatenated with it; beside them a convolution
 /// whose only reader broadcasts (`Add` of a `[1, 32, 1, 1]` constant), which stays planar.
-fn separable_cell() -> Vec<u8> {
+/// A negative `batch` makes the batch dimension symbolic, as exported models have it.
+fn separable_cell(batch: i64) -> Vec<u8> {
     let mut m = ModelBuilder::new(44);
-    m.input("x", &[1, 32, 9, 9]);
+    m.input("x", &[batch, 32, 9, 9]);
     conv_relu(&mut m, "x", "a", [32, 32, 1, 1], &[]);
     m.node("Relu", &["a"], &["r"], &[]);
     let depthwise = |m: &mut ModelBuilder, x: &str, y: &str, k: i64| {
@@ -172,10 +173,15 @@ fn blocked_models_match_onnx_runtime() {
     let inception = matches_ort("inception", &inception(), &[1, 3, 33, 33]);
     let residual = matches_ort("residual", &residual(), &[2, 16, 12, 12]);
     let depthwise = matches_ort("before depthwise", &before_depthwise(), &[1, 16, 10, 10]);
-    let cell = matches_ort("separable cell", &separable_cell(), &[1, 32, 9, 9]);
+    let cell = matches_ort("separable cell", &separable_cell(1), &[1, 32, 9, 9]);
+    let symbolic = matches_ort(
+        "separable cell, symbolic batch",
+        &separable_cell(-1),
+        &[2, 32, 9, 9],
+    );
     if !available() {
         // Without AVX-512 the graph keeps its planar ops; the outputs are checked above.
-        for s in [&inception, &residual, &depthwise, &cell] {
+        for s in [&inception, &residual, &depthwise, &cell, &symbolic] {
             assert_eq!(count(&ops(s), "Conv", DOMAIN), 0);
         }
         return;
@@ -200,7 +206,14 @@ fn blocked_models_match_onnx_runtime() {
     assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
     // Every convolution in blocks (the one read by the broadcast writes planes), the `Relu`,
     // `Add` and `Concat` on blocks as they are; one reorder, for the graph's output `cat`.
-    let ops_of = ops(&cell);
+    // The same with a symbolic batch: values of one shape still have one size.
+    for cell in [&cell, &symbolic] {
+        separable_cell_is_blocked(cell);
+    }
+}
+
+fn separable_cell_is_blocked(cell: &Session) {
+    let ops_of = ops(cell);
     assert_eq!(count(&ops_of, "Conv", DOMAIN), 6, "{ops_of:?}");
     assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 1, "{ops_of:?}");
     let graph = cell.graph();

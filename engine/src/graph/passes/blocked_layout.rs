@@ -14,8 +14,8 @@
 //! - a depthwise `Conv` or `FusedConv` (one group per channel, a multiple of 16 channels, no
 //!   `Z`) gives blocks when it reads blocks;
 //! - `MaxPool` and `AveragePool` (2-D, one output, no dilations), `Concat` along the
-//!   channels, `Relu`, and `Add` of two values of the same shape give blocks when all they
-//!   read is blocked;
+//!   channels, `Relu`, and `Add` of two values of the same shape (a symbolic batch allowed)
+//!   give blocks when all they read is blocked;
 //! - `GlobalAveragePool` of blocks gives the usual planar `[N, C, 1, 1]`.
 //!
 //! A convolution writes blocks for a depthwise convolution, a `Relu` or an `Add` only when
@@ -206,8 +206,9 @@ fn blockable_depthwise(graph: &Graph, node: &Node) -> bool {
         && planar
 }
 
-/// `Relu`, or `Add` of two `f32` values of one fully known 4-D shape: on blocked values the
-/// same op gives the blocked result.
+/// `Relu`, or `Add` of two `f32` values of one 4-D shape, known but for a symbolic batch
+/// (one symbol is one size: an exported model's `batch`): on blocked values the same op
+/// gives the blocked result.
 fn same_shape_elementwise(graph: &Graph, node: &Node) -> bool {
     let arity = match node.op_type.as_str() {
         "Relu" => 1,
@@ -227,7 +228,9 @@ fn same_shape_elementwise(graph: &Graph, node: &Node) -> bool {
                 info.dtype == Some(DType::F32)
                     && info.shape == infos[0].shape
                     && info.shape.as_deref().is_some_and(|s| {
-                        s.len() == 4 && s.iter().all(|d| matches!(d, Dim::Fixed(_)))
+                        s.len() == 4
+                            && matches!(s[0], Dim::Fixed(_) | Dim::Symbol(_))
+                            && s[1..].iter().all(|d| matches!(d, Dim::Fixed(_)))
                     })
             })
         })
