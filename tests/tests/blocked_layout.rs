@@ -83,6 +83,22 @@ fn residual() -> Vec<u8> {
     m.to_bytes(13)
 }
 
+/// A convolution added to a pool of planes (a `Sigmoid` before it, which the pass does not
+/// block), then a convolution: the pool could give blocks from blocks, but reads planes here.
+fn add_to_planar_pool() -> Vec<u8> {
+    let mut m = ModelBuilder::new(45);
+    m.input("x", &[1, 32, 8, 8])
+        .weight("a_w", &[32, 32, 1, 1], 0.2)
+        .node("Conv", &["x", "a_w"], &["a"], &[])
+        .node("Sigmoid", &["x"], &["g"], &[])
+        .node("MaxPool", &["g"], &["p"], &[kernel(3), pads(1)])
+        .node("Add", &["a", "p"], &["s"], &[])
+        .weight("b_w", &[32, 32, 1, 1], 0.2)
+        .node("Conv", &["s", "b_w"], &["y"], &[])
+        .output("y");
+    m.to_bytes(13)
+}
+
 fn before_depthwise() -> Vec<u8> {
     let mut m = ModelBuilder::new(43);
     m.input("x", &[1, 16, 10, 10]);
@@ -179,9 +195,21 @@ fn blocked_models_match_onnx_runtime() {
         &separable_cell(-1),
         &[2, 32, 9, 9],
     );
+    let planar_pool = matches_ort(
+        "add to a planar pool",
+        &add_to_planar_pool(),
+        &[1, 32, 8, 8],
+    );
     if !available() {
         // Without AVX-512 the graph keeps its planar ops; the outputs are checked above.
-        for s in [&inception, &residual, &depthwise, &cell, &symbolic] {
+        for s in [
+            &inception,
+            &residual,
+            &depthwise,
+            &cell,
+            &symbolic,
+            &planar_pool,
+        ] {
             assert_eq!(count(&ops(s), "Conv", DOMAIN), 0);
         }
         return;
@@ -206,6 +234,11 @@ fn blocked_models_match_onnx_runtime() {
     assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
     // Every convolution in blocks (the one read by the broadcast writes planes), the `Relu`,
     // `Add` and `Concat` on blocks as they are; one reorder, for the graph's output `cat`.
+    // The first convolution writes planes: blocks would need a reorder before the planar
+    // `Add`.
+    let ops_of = ops(&planar_pool);
+    assert_eq!(count(&ops_of, "Conv", DOMAIN), 0, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
     // The same with a symbolic batch: values of one shape still have one size.
     for cell in [&cell, &symbolic] {
         separable_cell_is_blocked(cell);

@@ -76,8 +76,8 @@ pub fn block_layouts(graph: &mut Graph) -> usize {
 }
 
 /// The nodes reading each value, as (node index, input index), and the values whose producer
-/// can give blocks ([`may_give_blocks`]), in the graph as it was before the pass: a value is
-/// looked up before any of its readers is rewritten.
+/// can give blocks ([`may_give_blocks`]) from what it reads ([`reads_givers`]), in the graph
+/// as it was before the pass: a value is looked up before any of its readers is rewritten.
 struct Readers {
     readers: HashMap<ValueId, Vec<(usize, usize)>>,
     givers: HashSet<ValueId>,
@@ -95,6 +95,7 @@ impl Readers {
             }
             if let [Some(y)] = node.outputs[..]
                 && may_give_blocks(graph, node, y)
+                && reads_givers(graph, node, &givers)
             {
                 givers.insert(y);
             }
@@ -234,6 +235,21 @@ fn same_shape_elementwise(graph: &Graph, node: &Node) -> bool {
                     })
             })
         })
+}
+
+/// True when what `node` reads may be blocked as it needs: a convolution reads planes or
+/// blocks; a depthwise convolution needs its image blocked; a pool, `Concat`, `Relu` or `Add`
+/// all it reads (`givers` holds the values before `node` that may be blocked).
+fn reads_givers(graph: &Graph, node: &Node, givers: &HashSet<ValueId>) -> bool {
+    if blockable_conv(graph, node) {
+        return true;
+    }
+    if blockable_depthwise(graph, node) {
+        return node.inputs[0].is_some_and(|x| givers.contains(&x));
+    }
+    node.inputs
+        .iter()
+        .all(|v| v.is_some_and(|v| givers.contains(&v)))
 }
 
 /// True when `node`'s output `y` may be blocked: the node is a convolution, a pool, a
