@@ -109,9 +109,10 @@ fn ambiguous_run(scores: &[f32], start: usize) -> usize {
 }
 
 /// Matches the detections `s` to the reference `o`: in order, except inside runs whose order
-/// is ambiguous ([`ambiguous_run`]), which are compared as sets (a one-to-one matching of
-/// equal labels, scores and boxes within tolerance, in order where order matches). The error
-/// names the first detection that has no match.
+/// is ambiguous (neighbouring reference scores within twice [`SCORE_TOLERANCE`]), which are
+/// compared as sets (a one-to-one matching of equal labels, scores and boxes within
+/// tolerance, in order where order matches). The error names the first detection that has
+/// no match.
 pub fn compare(o: &Detections, s: &Detections) -> Result<Comparison, String> {
     let n = o.scores.len();
     if s.scores.len() != n {
