@@ -274,12 +274,19 @@ unsafe fn row<const NB: usize>(
             edge::<NB>(planes, window, columns, filter, ox);
             ox += 1;
         }
+        // With the stride a constant, each output's taps lie at fixed offsets from its
+        // block's pointer; a stride known only at run time made the compiler keep one
+        // pointer per block and output (16), spilled to the stack.
         while ox + RUN <= hi {
-            run::<NB, RUN>(planes, window, columns, filter, ox);
+            match columns.stride {
+                1 => run::<NB, RUN, 1>(planes, window, columns, filter, ox),
+                2 => run::<NB, RUN, 2>(planes, window, columns, filter, ox),
+                _ => run::<NB, RUN, 0>(planes, window, columns, filter, ox),
+            }
             ox += RUN;
         }
         while ox < hi {
-            run::<NB, 1>(planes, window, columns, filter, ox);
+            run::<NB, 1, 0>(planes, window, columns, filter, ox);
             ox += 1;
         }
         while ox < columns.out {
@@ -295,13 +302,14 @@ unsafe fn row<const NB: usize>(_: &Planes<'_>, _: &Window<'_>, _: &Columns, _: &
     unreachable!("the blocked depthwise Conv needs AVX-512F")
 }
 
-/// Outputs `ox..ox + R` of the `NB` blocks, every tap inside the image.
+/// Outputs `ox..ox + R` of the `NB` blocks, every tap inside the image; `S` is the column
+/// stride, or 0 for the one in `columns`.
 ///
 /// # Safety
-/// As [`row`]'s, and `ox + R` is at most the interior's end.
+/// As [`row`]'s, and `ox + R` is at most the interior's end; `S` is 0 or `columns.stride`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn run<const NB: usize, const R: usize>(
+unsafe fn run<const NB: usize, const R: usize, const S: usize>(
     planes: &Planes<'_>,
     window: &Window<'_>,
     columns: &Columns,
@@ -309,7 +317,7 @@ unsafe fn run<const NB: usize, const R: usize>(
     ox: usize,
 ) {
     let (img, w, taps) = (planes.image.as_ptr(), filter.weights.as_ptr(), filter.taps);
-    let step = columns.stride * BLOCK;
+    let step = if S == 0 { columns.stride } else { S } * BLOCK;
     // SAFETY: the caller's contract: every tap of these outputs lies inside the image.
     unsafe {
         let mut acc = biases::<NB, R>(filter.bias.as_ptr());
