@@ -62,18 +62,27 @@ def _logit(p):
 
 
 class _Capture:
-    """Forward hooks that record the outputs of a set of modules (one list per module)."""
+    """Forward hooks that record the outputs (or, with `inputs`, the first inputs) of a set of
+    modules (one list per module)."""
 
-    def __init__(self, modules):
+    def __init__(self, modules, inputs=False):
+        self.inputs = inputs
         self.outputs = {id(m): [] for m in modules}
         self.handles = [m.register_forward_hook(self._hook) for m in modules]
 
-    def _hook(self, module, _inp, out):
-        self.outputs[id(module)].append(out.detach().clone())
+    def _hook(self, module, inp, out):
+        self.outputs[id(module)].append((inp[0] if self.inputs else out).detach().clone())
 
     def close(self):
         for h in self.handles:
             h.remove()
+
+
+def _run(model, images):
+    """Runs `model` on each image, one at a time, without gradients."""
+    with torch.no_grad():
+        for img in images:
+            model([img])
 
 
 def _class_logits(module, outs, k):
@@ -135,13 +144,10 @@ def _calibrate_masks(model, images):
     """Step 6 of the module doc on Mask R-CNN's mask logits (run after the class layers are
     calibrated: the mask head sees their detections). Returns how many detections it saw."""
     layer = model.roi_heads.mask_predictor.mask_fcn_logits
-    features = []
-    hook = layer.register_forward_hook(lambda _m, inp, _out: features.append(inp[0].detach()))
-    with torch.no_grad():
-        for img in images:
-            model([img])
-    hook.remove()
-    x = torch.cat(features)
+    cap = _Capture([layer], inputs=True)
+    _run(model, images)
+    cap.close()
+    x = torch.cat(cap.outputs[id(layer)])
     detections = x.shape[0]
     if detections == 0:
         raise ValueError("no detections on the calibration photos to calibrate the masks on")
@@ -204,9 +210,7 @@ def calibrate(name, model, images, seed, n_active, fraction):
     g = torch.Generator().manual_seed(seed)
     active = sorted((torch.randperm(k - 1, generator=g)[:n_active] + 1).tolist())
     cap = _Capture(cls_layers + [m for m, _ in reg_layers])
-    with torch.no_grad():
-        for img in images:
-            model([img])
+    _run(model, images)
     cap.close()
     per_layer = []
     for m in cls_layers:

@@ -76,8 +76,8 @@ pub fn block_layouts(graph: &mut Graph) -> usize {
 }
 
 /// The nodes reading each value, as (node index, input index), and the values whose producer
-/// can give blocks ([`may_give_blocks`]) from what it reads ([`reads_givers`]), in the graph
-/// as it was before the pass: a value is looked up before any of its readers is rewritten.
+/// can give blocks from what it reads ([`may_give_blocks`]), in the graph as it was before
+/// the pass: a value is looked up before any of its readers is rewritten.
 struct Readers {
     readers: HashMap<ValueId, Vec<(usize, usize)>>,
     givers: HashSet<ValueId>,
@@ -94,8 +94,7 @@ impl Readers {
                 }
             }
             if let [Some(y)] = node.outputs[..]
-                && may_give_blocks(graph, node, y)
-                && reads_givers(graph, node, &givers)
+                && may_give_blocks(graph, node, y, &givers)
             {
                 givers.insert(y);
             }
@@ -237,30 +236,23 @@ fn same_shape_elementwise(graph: &Graph, node: &Node) -> bool {
         })
 }
 
-/// True when what `node` reads may be blocked as it needs: a convolution reads planes or
-/// blocks; a depthwise convolution needs its image blocked; a pool, `Concat`, `Relu` or `Add`
-/// all it reads (`givers` holds the values before `node` that may be blocked).
-fn reads_givers(graph: &Graph, node: &Node, givers: &HashSet<ValueId>) -> bool {
+/// True when `node`'s output `y` may be blocked, judged by the node and by what it reads
+/// (`givers` holds the values before `node` that may be blocked): a convolution with whole
+/// blocks of output channels (it reads planes or blocks), a depthwise convolution whose image
+/// may be blocked, or a pool, `Concat` or elementwise node of the pass all of whose inputs may
+/// be.
+fn may_give_blocks(graph: &Graph, node: &Node, y: ValueId, givers: &HashSet<ValueId>) -> bool {
     if blockable_conv(graph, node) {
-        return true;
+        return block_count(graph.value(y)).is_some();
     }
     if blockable_depthwise(graph, node) {
         return node.inputs[0].is_some_and(|x| givers.contains(&x));
     }
-    node.inputs
-        .iter()
-        .all(|v| v.is_some_and(|v| givers.contains(&v)))
-}
-
-/// True when `node`'s output `y` may be blocked: the node is a convolution, a pool, a
-/// `Concat`, a depthwise convolution or an elementwise node of the pass, judged by the node
-/// alone.
-fn may_give_blocks(graph: &Graph, node: &Node, y: ValueId) -> bool {
-    (blockable_conv(graph, node) && block_count(graph.value(y)).is_some())
-        || plain_pool(node)
-        || channel_concat(node)
-        || blockable_depthwise(graph, node)
-        || same_shape_elementwise(graph, node)
+    (plain_pool(node) || channel_concat(node) || same_shape_elementwise(graph, node))
+        && node
+            .inputs
+            .iter()
+            .all(|v| v.is_some_and(|v| givers.contains(&v)))
 }
 
 /// A 2-D `MaxPool` or `AveragePool` the blocked kernel runs: one output, no dilations.
