@@ -201,7 +201,7 @@ impl Task<'_> {
         };
         let offsets = self.offsets[pc..pc + kc].as_ptr();
         let wide = panel.len() == kc * self.full;
-        let kernel = position_tile::kernel_for(self.a.isa, wide, self.height, blocked);
+        let kernel = position_tile::kernel_for(self.a.isa, wide, live.1, blocked);
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
         // lies inside the padded image; `c` holds the live channels × positions (the caller's

@@ -267,6 +267,12 @@ fn image_source_is_the_im2col_matrix() {
         // 576 outputs: position tiles in a group of 64 and one of 8, and for 150 rows, their
         // channels in blocks of 4 panels and 1.
         (3, [24, 24], [3, 3], [1, 1], [1, 1], [1, 1]),
+        // Last position tiles of 7, 2, 5 and 1 positions (15, 66, 85 and 121 outputs in tiles
+        // of 8), each computed by its own kernel.
+        (3, [1, 15], [1, 1], [1, 1], [1, 1], [0, 0]),
+        (3, [1, 66], [1, 1], [1, 1], [1, 1], [0, 0]),
+        (3, [1, 85], [1, 1], [1, 1], [1, 1], [0, 0]),
+        (4, [11, 11], [1, 1], [1, 1], [1, 1], [0, 0]),
     ];
     for &(ch, size, kernel, strides, dilations, pads) in cases {
         let out = [0, 1]
