@@ -252,8 +252,10 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
         &'static str,
         bool,
     );
-    let cases: [Case; 8] = [
+    let cases: [Case; 9] = [
         (1, 32, 11, 11, 3, 1, [1; 4], 1, "Relu", true),
+        // 7×7 at unit stride (the sliding window's widest), five blocks (4 together and 1).
+        (1, 80, 15, 17, 7, 1, [3; 4], 1, "Relu", true),
         (1, 16, 21, 13, 5, 1, [2; 4], 1, "Relu", true),
         (2, 80, 23, 23, 7, 2, [3; 4], 1, "Relu", true),
         (1, 16, 20, 19, 5, 2, [1, 2, 2, 1], 1, "Relu", false),
