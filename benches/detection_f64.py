@@ -62,6 +62,7 @@ def load_photo(path):
 
 
 def as_dict(names, arrays):
+    """One engine's detections by output name, masks binarized at 0.5."""
     d = {n: np.asarray(a) for n, a in zip(names, arrays)}
     if "masks" in d:
         d["masks"] = d["masks"] > 0.5
@@ -71,10 +72,7 @@ def as_dict(names, arrays):
 def torch_run(model, image, dtype):
     with torch.no_grad():
         out = model([torch.from_numpy(image).to(dtype)])[0]
-    d = {k: v.double().numpy() if v.is_floating_point() else v.numpy() for k, v in out.items()}
-    if "masks" in d:
-        d["masks"] = d["masks"] > 0.5
-    return d
+    return as_dict(out.keys(), [v.double() if v.is_floating_point() else v for v in out.values()])
 
 
 def spillway_run(binary, model_path, image, names):
