@@ -22,12 +22,13 @@ fn main() {
     let k = ch * kern * kern;
     let n = out * out;
     let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
-    let img: Vec<f32> = (0..ch * side * side)
+    // Room for a blocked image whose last block is padded.
+    let img: Vec<f32> = (0..ch.div_ceil(16) * 16 * side * side)
         .map(|i| (i % 5) as f32 * 0.1)
         .collect();
     let packed = PackedA::new(&a, m, k).expect("an ISA");
     let mut c = vec![0.0f32; m * n];
-    let mut blocks = vec![std::mem::MaybeUninit::new(0.0f32); m * n];
+    let mut blocks = vec![std::mem::MaybeUninit::new(0.0f32); m.div_ceil(16) * 16 * n];
     let image = Image2d {
         img: &img,
         size: [side, side],

@@ -3,8 +3,9 @@
 //! pools, a concat, a 24-channel convolution that reads blocks and writes planes, global
 //! pooling), a residual block (the residual added in the blocked epilogue), a convolution
 //! read by a depthwise one, and a NASNet-like cell (`Relu`, depthwise and pointwise
-//! convolutions, `Add`, `Concat` in blocks; a broadcasting `Add` left planar) — against ONNX
-//! Runtime, with the rewritten graph checked node by node.
+//! convolutions, `Add`, `Concat` in blocks; a broadcasting `Add` left planar), also with 42
+//! channels, whose blocks are padded — against ONNX Runtime, with the rewritten graph checked
+//! node by node.
 
 use spillway::Session;
 use spillway_kernels::cpu::nn::blocked::{DOMAIN, available};
@@ -117,29 +118,30 @@ fn before_depthwise() -> Vec<u8> {
 /// NASNet's separable branches: `Relu`, depthwise 5×5, pointwise + `Relu`, depthwise 3×3,
 /// pointwise, added to the cell's input and concatenated with it; beside them a convolution
 /// whose only reader broadcasts (`Add` of a `[1, 32, 1, 1]` constant), which stays planar.
-/// A negative `batch` makes the batch dimension symbolic, as exported models have it.
-fn separable_cell(batch: i64) -> Vec<u8> {
+/// A negative `batch` makes the batch dimension symbolic, as exported models have it; `c`
+/// channels throughout (the input's 32 aside).
+fn separable_cell(batch: i64, c: i64) -> Vec<u8> {
     let mut m = ModelBuilder::new(44);
     m.input("x", &[batch, 32, 9, 9]);
-    conv_relu(&mut m, "x", "a", [32, 32, 1, 1], &[]);
+    conv_relu(&mut m, "x", "a", [c, 32, 1, 1], &[]);
     m.node("Relu", &["a"], &["r"], &[]);
     let depthwise = |m: &mut ModelBuilder, x: &str, y: &str, k: i64| {
         let w = format!("{y}_w");
-        m.weight(&w, &[32, 1, k, k], 0.2).node(
+        m.weight(&w, &[c, 1, k, k], 0.2).node(
             "Conv",
             &[x, &w],
             &[y],
-            &[kernel(k), pads(k / 2), ("group", Attr::Int(32))],
+            &[kernel(k), pads(k / 2), ("group", Attr::Int(c))],
         );
     };
     depthwise(&mut m, "r", "d1", 5);
-    conv_relu(&mut m, "d1", "p1", [32, 32, 1, 1], &[]);
+    conv_relu(&mut m, "d1", "p1", [c, c, 1, 1], &[]);
     depthwise(&mut m, "p1", "d2", 3);
-    m.weight("p2_w", &[32, 32, 1, 1], 0.2)
+    m.weight("p2_w", &[c, c, 1, 1], 0.2)
         .node("Conv", &["d2", "p2_w"], &["p2"], &[])
         .node("Add", &["p2", "a"], &["s"], &[])
         .node("Concat", &["s", "a"], &["cat"], &[("axis", Attr::Int(1))])
-        .weight("e_w", &[32, 32, 1, 1], 0.2)
+        .weight("e_w", &[32, c, 1, 1], 0.2)
         .weight("shift", &[1, 32, 1, 1], 0.2)
         .node("Conv", &["a", "e_w"], &["e"], &[])
         .node("Add", &["e", "shift"], &["shifted"], &[])
@@ -189,10 +191,15 @@ fn blocked_models_match_onnx_runtime() {
     let inception = matches_ort("inception", &inception(), &[1, 3, 33, 33]);
     let residual = matches_ort("residual", &residual(), &[2, 16, 12, 12]);
     let depthwise = matches_ort("before depthwise", &before_depthwise(), &[1, 16, 10, 10]);
-    let cell = matches_ort("separable cell", &separable_cell(1), &[1, 32, 9, 9]);
+    let cell = matches_ort("separable cell", &separable_cell(1, 32), &[1, 32, 9, 9]);
     let symbolic = matches_ort(
         "separable cell, symbolic batch",
-        &separable_cell(-1),
+        &separable_cell(-1, 32),
+        &[2, 32, 9, 9],
+    );
+    let padded = matches_ort(
+        "separable cell of 42 channels",
+        &separable_cell(-1, 42),
         &[2, 32, 9, 9],
     );
     let planar_pool = matches_ort(
@@ -208,6 +215,7 @@ fn blocked_models_match_onnx_runtime() {
             &depthwise,
             &cell,
             &symbolic,
+            &padded,
             &planar_pool,
         ] {
             assert_eq!(count(&ops(s), "Conv", DOMAIN), 0);
@@ -241,14 +249,26 @@ fn blocked_models_match_onnx_runtime() {
     assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
     // The same with a symbolic batch: values of one shape still have one size.
     for cell in [&cell, &symbolic] {
-        separable_cell_is_blocked(cell);
+        separable_cell_is_blocked(cell, "");
     }
+    // With 42 channels in 3 blocks each, the concat shifts the second input's channels: the
+    // blocked `Concat`; the reorder of its output is told its 84 live channels.
+    separable_cell_is_blocked(&padded, DOMAIN);
+    let graph = padded.graph();
+    let reorder = graph
+        .nodes
+        .iter()
+        .find(|n| n.op_type == "ReorderOutput")
+        .unwrap();
+    assert_eq!(reorder.attrs.int("channels", 0).unwrap(), 84);
 }
 
-fn separable_cell_is_blocked(cell: &Session) {
+/// Checks the separable cell's rewrite; its `Concat` is in `concat_domain`.
+fn separable_cell_is_blocked(cell: &Session, concat_domain: &str) {
     let ops_of = ops(cell);
     assert_eq!(count(&ops_of, "Conv", DOMAIN), 6, "{ops_of:?}");
     assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 1, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "Concat", concat_domain), 1, "{ops_of:?}");
     let graph = cell.graph();
     let blocked_inputs = |op: &str| {
         graph
@@ -265,5 +285,7 @@ fn separable_cell_is_blocked(cell: &Session) {
     let mut adds = blocked_inputs("Add");
     adds.sort();
     assert_eq!(adds, vec![4, 5], "{ops_of:?}");
-    assert_eq!(blocked_inputs("Concat"), vec![5], "{ops_of:?}");
+    let concat = graph.nodes.iter().find(|n| n.op_type == "Concat").unwrap();
+    let x = concat.inputs[0].unwrap();
+    assert_eq!(graph.value(x).shape.as_ref().map(|s| s.len()), Some(5));
 }

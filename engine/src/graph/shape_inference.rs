@@ -71,6 +71,10 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
     let one = |s: Option<Shape>| vec![s];
     let same = (dtype_of(0), one(shape_of(0)));
     if node.domain == spillway_kernels::cpu::nn::blocked::DOMAIN {
+        if node.op_type == "Concat" {
+            let inputs: Option<Vec<Shape>> = (0..node.inputs.len()).map(shape_of).collect();
+            return (dtype_of(0), one(blocked_concat(node, inputs)));
+        }
         return (dtype_of(0), one(blocked(node, shape_of(0), shape_of(1))));
     }
     match node.op_type.as_str() {
@@ -423,12 +427,13 @@ fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> 
     Some(out)
 }
 
-/// The output shape of a `spillway.nchw16c` node (blocked values are `[N, C / 16, H, W, 16]`)
-/// from its input's and, for `Conv`, its weights'.
+/// The output shape of a `spillway.nchw16c` node (blocked values are `[N, ⌈C / 16⌉, H, W,
+/// 16]`) from its input's and, for `Conv`, its weights'; the attribute `channels` of
+/// `ReorderOutput` and `GlobalAveragePool` gives their planar output's `C`.
 fn blocked(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
     use spillway_kernels::cpu::nn::blocked::BLOCK;
     let x = x?;
-    // The planar shape of a blocked input (a `Conv` may read planes).
+    // The planar shape of a blocked input (a `Conv` may read planes), every lane counted.
     let planar = match x.as_slice() {
         [n, blocks, h, w, _] => {
             let c = blocks
@@ -438,11 +443,19 @@ fn blocked(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
         }
         _ => x,
     };
+    let live = || match node.attrs.opt_int("channels").ok()? {
+        Some(c) => Some(Dim::Fixed(usize::try_from(c).ok()?)),
+        None => planar.get(1).cloned(),
+    };
     match node.op_type.as_str() {
-        "ReorderOutput" => Some(planar),
+        "ReorderOutput" => {
+            let mut y = planar.clone();
+            *y.get_mut(1)? = live()?;
+            Some(y)
+        }
         "GlobalAveragePool" => Some(vec![
             planar.first()?.clone(),
-            planar.get(1)?.clone(),
+            live()?,
             Dim::Fixed(1),
             Dim::Fixed(1),
         ]),
@@ -454,6 +467,19 @@ fn blocked(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
         }
         _ => None,
     }
+}
+
+/// The output shape of the `spillway.nchw16c` `Concat`: the first input's, with blocks for the
+/// sum of the attribute `channels`.
+fn blocked_concat(node: &Node, inputs: Option<Vec<Shape>>) -> Option<Shape> {
+    use spillway_kernels::cpu::nn::blocked::BLOCK;
+    let total: i64 = node.attrs.opt_ints("channels").ok()??.iter().sum();
+    let mut y = inputs?.first()?.clone();
+    if y.len() != 5 {
+        return None;
+    }
+    y[1] = Dim::Fixed(usize::try_from(total).ok()?.div_ceil(BLOCK));
+    Some(y)
 }
 
 /// Output shape of Conv / MaxPool / AveragePool with explicit pads (auto_pad handled for

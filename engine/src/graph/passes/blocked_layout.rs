@@ -5,17 +5,19 @@
 //!
 //! Walking the nodes in order, a value is blocked when its producer was rewritten to give
 //! blocks:
-//! - a 2-D `Conv` or `FusedConv` (group 1, `f32`, constant 4-D weights) gives blocks when it
-//!   has a multiple of 16 output channels, its residual `Z`, if any, is blocked with the
-//!   output's shape, and every reader of its output can take blocks; it reads its input in
-//!   blocks when that is blocked, in planes otherwise (a network's first convolution reads
-//!   the image as it comes). A convolution that only reads blocks writes planes
+//! - a 2-D `Conv` or `FusedConv` (group 1, `f32`, constant 4-D weights) gives blocks when its
+//!   output channels fill blocks (a multiple of 16, or a last block padded by at most a
+//!   quarter of the channels: NASNet's 42, 84 and 168), its residual `Z`, if any, is blocked
+//!   with the output's shape, and every reader of its output can take blocks; it reads its
+//!   input in blocks when that is blocked, in planes otherwise (a network's first
+//!   convolution reads the image as it comes). A convolution that only reads blocks writes planes
 //!   (`blocked_output` 0);
-//! - a depthwise `Conv` or `FusedConv` (one group per channel, a multiple of 16 channels, no
-//!   `Z`) gives blocks when it reads blocks;
+//! - a depthwise `Conv` or `FusedConv` (one group per channel, channels that fill blocks as
+//!   above, no `Z`) gives blocks when it reads blocks;
 //! - `MaxPool` and `AveragePool` (2-D, one output, no dilations), `Concat` along the
 //!   channels, `Relu`, and `Add` of two values of the same shape (a symbolic batch allowed)
-//!   give blocks when all they read is blocked;
+//!   give blocks when all they read is blocked; a `Concat` whose inputs before the last leave
+//!   padding becomes the blocked `Concat`, which packs the live channels;
 //! - `GlobalAveragePool` of blocks gives the usual planar `[N, C, 1, 1]`.
 //!
 //! A convolution writes blocks for a depthwise convolution, a `Relu` or an `Add` only when
@@ -25,8 +27,9 @@
 //!
 //! Any other reader of a blocked value, and the graph's outputs, get the planar value back
 //! from a `ReorderOutput` placed right after the producer. Blocked values are 5-D
-//! `[N, C / 16, H, W, 16]` tensors named after their planar value, so shape inference and the
-//! memory plan treat them like any tensor. The pass runs in CPU-only sessions on CPUs with
+//! `[N, ⌈C / 16⌉, H, W, 16]` tensors named after their planar value, so shape inference and
+//! the memory plan treat them like any tensor; where `C` leaves padding, `ReorderOutput` and
+//! `GlobalAveragePool` carry it as their attribute `channels`. The pass runs in CPU-only sessions on CPUs with
 //! AVX-512 ([`spillway_kernels::cpu::nn::blocked::available`]); `SPILLWAY_BLOCKED=0` turns
 //! it off.
 
@@ -184,11 +187,12 @@ fn blockable_conv(graph: &Graph, node: &Node) -> bool {
 }
 
 /// A depthwise 2-D `Conv` or `FusedConv` the blocked kernel runs: `group` equal to the channel
-/// count, a multiple of 16, `f32` constant `[C, 1, kH, kW]` weights, at most `X, W, B`.
+/// count, which may be blocked ([`paddable`]), `f32` constant `[C, 1, kH, kW]` weights, at
+/// most `X, W, B`.
 fn blockable_depthwise(graph: &Graph, node: &Node) -> bool {
     let weights = conv_weights(graph, node);
     let channels = weights.and_then(|w| match *w.shape() {
-        [c, 1, _, _] if c % BLOCK == 0 => Some(c),
+        [c, 1, _, _] if paddable(c) => Some(c),
         _ => None,
     });
     let image = node
@@ -357,10 +361,26 @@ fn conv_rewrite(
     (reads || writes).then_some(Rewrite::Conv { reads, writes })
 }
 
-/// `C / 16` for a planar `[N, C, H, W]` value whose `C` is a fixed multiple of 16.
+/// `⌈C / 16⌉` for a planar `[N, C, H, W]` value whose fixed `C` fills its blocks well enough
+/// ([`paddable`]).
 fn block_count(info: &ValueInfo) -> Option<usize> {
     match info.shape.as_deref()? {
-        [_, Dim::Fixed(c), _, _] if c % BLOCK == 0 => Some(c / BLOCK),
+        [_, Dim::Fixed(c), _, _] if paddable(*c) => Some(c.div_ceil(BLOCK)),
+        _ => None,
+    }
+}
+
+/// True when `c` channels may be stored in blocks: whole ones, or with a last block's
+/// padding at most a quarter of `c` (42 channels in 48, 168 in 176; not 24 in 32), which the
+/// blocked kernels then compute and move for nothing.
+fn paddable(c: usize) -> bool {
+    c > 0 && 4 * (c.div_ceil(BLOCK) * BLOCK - c) <= c
+}
+
+/// The fixed channel count of a planar `[N, C, H, W]` value.
+fn channel_count(info: &ValueInfo) -> Option<usize> {
+    match info.shape.as_deref()? {
+        [_, Dim::Fixed(c), _, _] => Some(*c),
         _ => None,
     }
 }
@@ -394,12 +414,12 @@ fn blocked_node(
             writes
         }
         Rewrite::Blocks => {
+            if node.op_type == "Concat" {
+                concat_of_blocks(graph, &mut node);
+            }
             node.inputs.iter_mut().for_each(|v| twin(v, blocked));
             node.attrs.remove("dilations");
             node.attrs.remove("storage_order");
-            if node.op_type == "Concat" {
-                node.attrs.insert("axis", AttrValue::Int(1));
-            }
             true
         }
         Rewrite::Depthwise => {
@@ -412,6 +432,9 @@ fn blocked_node(
             true
         }
         Rewrite::Global => {
+            if let Some(c) = node.inputs[0].and_then(|x| padded_channels(graph.value(x))) {
+                node.attrs.insert("channels", AttrValue::Int(c as i64));
+            }
             twin(&mut node.inputs[0], blocked);
             false
         }
@@ -429,21 +452,56 @@ fn blocked_node(
         blocked.insert(y, b);
         node.outputs[0] = Some(b);
     }
-    // `Concat` stays the default domain's: along axis 1 it joins blocks as they are; so do
-    // `Relu` and `Add`, which compute each element alone.
-    if !matches!(rewrite, Rewrite::Elementwise) && node.op_type != "Concat" {
+    // `Concat` of whole blocks stays the default domain's: along axis 1 it joins blocks as
+    // they are; so do `Relu` and `Add`, which compute each element alone.
+    let default_concat = node.op_type == "Concat" && node.domain != DOMAIN;
+    if !matches!(rewrite, Rewrite::Elementwise) && !default_concat {
         node.domain = DOMAIN.into();
         node.opset = VERSION;
     }
     node
 }
 
-/// `[N, C / 16, H, W, 16]` for a planar `[N, C, H, W]` (an unknown `C / 16` where `C` is not
-/// fixed).
+/// The planar `Concat` `node` made a concatenation of blocks: the default domain's along axis
+/// 1 when every input but the last fills its blocks (the blocks join as they are), else the
+/// blocked `Concat`, told each input's live channels.
+fn concat_of_blocks(graph: &Graph, node: &mut Node) {
+    let channels: Vec<usize> = node
+        .inputs
+        .iter()
+        .map(|v| {
+            v.and_then(|v| channel_count(graph.value(v)))
+                .expect("blocked values have fixed channels")
+        })
+        .collect();
+    let whole_before_last = channels
+        .split_last()
+        .is_some_and(|(_, before)| before.iter().all(|c| c % BLOCK == 0));
+    if whole_before_last {
+        node.attrs.insert("axis", AttrValue::Int(1));
+        return;
+    }
+    node.attrs.remove("axis");
+    node.attrs.insert(
+        "channels",
+        AttrValue::Ints(channels.iter().map(|&c| c as i64).collect()),
+    );
+    node.domain = DOMAIN.into();
+}
+
+/// The channel count of a planar value whose blocks are padded (not a multiple of 16).
+fn padded_channels(info: &ValueInfo) -> Option<usize> {
+    channel_count(info).filter(|c| c % BLOCK != 0)
+}
+
+/// `[N, ⌈C / 16⌉, H, W, 16]` for a planar `[N, C, H, W]` (an unknown block count where `C` is
+/// not fixed).
 pub(crate) fn blocked_shape(planar: &[Dim]) -> Vec<Dim> {
     let mut shape = planar.to_vec();
     if let Some(c) = shape.get_mut(1) {
-        *c = c.fixed().map_or(Dim::Unknown, |c| Dim::Fixed(c / BLOCK));
+        *c = c
+            .fixed()
+            .map_or(Dim::Unknown, |c| Dim::Fixed(c.div_ceil(BLOCK)));
     }
     shape.push(Dim::Fixed(BLOCK));
     shape
@@ -463,12 +521,16 @@ fn restore_planar(graph: &mut Graph, blocked: &HashMap<ValueId, ValueId>) {
             continue;
         }
         let at = producers[&twin];
+        let mut attrs = spillway_kernels::Attributes::default();
+        if let Some(c) = padded_channels(graph.value(planar)) {
+            attrs.insert("channels", AttrValue::Int(c as i64));
+        }
         after.entry(at).or_default().push(Node {
             name: format!("{}_reorder", graph.nodes[at].name),
             op_type: "ReorderOutput".into(),
             domain: DOMAIN.into(),
             opset: VERSION,
-            attrs: Default::default(),
+            attrs,
             inputs: vec![Some(twin)],
             declared_inputs: 1,
             outputs: vec![Some(planar)],

@@ -62,7 +62,7 @@ impl Kernel for BlockedConv {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let (x, w) = conv_inputs(inputs, "Conv", &["X", "W", "B", "Z"])?;
         let blocked_input = x.shape().len() == 5;
-        let [n, c, h, wd] = match blocked_input {
+        let [n, stored, h, wd] = match blocked_input {
             true => unblocked(x.shape(), "X")?,
             false => match *x.shape() {
                 [n, c, h, w] => [n, c, h, w],
@@ -80,16 +80,29 @@ impl Kernel for BlockedConv {
                 w.shape()
             )));
         };
-        if wc != c || (self.blocked_output && !m.is_multiple_of(BLOCK)) {
+        // A blocked image's last block may be partly filled: the weights say how many of
+        // its channels are live.
+        let c = wc;
+        let fits = match blocked_input {
+            true => c.div_ceil(BLOCK) * BLOCK == stored,
+            false => c == stored,
+        };
+        if !fits {
             return Err(KernelError::Shape(format!(
-                "W is {:?} for X of {c} channels (a blocked output needs a multiple of 16)",
-                w.shape()
+                "W is {:?} for X of shape {:?}",
+                w.shape(),
+                x.shape()
             )));
         }
         let geo = self.window.resolve(&[h, wd], Some(&[kh, kw]), false)?;
         let (oh, ow) = (geo.out[0], geo.out[1]);
+        // A blocked output's last block is padded when `m` is not a multiple of 16.
+        let stored_m = match self.blocked_output {
+            true => m.div_ceil(BLOCK) * BLOCK,
+            false => m,
+        };
         let y_shape = match self.blocked_output {
-            true => vec![n, m / BLOCK, oh, ow, BLOCK],
+            true => vec![n, stored_m / BLOCK, oh, ow, BLOCK],
             false => vec![n, m, oh, ow],
         };
         let bias = conv_bias(inputs, m)?;
@@ -104,7 +117,7 @@ impl Kernel for BlockedConv {
             .transpose()?;
         let ws = contiguous::<f32>(w)?;
         let xs = contiguous::<f32>(x)?;
-        let (in_len, out_len) = (c * h * wd, m * oh * ow);
+        let (in_len, out_len) = (stored * h * wd, stored_m * oh * ow);
         let (strides, dilations) = (
             [geo.strides[0], geo.strides[1]],
             [geo.dilations[0], geo.dilations[1]],

@@ -1,6 +1,6 @@
 //! The blocked depthwise convolution: `FusedConv` with one input channel per group
-//! (`group` = `C`, weights `[C, 1, kH, kW]`), from a blocked `[N, C / 16, H, W, 16]` image to a
-//! blocked output. Each tap of the window is one vector of 16 channels' weights multiplied
+//! (`group` = `C`, weights `[C, 1, kH, kW]`), from a blocked `[N, ⌈C / 16⌉, H, W, 16]` image to
+//! a blocked output. Each tap of the window is one vector of 16 channels' weights multiplied
 //! into whole vectors of the image, so no plane is copied or padded and small planes cost no
 //! more per element than large ones (the planar kernel pads each plane into its own copy).
 
@@ -80,20 +80,23 @@ impl Columns {
 impl Kernel for BlockedDepthwise {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let (x, w) = conv_inputs(inputs, "depthwise Conv", &["X", "W", "B"])?;
-        let [n, c, h, wd] = unblocked(x.shape(), "X")?;
+        let [n, stored, h, wd] = unblocked(x.shape(), "X")?;
         let &[m, 1, kh, kw] = w.shape() else {
             return Err(KernelError::Shape(format!(
                 "W must be [C, 1, kH, kW] for a depthwise Conv, got {:?}",
                 w.shape()
             )));
         };
-        if m != c || self.group != c {
+        // The weights give the live channels; the last block may be partly filled.
+        let c = m;
+        if c.div_ceil(BLOCK) * BLOCK != stored || self.group != c {
             return Err(KernelError::UnsupportedAttribute {
                 name: "group".into(),
                 reason: format!(
                     "the {DOMAIN} Conv takes group 1 or one group per channel: group {}, \
-                     {c} channels, W {:?}",
+                     X {:?}, W {:?}",
                     self.group,
+                    x.shape(),
                     w.shape()
                 ),
             });
@@ -109,17 +112,18 @@ impl Kernel for BlockedDepthwise {
         let bias = conv_bias(inputs, c)?;
         let ws = contiguous::<f32>(w)?;
         let taps = kh * kw;
-        // Each block's weights as `taps` vectors of its 16 channels.
-        let mut weights = vec![0.0f32; c * taps];
+        // Each block's weights as `taps` vectors of its 16 channels (zeros in the lanes past
+        // the live channels, whose outputs are then zero).
+        let mut weights = vec![0.0f32; stored * taps];
         for (ch, filter) in ws.chunks_exact(taps).enumerate() {
             let (block, lane) = (ch / BLOCK, ch % BLOCK);
             for (t, &v) in filter.iter().enumerate() {
                 weights[(block * taps + t) * BLOCK + lane] = v;
             }
         }
-        let mut biases = vec![0.0f32; c];
+        let mut biases = vec![0.0f32; stored];
         if let Some(b) = &bias {
-            biases.copy_from_slice(b);
+            biases[..c].copy_from_slice(b);
         }
         let columns = Columns {
             width: wd,
@@ -143,11 +147,11 @@ impl Kernel for BlockedDepthwise {
             activation: self.activation,
         });
         let clamp = clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-        let (blocks, plane, out_plane) = (c / BLOCK, h * wd * BLOCK, oh * ow * BLOCK);
+        let (blocks, plane, out_plane) = (stored / BLOCK, h * wd * BLOCK, oh * ow * BLOCK);
         let xs = contiguous::<f32>(x)?;
         let groups = blocks.div_ceil(TOGETHER);
         // Every element is written below: no zeros first.
-        let y: Vec<f32> = output_buffer::build(0, n * c * oh * ow, |y| {
+        let y: Vec<f32> = output_buffer::build(0, n * stored * oh * ow, |y| {
             if out_plane == 0 {
                 return;
             }

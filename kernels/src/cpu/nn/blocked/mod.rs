@@ -12,8 +12,17 @@
 //!   per channel (depthwise, no `Z`), `X` and `Y` blocked;
 //! - `MaxPool`, `AveragePool`: 2-D, no `Indices` output, no dilations;
 //! - `GlobalAveragePool`: a blocked `X`, a planar `[N, C, 1, 1]` `Y`;
-//! - `ReorderOutput`: blocked to planar.
+//! - `ReorderOutput`: blocked to planar;
+//! - `Concat`: blocked images along the channels, each input's live channels in the
+//!   attribute `channels`.
+//!
+//! A value of `C` channels, `C` not a multiple of 16, is stored in `⌈C / 16⌉` blocks, the last
+//! one padded (ONNX Runtime pads its blocks likewise). The padding lanes are written (zeros
+//! where the inputs are finite) but never read into a live channel: the convolutions take the
+//! live channels from their weights, `GlobalAveragePool` and `ReorderOutput` from their
+//! attribute `channels`, and the other ops compute each lane alone.
 
+mod concat;
 mod conv;
 mod depthwise;
 mod pool;
@@ -40,6 +49,7 @@ pub const OPS: &[&str] = &[
     "AveragePool",
     "GlobalAveragePool",
     "ReorderOutput",
+    "Concat",
 ];
 
 /// True when this CPU runs the blocked kernels (AVX-512F).
@@ -54,6 +64,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         "MaxPool" | "AveragePool" => pool::build(spec),
         "GlobalAveragePool" => pool::build_global(spec),
         "ReorderOutput" => reorder::build(spec),
+        "Concat" => concat::build(spec),
         other => Err(KernelError::UnsupportedOp {
             op_type: other.into(),
             domain: DOMAIN.into(),
@@ -61,13 +72,40 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     }
 }
 
-/// The logical `[N, C, H, W]` of a blocked `[N, C / 16, H, W, 16]` shape, or an error naming
-/// the operand (`what`).
+/// `[N, C, H, W]` of a blocked `[N, C / 16, H, W, 16]` shape, `C` counting every lane of
+/// every block (the live channels are fewer when the last block is padded), or an error
+/// naming the operand (`what`).
 fn unblocked(shape: &[usize], what: &str) -> Result<[usize; 4]> {
     match *shape {
         [n, blocks, h, w, BLOCK] => Ok([n, blocks * BLOCK, h, w]),
         _ => Err(KernelError::Shape(format!(
             "{what} must be blocked [N, C/16, H, W, 16], got {shape:?}"
+        ))),
+    }
+}
+
+/// The attribute `channels` of a node that gives planes from blocks: how many of the blocks'
+/// channels are live (`None`: all of them).
+fn live_channels_attr(spec: &NodeSpec<'_>) -> Result<Option<usize>> {
+    match spec.attrs.opt_int("channels")? {
+        None => Ok(None),
+        Some(c) => usize::try_from(c)
+            .map(Some)
+            .map_err(|_| KernelError::UnsupportedAttribute {
+                name: "channels".into(),
+                reason: format!("must be at least 0, got {c}"),
+            }),
+    }
+}
+
+/// The live channels of blocks holding `stored` channels: `channels` when given (it must fill
+/// all of them but the last block's padding), else `stored`.
+fn live_channels(channels: Option<usize>, stored: usize) -> Result<usize> {
+    match channels {
+        None => Ok(stored),
+        Some(c) if c.div_ceil(BLOCK) * BLOCK == stored => Ok(c),
+        Some(c) => Err(KernelError::Shape(format!(
+            "{c} channels do not fill blocks of {stored} channels but for the last block's padding"
         ))),
     }
 }

@@ -11,7 +11,7 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use super::{BLOCK, require_avx512, unblocked};
+use super::{BLOCK, live_channels, live_channels_attr, require_avx512, unblocked};
 use crate::cpu::nn::common::{contiguous, min_opset, output};
 use crate::cpu::nn::pool::flag;
 use crate::cpu::nn::pool2d::{AxisWindows, plane_windows};
@@ -333,27 +333,43 @@ impl RowPool<'_> {
     }
 }
 
-/// A built blocked `GlobalAveragePool`.
+/// A built blocked `GlobalAveragePool`: blocks in, the live channels' planar means out.
 #[derive(Debug)]
-pub struct BlockedGlobalAverage;
+pub struct BlockedGlobalAverage {
+    channels: Option<usize>,
+}
 
-/// Builds the blocked `GlobalAveragePool` (no attributes).
+/// Builds the blocked `GlobalAveragePool` (attribute: `channels`, how many of the blocks'
+/// channels are live; default all).
 pub fn build_global(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 1, "GlobalAveragePool")?;
-    spec.attrs.only(&[])?;
-    Ok(Box::new(BlockedGlobalAverage))
+    spec.attrs.only(&["channels"])?;
+    Ok(Box::new(BlockedGlobalAverage {
+        channels: live_channels_attr(spec)?,
+    }))
 }
 
 impl Kernel for BlockedGlobalAverage {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = f32_input(inputs)?;
-        let [n, c, h, w] = unblocked(x.shape(), "X")?;
+        let [n, stored, h, w] = unblocked(x.shape(), "X")?;
+        let c = live_channels(self.channels, stored)?;
         let xs = contiguous::<f32>(x)?;
         let plane = h * w;
         let mut y: Vec<f32> = output_buffer::overwritable(0, n * c);
-        y.par_chunks_mut(BLOCK)
-            .zip(xs.par_chunks(plane.max(1) * BLOCK))
-            .for_each(|(out, block)| mean_of_cells(block, plane, out));
+        if plane == 0 {
+            // The mean of no cells, as 0 / 0.
+            y.fill(f32::NAN);
+        } else if c > 0 {
+            y.par_chunks_mut(c)
+                .zip(xs.par_chunks(plane * stored))
+                .for_each(|(means, image)| {
+                    means
+                        .chunks_mut(BLOCK)
+                        .zip(image.chunks(plane * BLOCK))
+                        .for_each(|(out, block)| mean_of_cells(block, plane, out))
+                });
+        }
         Ok(vec![output(&[n, c, 1, 1], y)?])
     }
 }

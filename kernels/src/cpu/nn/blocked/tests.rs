@@ -44,21 +44,24 @@ fn f32_copy(t: &Tensor) -> Tensor {
     Tensor::from_shape_vec(t.shape(), v).unwrap()
 }
 
-/// `[N, C, H, W]` into blocks `[N, C / 16, H, W, 16]`.
+/// `[N, C, H, W]` into blocks `[N, ⌈C / 16⌉, H, W, 16]`, the last block's padding zero.
 fn block(t: &Tensor) -> Tensor {
     let &[n, c, h, w] = t.shape() else {
         panic!("4-D")
     };
+    let blocks = c.div_ceil(BLOCK);
     let v = t.view::<f32>().unwrap();
-    let mut out = vec![0.0f32; n * c * h * w];
+    let mut out = vec![0.0f32; n * blocks * BLOCK * h * w];
     for (i, o) in out.iter_mut().enumerate() {
         let j = i % BLOCK;
         let q = i / BLOCK % (h * w);
-        let cb = i / BLOCK / (h * w) % (c / BLOCK);
-        let b = i / (c * h * w);
-        *o = v[[b, cb * BLOCK + j, q / w, q % w]];
+        let cb = i / BLOCK / (h * w) % blocks;
+        let b = i / (blocks * BLOCK * h * w);
+        if cb * BLOCK + j < c {
+            *o = v[[b, cb * BLOCK + j, q / w, q % w]];
+        }
     }
-    Tensor::from_shape_vec(&[n, c / BLOCK, h, w, BLOCK], out).unwrap()
+    Tensor::from_shape_vec(&[n, blocks, h, w, BLOCK], out).unwrap()
 }
 
 fn assert_close(got: &Tensor, want: &Tensor, what: &str) {
@@ -97,8 +100,15 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
         // Winograd's (3×3, unit strides, 32+ channels, 16+ tiles of 4×4 outputs).
         (2, 32, 48, 17, 3, 1, 1, 1),
         (1, 48, 32, 18, 3, 1, 0, 1),
+        // Channels that leave the last block padded, in and out (NASNet's 42 and 168).
+        (1, 42, 168, 11, 1, 1, 0, 1),
+        (2, 168, 42, 9, 1, 1, 0, 1),
+        (1, 40, 24, 13, 3, 1, 1, 1),
+        (1, 84, 100, 8, 5, 2, 2, 1),
     ];
     for (i, &(n, c, m, side, k, s, p, d)) in cases.iter().enumerate() {
+        // A padded output takes the epilogue's pass after the tiles (ReLU finishes in them).
+        let activation = if m % BLOCK == 0 { "Relu" } else { "HardSwish" };
         let x = seeded(&[n, c, side, side], i as u64);
         let w = seeded(&[m, c, k, k], 100 + i as u64);
         let b = seeded(&[m], 200 + i as u64);
@@ -107,7 +117,7 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
             .with("strides", ints(&[s as i64, s as i64]))
             .with("pads", ints(&[p as i64; 4]))
             .with("dilations", ints(&[d as i64, d as i64]))
-            .with("activation", AttrValue::String("Relu".into()));
+            .with("activation", AttrValue::String(activation.into()));
         let fused = |inputs: &[&Tensor]| {
             let wide: Vec<Tensor> = inputs.iter().map(|t| f64_copy(t)).collect();
             let wide: Vec<Option<&Tensor>> = wide.iter().map(Some).collect();
@@ -129,9 +139,9 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
         )
         .unwrap();
         assert_close(&planar, &want_z, &format!("case {i}, planar f32 FusedConv"));
-        let inputs: Vec<(&str, Tensor)> = match c % BLOCK {
-            0 => vec![("planar", x.clone()), ("blocked", block(&x))],
-            _ => vec![("planar", x.clone())],
+        let inputs: Vec<(&str, Tensor)> = match c >= BLOCK {
+            true => vec![("planar", x.clone()), ("blocked", block(&x))],
+            false => vec![("planar", x.clone())],
         };
         // Values and weights lie in [-1, 1): a sum of `c · 9` terms below 1 each.
         let winograd = k == 3 && s == 1 && d == 1 && c >= 32 && m >= 32;
@@ -202,6 +212,63 @@ fn blocked_pools_equal_the_planar_pools() {
     )
     .unwrap();
     assert_close(&got, &want, "GlobalAveragePool");
+    // 42 live channels in 3 blocks, 2 images: the padding is left out of the means.
+    let x = seeded(&[2, 42, 5, 6], 8);
+    let want = run("", "GlobalAveragePool", &Attributes::new(), &[Some(&x)]).unwrap();
+    let live = Attributes::new().with("channels", AttrValue::Int(42));
+    let got = run(DOMAIN, "GlobalAveragePool", &live, &[Some(&block(&x))]).unwrap();
+    assert_close(&got, &want, "GlobalAveragePool of 42 channels");
+}
+
+#[test]
+fn pools_keep_padded_blocks_padded() {
+    if !available() {
+        return;
+    }
+    let x = seeded(&[1, 40, 9, 10], 12);
+    let attrs = Attributes::new()
+        .with("kernel_shape", ints(&[3, 3]))
+        .with("strides", ints(&[2, 2]))
+        .with("pads", ints(&[1, 1, 1, 1]));
+    for op in ["MaxPool", "AveragePool"] {
+        let want = run("", op, &attrs, &[Some(&x)]).unwrap();
+        let got = run(DOMAIN, op, &attrs, &[Some(&block(&x))]).unwrap();
+        assert_close(&got, &block(&want), &format!("{op} of 40 channels"));
+    }
+}
+
+#[test]
+fn blocked_concat_packs_the_live_channels() {
+    if !available() {
+        return;
+    }
+    // Shifts of 0, 10, 8 and 12 lanes; a whole block after a padded one; a last block padded.
+    let parts = [
+        seeded(&[2, 42, 4, 5], 20),
+        seeded(&[2, 16, 4, 5], 21),
+        seeded(&[2, 168, 4, 5], 22),
+        seeded(&[2, 4, 4, 5], 23),
+        seeded(&[2, 33, 4, 5], 24),
+    ];
+    let planar: Vec<Option<&Tensor>> = parts.iter().map(Some).collect();
+    let axis = Attributes::new().with("axis", AttrValue::Int(1));
+    let want = run("", "Concat", &axis, &planar).unwrap();
+    assert_eq!(want.shape(), [2, 263, 4, 5]);
+    let blocked: Vec<Tensor> = parts.iter().map(block).collect();
+    let blocked: Vec<Option<&Tensor>> = blocked.iter().map(Some).collect();
+    let live = Attributes::new().with("channels", ints(&[42, 16, 168, 4, 33]));
+    let got = run(DOMAIN, "Concat", &live, &blocked).unwrap();
+    assert_close(
+        &got,
+        &block(&want),
+        "Concat of 42, 16, 168, 4 and 33 channels",
+    );
+    // Counts that do not match the inputs.
+    let wrong = Attributes::new().with("channels", ints(&[42, 16, 160, 4, 33]));
+    let err = run(DOMAIN, "Concat", &wrong, &blocked).unwrap_err();
+    assert!(err.to_string().contains("160 channels"), "{err}");
+    let short = Attributes::new().with("channels", ints(&[42, 16]));
+    assert!(run(DOMAIN, "Concat", &short, &blocked).is_err());
 }
 
 #[test]
@@ -215,6 +282,14 @@ fn reorder_output_undoes_the_blocking() {
     )
     .unwrap();
     assert_close(&got, &x, "ReorderOutput");
+    // A padded last block: 2 images of 42 channels in 3 blocks.
+    let x = seeded(&[2, 42, 5, 7], 10);
+    let live = Attributes::new().with("channels", AttrValue::Int(42));
+    let got = run(DOMAIN, "ReorderOutput", &live, &[Some(&block(&x))]).unwrap();
+    assert_close(&got, &x, "ReorderOutput of 42 channels");
+    let wrong = Attributes::new().with("channels", AttrValue::Int(30));
+    let err = run(DOMAIN, "ReorderOutput", &wrong, &[Some(&block(&x))]).unwrap_err();
+    assert!(err.to_string().contains("30 channels"), "{err}");
 }
 
 #[test]
@@ -223,13 +298,15 @@ fn bad_blocked_inputs_are_typed_errors() {
         return;
     }
     let attrs = Attributes::new().with("kernel_shape", ints(&[3, 3]));
-    // A planar tensor where a blocked one is needed; a blocked output of 24 channels.
+    // A planar tensor where a blocked one is needed; weights for 16 channels on a blocked
+    // image of two blocks (17 to 32 channels).
     let x = seeded(&[1, 16, 6, 6], 1);
     let err = run(DOMAIN, "MaxPool", &attrs, &[Some(&x)]).unwrap_err();
     assert!(err.to_string().contains("blocked"), "{err}");
+    let xb = block(&seeded(&[1, 32, 6, 6], 1));
     let w = seeded(&[24, 16, 3, 3], 2);
-    let err = run(DOMAIN, "Conv", &attrs, &[Some(&x), Some(&w)]).unwrap_err();
-    assert!(err.to_string().contains("multiple of 16"), "{err}");
+    let err = run(DOMAIN, "Conv", &attrs, &[Some(&xb), Some(&w)]).unwrap_err();
+    assert!(err.to_string().contains("W is [24, 16, 3, 3]"), "{err}");
     let grouped = attrs.clone().with("group", AttrValue::Int(2));
     assert!(run(DOMAIN, "Conv", &grouped, &[Some(&x), Some(&w)]).is_err());
 }
@@ -252,7 +329,7 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
         &'static str,
         bool,
     );
-    let cases: [Case; 9] = [
+    let cases: [Case; 11] = [
         (1, 32, 11, 11, 3, 1, [1; 4], 1, "Relu", true),
         // 7×7 at unit stride (the sliding window's widest), five blocks (4 together and 1).
         (1, 80, 15, 17, 7, 1, [3; 4], 1, "Relu", true),
@@ -263,6 +340,9 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
         (1, 16, 9, 30, 3, 1, [0; 4], 1, "LeakyRelu", true),
         (1, 48, 2, 3, 5, 1, [2; 4], 1, "Relu", true),
         (1, 16, 8, 8, 3, 3, [0, 1, 1, 0], 1, "Clip", true),
+        // Padded last blocks: 42 channels in 3 blocks, 168 in 11 (4 + 4 + 3 together).
+        (1, 42, 13, 12, 5, 1, [2; 4], 1, "Relu", true),
+        (1, 168, 9, 9, 3, 2, [1; 4], 1, "HardSwish", true),
     ];
     for (i, &(n, c, h, w, k, s, pads, d, activation, with_bias)) in cases.iter().enumerate() {
         let x = seeded(&[n, c, h, w], 400 + i as u64);

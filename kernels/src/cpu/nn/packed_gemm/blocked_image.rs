@@ -27,9 +27,10 @@ thread_local! {
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` on `im` (`channels` of them, a multiple of 16, `im.img` blocked) as a
-/// [`BlockedImage`]: as it is when no window reaches past it, else copied with zero borders
-/// into the calling thread's buffer.
+/// Runs `f` on `im` (`channels` of them, `im.img` blocked, its last block padded when
+/// `channels` is not a multiple of 16) as a [`BlockedImage`]: as it is when no window reaches
+/// past it, else copied with zero borders into the calling thread's buffer. The depth rows
+/// are the live channels' only.
 pub(super) fn with_blocked_image<R>(
     im: &Image2d<'_>,
     channels: usize,
@@ -40,7 +41,7 @@ pub(super) fn with_blocked_image<R>(
     // The padded extent the windows reach, at least the image's.
     let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(h + top);
     let width = ((ow - 1) * sw + (kw - 1) * dw + 1).max(w + left);
-    let blocks = channels / BLOCK;
+    let blocks = channels.div_ceil(BLOCK);
     let run = |data: &[f32]| {
         let plane = height * width * BLOCK;
         let mut offsets = Vec::with_capacity(channels * kh * kw);

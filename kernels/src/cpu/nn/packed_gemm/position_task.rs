@@ -1,7 +1,7 @@
 //! The tile loop of a product in position tiles: a [`Task`] holds one product's packed
 //! weights, image operand and output, and runs rectangles of channel panels × position tiles.
 
-use super::position_tile::{self, POSITIONS, TileFinish};
+use super::position_tile::{self, POSITIONS, TileFinish, TilePositions};
 use super::positions::{padded_channels, panel_width};
 use super::{KC, PackedA};
 use crate::cpu::nn::epilogue::Epilogue;
@@ -85,7 +85,8 @@ impl Task<'_> {
         let in_tiles = self
             .epilogue
             .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
-        let mut pos = [0usize; POSITIONS];
+        let mut pos = TilePositions::default();
+        let all_tiles = self.pos.len() / POSITIONS;
         for g0 in (tiles.0..tiles.1).step_by(per_group) {
             let g1 = (g0 + per_group).min(tiles.1);
             for b0 in (panels.0..panels.1).step_by(panels_per_block) {
@@ -109,7 +110,12 @@ impl Task<'_> {
                             super::micro::prefetch_lines(
                                 &next[from..(from + share).min(next.len())],
                             );
-                            pos.copy_from_slice(&self.pos[t * POSITIONS..(t + 1) * POSITIONS]);
+                            let after = (t + 1).min(all_tiles - 1);
+                            pos.now
+                                .copy_from_slice(&self.pos[t * POSITIONS..(t + 1) * POSITIONS]);
+                            pos.next.copy_from_slice(
+                                &self.pos[after * POSITIONS..(after + 1) * POSITIONS],
+                            );
                             let live = (
                                 width.min(m - jp * full),
                                 self.height.min(self.count - t * self.height),
@@ -144,7 +150,7 @@ impl Task<'_> {
                             cols.1 - cols.0,
                         ),
                         Output::Blocks => (
-                            (channels.0 / 16, channels.1 / 16),
+                            (channels.0 / 16, channels.1.div_ceil(16)),
                             &|i| i * 16 * self.count + cols.0 * 16,
                             (cols.1 - cols.0) * 16,
                         ),
@@ -187,7 +193,7 @@ impl Task<'_> {
         &self,
         panel: &[f32],
         (pc, kc): (usize, usize),
-        pos: &[usize; POSITIONS],
+        pos: &TilePositions,
         c: *mut f32,
         live: (usize, usize),
         bias: Option<&[f32]>,

@@ -170,14 +170,16 @@ impl PackedA {
 
     /// `c = self · im2col(input) (+ bias)`, then `epilogue`, from an image in channel planes or
     /// in blocks of 16 channels ([`BlockedInput`]), with `c` in such blocks (NCHW16c:
-    /// `[m / 16][positions][16]`) when `blocked_output`, else in channel rows. Needs AVX-512,
-    /// and `m` a multiple of 16 for a blocked output.
+    /// `[⌈m / 16⌉][positions][16]`) when `blocked_output`, else in channel rows. Needs
+    /// AVX-512. The last block of a blocked input or output may be partly filled: the input's
+    /// lanes past its `k / window` channels are never read, and the output's past `m` are
+    /// written as the product of zero weights (the bias is zero there).
     ///
     /// `c` may start uninitialized: every element is written before any is read.
     ///
     /// # Panics
-    /// If the packing is not for AVX-512, a blocked output's `m` is not a multiple of 16, or an
-    /// operand is too short (internal contracts: the blocked convolution checks them first).
+    /// If the packing is not for AVX-512, or an operand is too short (internal contracts: the
+    /// blocked convolution checks them first).
     pub fn multiply_blocked(
         &self,
         input: &BlockedInput<'_>,
@@ -186,13 +188,14 @@ impl PackedA {
         bias: Option<&[f32]>,
         epilogue: Option<&Epilogue<'_, f32>>,
     ) {
-        assert!(
-            self.isa == Isa::Avx512 && (!blocked_output || self.m.is_multiple_of(16)),
-            "multiply_blocked: AVX-512 and whole blocks of channels"
-        );
+        assert!(self.isa == Isa::Avx512, "multiply_blocked: AVX-512");
         let im = &input.image;
         let count = im.out[0] * im.out[1];
-        assert!(c.len() >= self.m * count, "multiply_blocked: C too short");
+        let stored = match blocked_output {
+            true => self.m.div_ceil(16) * 16,
+            false => self.m,
+        };
+        assert!(c.len() >= stored * count, "multiply_blocked: C too short");
         assert!(
             epilogue
                 .and_then(|e| e.add)
