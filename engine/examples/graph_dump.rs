@@ -1,5 +1,5 @@
 //! Study: the graph a default session runs, one node per line (op, domain, name, each input's
-//! and output's shape): `graph_dump MODEL.onnx [NAME-FILTER]`.
+//! and output's name and shape): `graph_dump MODEL.onnx [NAME-FILTER]`.
 use spillway::Session;
 
 fn main() -> anyhow::Result<()> {
@@ -11,7 +11,10 @@ fn main() -> anyhow::Result<()> {
     let session = Session::builder().commit_from_file(&args[1])?;
     let graph = session.graph();
     let shape = |v: &Option<spillway::graph::ValueId>| match v {
-        Some(v) => format!("{:?}", graph.value(*v).shape.as_deref().unwrap_or(&[])),
+        Some(v) => {
+            let info = graph.value(*v);
+            format!("{}{:?}", info.name, info.shape.as_deref().unwrap_or(&[]))
+        }
         None => "-".into(),
     };
     for node in &graph.nodes {

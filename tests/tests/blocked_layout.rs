@@ -150,6 +150,30 @@ fn separable_cell(batch: i64, c: i64) -> Vec<u8> {
     m.to_bytes(13)
 }
 
+/// NASNet's reduction paths on 42 channels (padded blocks): a zero `Pad` of one row and column
+/// before a strided max pool, and a `Pad` that crops a row and column at the start and adds one
+/// at the end before a strided 1×1 average pool, each then a convolution; a `Shape` of the
+/// first convolution's output that nothing reads (passes leave such nodes; it must not keep
+/// the output planar).
+fn padded_paths() -> Vec<u8> {
+    let mut m = ModelBuilder::new(46);
+    m.input("x", &[1, 16, 12, 12]);
+    conv_relu(&mut m, "x", "a", [42, 16, 1, 1], &[]);
+    m.ints("p1_pads", &[0, 0, 1, 1, 0, 0, 0, 0])
+        .ints("p2_pads", &[0, 0, -1, -1, 0, 0, 1, 1])
+        .node("Shape", &["a"], &["unread"], &[])
+        .node("Pad", &["a", "p1_pads"], &["p1"], &[])
+        .node("MaxPool", &["p1"], &["m1"], &[kernel(3), strides(2)])
+        .node("Pad", &["a", "p2_pads"], &["p2"], &[])
+        .node("AveragePool", &["p2"], &["m2"], &[kernel(1), strides(2)]);
+    conv_relu(&mut m, "m1", "c1", [32, 42, 1, 1], &[]);
+    conv_relu(&mut m, "m2", "c2", [32, 42, 1, 1], &[]);
+    m.node("Add", &["c1", "c2"], &["s"], &[])
+        .node("GlobalAveragePool", &["s"], &["y"], &[])
+        .output("y");
+    m.to_bytes(13)
+}
+
 /// `(op type, domain)` of every node of the session's graph.
 fn ops(session: &Session) -> Vec<(String, String)> {
     session
@@ -207,6 +231,7 @@ fn blocked_models_match_onnx_runtime() {
         &add_to_planar_pool(),
         &[1, 32, 8, 8],
     );
+    let padded_paths = matches_ort("padded paths", &padded_paths(), &[1, 16, 12, 12]);
     if !available() {
         // Without AVX-512 the graph keeps its planar ops; the outputs are checked above.
         for s in [
@@ -217,6 +242,7 @@ fn blocked_models_match_onnx_runtime() {
             &symbolic,
             &padded,
             &planar_pool,
+            &padded_paths,
         ] {
             assert_eq!(count(&ops(s), "Conv", DOMAIN), 0);
         }
@@ -246,6 +272,13 @@ fn blocked_models_match_onnx_runtime() {
     // `Add`.
     let ops_of = ops(&planar_pool);
     assert_eq!(count(&ops_of, "Conv", DOMAIN), 0, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
+    // Both pads and pools in blocks, the unread `Shape` gone: no reorder.
+    let ops_of = ops(&padded_paths);
+    assert_eq!(count(&ops_of, "Pad", DOMAIN), 2, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "MaxPool", DOMAIN), 1, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "AveragePool", DOMAIN), 1, "{ops_of:?}");
+    assert_eq!(count(&ops_of, "Conv", DOMAIN), 3, "{ops_of:?}");
     assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
     // The same with a symbolic batch: values of one shape still have one size.
     for cell in [&cell, &symbolic] {

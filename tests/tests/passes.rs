@@ -223,6 +223,54 @@ fn batchnorm_folds_into_conv() {
     }
 }
 
+/// Two convolutions (4 and 6 channels, one without a bias) joined along the channels, then
+/// BatchNormalization of the 10: NASNet's `final_path_bn`. With `extra_reader`, the first
+/// convolution's output is also a graph output.
+fn concat_bn_model(extra_reader: bool) -> Vec<u8> {
+    let mut m = ModelBuilder::new(10);
+    m.input("x", &[1, 3, 8, 8])
+        .weight("w1", &[4, 3, 1, 1], 0.5)
+        .weight("b1", &[4], 0.2)
+        .weight("w2", &[6, 3, 3, 3], 0.5)
+        .positive("scale", &[10], 0.5, 1.5)
+        .weight("shift", &[10], 0.3)
+        .weight("mean", &[10], 0.3)
+        .positive("var", &[10], 0.2, 2.0)
+        .node("Conv", &["x", "w1", "b1"], &["c1"], &[])
+        .node(
+            "Conv",
+            &["x", "w2"],
+            &["c2"],
+            &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        )
+        .node("Concat", &["c1", "c2"], &["cat"], &[("axis", Attr::Int(1))])
+        .node(
+            "BatchNormalization",
+            &["cat", "scale", "shift", "mean", "var"],
+            &["y"],
+            &[("epsilon", Attr::Float(1e-3))],
+        )
+        .output("y");
+    if extra_reader {
+        m.output("c1");
+    }
+    m.to_bytes(15)
+}
+
+#[test]
+fn batchnorm_of_a_concat_of_convs_folds_into_each() {
+    let bytes = concat_bn_model(false);
+    let mut g = load(&bytes);
+    passes::fold_batchnorm_into_conv(&mut g);
+    assert_eq!(ops(&g), ["Conv", "Conv", "Concat"]);
+    assert_eq!(g.nodes[2].outputs[0], Some(g.outputs[0]));
+    assert_same_outputs(&bytes, g, input(&[1, 3, 8, 8]), 1e-5);
+    // A convolution whose output is read elsewhere keeps it unnormalized: nothing folds.
+    let mut g = load(&concat_bn_model(true));
+    passes::fold_batchnorm_into_conv(&mut g);
+    assert_eq!(ops(&g), ["Conv", "Conv", "Concat", "BatchNormalization"]);
+}
+
 #[test]
 fn batchnorm_is_not_folded_when_the_conv_output_has_other_readers() {
     let mut m = ModelBuilder::new(9);

@@ -433,6 +433,7 @@ fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> 
 fn blocked(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
     use spillway_kernels::cpu::nn::blocked::BLOCK;
     let x = x?;
+    let x_blocked = (x.len() == 5).then(|| x.clone());
     // The planar shape of a blocked input (a `Conv` may read planes), every lane counted.
     let planar = match x.as_slice() {
         [n, blocks, h, w, _] => {
@@ -461,6 +462,21 @@ fn blocked(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
         ]),
         "Conv" if node.attrs.int("blocked_output", 1).ok()? == 0 => {
             conv_like(node, Some(planar), w)
+        }
+        "Pad" => {
+            let pads = node.attrs.opt_ints("pads").ok()??;
+            let [top, left, bottom, right] = pads[..] else {
+                return None;
+            };
+            let mut y = x_blocked?;
+            for (d, grow) in y[2..4].iter_mut().zip([top + bottom, left + right]) {
+                *d = match d.fixed() {
+                    Some(v) => Dim::Fixed(usize::try_from(v as i64 + grow).ok()?),
+                    None if grow == 0 => d.clone(),
+                    None => Dim::Unknown,
+                };
+            }
+            Some(y)
         }
         "Conv" | "MaxPool" | "AveragePool" => {
             conv_like(node, Some(planar), w).map(|y| crate::graph::passes::blocked_shape(&y))

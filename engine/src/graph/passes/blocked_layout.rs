@@ -18,6 +18,7 @@
 //!   channels, `Relu`, and `Add` of two values of the same shape (a symbolic batch allowed)
 //!   give blocks when all they read is blocked; a `Concat` whose inputs before the last leave
 //!   padding becomes the blocked `Concat`, which packs the live channels;
+//! - `Pad` of the height and width with a constant gives blocks when it reads blocks;
 //! - `GlobalAveragePool` of blocks gives the usual planar `[N, C, 1, 1]`.
 //!
 //! A convolution writes blocks for a depthwise convolution, a `Relu` or an `Add` only when
@@ -56,6 +57,9 @@ enum Rewrite {
     Elementwise,
     /// `GlobalAveragePool` of blocks, giving planes.
     Global,
+    /// `Pad` of the height and width of blocks (`[top, left, bottom, right]`, the constant),
+    /// giving blocks.
+    Pad([i64; 4], f32),
 }
 
 /// Rewrites every eligible node into the blocked layout; returns how many it rewrote.
@@ -137,6 +141,9 @@ fn rewrite_of(
     }
     if blockable_depthwise(graph, node) {
         return is_blocked(&node.inputs[0]).then_some(Rewrite::Depthwise);
+    }
+    if let Some((pads, value)) = spatial_pad(graph, node) {
+        return is_blocked(&node.inputs[0]).then_some(Rewrite::Pad(pads, value));
     }
     let reads_blocks = !node.inputs.is_empty() && node.inputs.iter().all(is_blocked);
     if !reads_blocks {
@@ -252,11 +259,57 @@ fn may_give_blocks(graph: &Graph, node: &Node, y: ValueId, givers: &HashSet<Valu
     if blockable_depthwise(graph, node) {
         return node.inputs[0].is_some_and(|x| givers.contains(&x));
     }
+    if spatial_pad(graph, node).is_some() {
+        return node.inputs[0].is_some_and(|x| givers.contains(&x));
+    }
     (plain_pool(node) || channel_concat(node) || same_shape_elementwise(graph, node))
         && node
             .inputs
             .iter()
             .all(|v| v.is_some_and(|v| givers.contains(&v)))
+}
+
+/// `[top, left, bottom, right]` and the constant of a `Pad` in constant mode of a 4-D `f32`
+/// image's height and width only, its pads (and constant, if given) constant; `None` for any
+/// other node.
+fn spatial_pad(graph: &Graph, node: &Node) -> Option<([i64; 4], f32)> {
+    if node.op_type != "Pad"
+        || !default_domain(node)
+        || node.outputs.len() != 1
+        || node.attrs.names().any(|n| n != "mode" && n != "pads")
+        || node.attrs.string("mode", "constant").ok()? != "constant"
+    {
+        return None;
+    }
+    let x = graph.value(node.inputs.first().copied().flatten()?);
+    if x.dtype != Some(DType::F32) || x.shape.as_ref().is_none_or(|s| s.len() != 4) {
+        return None;
+    }
+    let constant = |i: usize| {
+        node.inputs
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|v| graph.constants.get(&v))
+    };
+    // Opset 11 moved the pads into input 1, and 18 added the axes (input 3).
+    let pads = match node.opset {
+        ..11 => node.attrs.opt_ints("pads").ok()??,
+        _ => constant(1)??.to_i64_vec().ok()?,
+    };
+    let value = match constant(2) {
+        None => 0.0,
+        Some(t) => {
+            let t = t?;
+            (t.dtype() == DType::F32 && t.len() == 1).then(|| t.to_f64_vec().ok())??[0] as f32
+        }
+    };
+    match (pads.as_slice(), node.inputs.get(3).copied().flatten()) {
+        (&[0, 0, top, left, 0, 0, bottom, right], None) => {
+            Some(([top, left, bottom, right], value))
+        }
+        _ => None,
+    }
 }
 
 /// A 2-D `MaxPool` or `AveragePool` the blocked kernel runs: one output, no dilations.
@@ -321,6 +374,7 @@ fn takes_blocks(graph: &Graph, node: &Node, at: usize, readers: &Readers, depth:
     }
     plain_pool(node)
         || channel_concat(node)
+        || (at == 0 && spatial_pad(graph, node).is_some())
         || (default_domain(node) && node.op_type == "GlobalAveragePool")
 }
 
@@ -429,6 +483,16 @@ fn blocked_node(
         }
         Rewrite::Elementwise => {
             node.inputs.iter_mut().for_each(|v| twin(v, blocked));
+            true
+        }
+        Rewrite::Pad([top, left, bottom, right], value) => {
+            twin(&mut node.inputs[0], blocked);
+            node.inputs.truncate(1);
+            node.declared_inputs = 1;
+            node.attrs = spillway_kernels::Attributes::default();
+            node.attrs
+                .insert("pads", AttrValue::Ints(vec![top, left, bottom, right]));
+            node.attrs.insert("value", AttrValue::Float(value));
             true
         }
         Rewrite::Global => {

@@ -50,6 +50,10 @@ pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
         fuse_conv_activations(graph);
         let wanted = std::env::var("SPILLWAY_BLOCKED").map_or(true, |v| v != "0");
         if wanted && spillway_kernels::cpu::nn::blocked::available() {
+            // The layout follows each value's readers: the `Shape`s and `Pad`s that the passes
+            // above left unread must not count (NASNet's stem and reduction cells kept planes
+            // for them).
+            remove_dead_nodes(graph);
             block_layouts(graph);
         }
     }

@@ -4,9 +4,9 @@
 //! padding zero. (Where every input but the last fills its blocks, the default domain's
 //! `Concat` along axis 1 joins the blocks as they are.)
 //!
-//! An input block whose channels start `s` lanes into an output block is written as two
-//! masked stores per position: lanes `0..16 − s` at lane `s` of that block, the rest at the
-//! start of the next.
+//! Each output block is written whole, position by position: its lanes gathered from the one
+//! or two input blocks (more where an input has fewer than 16 channels) that cover it, each
+//! by a masked lane permutation.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -52,13 +52,46 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     Ok(Box::new(BlockedConcat { channels }))
 }
 
-/// One input block's copy: its floats, where its channels start in the output, how many
-/// are live.
-struct Piece<'a> {
+/// Lanes `from..from + count` of one input block, which go to lanes `to..to + count` of an
+/// output block.
+#[derive(Clone, Copy)]
+struct Segment<'a> {
     src: &'a [f32],
-    batch: usize,
-    first: usize,
-    live: usize,
+    from: usize,
+    to: usize,
+    count: usize,
+}
+
+/// The segments of each output block of one image: the input blocks (`blocks` of each input,
+/// whose live channels `channels` are packed back to back) cut where they cross an output
+/// block.
+fn segments<'a>(blocks: &[&'a [f32]], channels: &[usize], plane: usize) -> Vec<Vec<Segment<'a>>> {
+    let total: usize = channels.iter().sum();
+    let mut out = vec![Vec::new(); total.div_ceil(BLOCK)];
+    let mut first = 0;
+    for (image, &c) in blocks.iter().zip(channels) {
+        for (k, src) in image.chunks_exact(BLOCK * plane).enumerate() {
+            let live = BLOCK.min(c - k * BLOCK);
+            let at = first + k * BLOCK;
+            let head = live.min(BLOCK - at % BLOCK);
+            out[at / BLOCK].push(Segment {
+                src,
+                from: 0,
+                to: at % BLOCK,
+                count: head,
+            });
+            if live > head {
+                out[at / BLOCK + 1].push(Segment {
+                    src,
+                    from: head,
+                    to: 0,
+                    count: live - head,
+                });
+            }
+        }
+        first += c;
+    }
+    out
 }
 
 impl Kernel for BlockedConcat {
@@ -95,50 +128,38 @@ impl Kernel for BlockedConcat {
         let total: usize = self.channels.iter().sum();
         let stored = total.div_ceil(BLOCK) * BLOCK;
         let plane = h * w;
-        let mut pieces = Vec::new();
-        for batch in 0..n {
-            let mut first = 0;
-            for (image, &c) in images.iter().zip(&self.channels) {
-                let stored_c = c.div_ceil(BLOCK) * BLOCK;
-                let image = &image[batch * stored_c * plane..(batch + 1) * stored_c * plane];
-                for (k, src) in image.chunks_exact(BLOCK * plane).enumerate() {
-                    pieces.push(Piece {
-                        src,
-                        batch,
-                        first: first + k * BLOCK,
-                        live: BLOCK.min(c - k * BLOCK),
-                    });
-                }
-                first += c;
-            }
-        }
         let image_len = stored * plane;
-        // Every live lane is written by its piece and every padding lane below.
+        let mut work = Vec::new();
+        for batch in 0..n {
+            let inputs: Vec<&[f32]> = images
+                .iter()
+                .zip(&self.channels)
+                .map(|(image, &c)| {
+                    let len = c.div_ceil(BLOCK) * BLOCK * plane;
+                    &image[batch * len..(batch + 1) * len]
+                })
+                .collect();
+            let blocks = segments(&inputs, &self.channels, plane);
+            work.extend(blocks.into_iter().enumerate().map(|(b, s)| (batch, b, s)));
+        }
+        // Every lane of every output block is written: the live ones from their segments,
+        // the padding with zeros.
         let y: Vec<f32> = output_buffer::build(0, n * image_len, |y| {
             if plane == 0 {
                 return;
             }
             let dst = SendPtr(y.as_mut_ptr().cast::<f32>());
-            pieces.par_iter().with_min_len(4).for_each(|piece| {
-                // SAFETY: AVX-512F (checked at build); the piece's lanes of the output are its
-                // alone, inside its image.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    let image = dst.get().add(piece.batch * image_len);
-                    copy_piece(piece, image, plane)
-                }
-            });
-            let padding = stored - total;
-            if padding > 0 {
-                for batch in 0..n {
-                    // SAFETY: the last block of this image, inside `y`.
+            work.par_iter()
+                .with_min_len(2)
+                .for_each(|(batch, block, parts)| {
+                    // SAFETY: AVX-512F (checked at build); this output block is this task's
+                    // alone, inside `y`.
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
-                        let last = dst.get().add(batch * image_len + (stored - BLOCK) * plane);
-                        zero_lanes(last, plane, BLOCK - padding)
+                        let out = dst.get().add(batch * image_len + block * BLOCK * plane);
+                        fill_block(parts, out, plane)
                     }
-                }
-            }
+                });
         });
         Ok(vec![output(&[n, stored / BLOCK, h, w, BLOCK], y)?])
     }
@@ -149,52 +170,44 @@ fn lanes_below(live: usize) -> u16 {
     ((1u32 << live) - 1) as u16
 }
 
-/// Writes `piece`'s live lanes at its channels of `image` (`plane` positions per block).
+/// Writes the output block at `out` (`plane` positions of 16 lanes) from its segments, zeros
+/// in the lanes none covers.
 ///
 /// # Safety
-/// The CPU has AVX-512F; `image` is valid for the blocks holding channels
-/// `piece.first..piece.first + piece.live`.
+/// The CPU has AVX-512F; `out` is valid for `plane · 16` floats; each segment's `src` holds
+/// `plane · 16` floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn copy_piece(piece: &Piece<'_>, image: *mut f32, plane: usize) {
-    let (block, shift) = (piece.first / BLOCK, piece.first % BLOCK);
-    let src = piece.src.as_ptr();
-    let dst = unsafe { image.add(block * BLOCK * plane) };
-    if shift == 0 && piece.live == BLOCK {
-        // SAFETY: a whole block to a whole block.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, BLOCK * plane) };
+unsafe fn fill_block(parts: &[Segment<'_>], out: *mut f32, plane: usize) {
+    if let [whole] = parts
+        && whole.count == BLOCK
+    {
+        // SAFETY: one whole input block to one whole output block.
+        unsafe { std::ptr::copy_nonoverlapping(whole.src.as_ptr(), out, BLOCK * plane) };
         return;
     }
-    let head = piece.live.min(BLOCK - shift);
-    let (head_mask, tail_mask) = (
-        lanes_below(head),
-        lanes_below(piece.live) & !lanes_below(head),
-    );
-    // Lane `j ≥ head` goes to lane `j − head` of the next block: stored from `head` lanes
-    // before that block's position.
-    let next = dst.wrapping_add(BLOCK * plane).wrapping_sub(head);
+    // Per segment, the lanes it writes and, for each, the input lane it reads.
+    let moves: Vec<(u16, __m512i, *const f32)> = parts
+        .iter()
+        .map(|s| {
+            let idx: [i32; BLOCK] =
+                std::array::from_fn(|j| (j + s.from).saturating_sub(s.to).min(BLOCK - 1) as i32);
+            (
+                lanes_below(s.to + s.count) & !lanes_below(s.to),
+                // SAFETY: 16 `i32`s.
+                unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) },
+                s.src.as_ptr(),
+            )
+        })
+        .collect();
     for p in 0..plane {
-        // SAFETY: the masked lanes are the piece's, inside `image` (the caller's contract).
-        unsafe {
-            let v = _mm512_loadu_ps(src.add(p * BLOCK));
-            _mm512_mask_storeu_ps(dst.add(p * BLOCK + shift), head_mask, v);
-            if tail_mask != 0 {
-                _mm512_mask_storeu_ps(next.wrapping_add(p * BLOCK), tail_mask, v);
-            }
+        let mut v = _mm512_setzero_ps();
+        for &(mask, idx, src) in &moves {
+            // SAFETY: position `p` of the segment's input block.
+            let x = unsafe { _mm512_loadu_ps(src.add(p * BLOCK)) };
+            v = _mm512_mask_permutexvar_ps(v, mask, idx, x);
         }
-    }
-}
-
-/// Zeros lanes `from..16` of each of the `plane` positions of the block at `block`.
-///
-/// # Safety
-/// The CPU has AVX-512F; `block` is valid for `plane · 16` floats.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn zero_lanes(block: *mut f32, plane: usize, from: usize) {
-    let mask = !lanes_below(from);
-    for p in 0..plane {
-        // SAFETY: inside the block.
-        unsafe { _mm512_mask_storeu_ps(block.add(p * BLOCK), mask, _mm512_setzero_ps()) };
+        // SAFETY: position `p` of the output block.
+        unsafe { _mm512_storeu_ps(out.add(p * BLOCK), v) };
     }
 }

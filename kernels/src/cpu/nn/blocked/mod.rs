@@ -14,7 +14,9 @@
 //! - `GlobalAveragePool`: a blocked `X`, a planar `[N, C, 1, 1]` `Y`;
 //! - `ReorderOutput`: blocked to planar;
 //! - `Concat`: blocked images along the channels, each input's live channels in the
-//!   attribute `channels`.
+//!   attribute `channels`;
+//! - `Pad`: a constant (`value`) around a blocked image's height and width (`pads`: top,
+//!   left, bottom, right; negative ones crop).
 //!
 //! A value of `C` channels, `C` not a multiple of 16, is stored in `⌈C / 16⌉` blocks, the last
 //! one padded (ONNX Runtime pads its blocks likewise). The padding lanes are written (zeros
@@ -25,6 +27,7 @@
 mod concat;
 mod conv;
 mod depthwise;
+mod pad;
 mod pool;
 mod reorder;
 
@@ -50,6 +53,7 @@ pub const OPS: &[&str] = &[
     "GlobalAveragePool",
     "ReorderOutput",
     "Concat",
+    "Pad",
 ];
 
 /// True when this CPU runs the blocked kernels (AVX-512F).
@@ -65,6 +69,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         "GlobalAveragePool" => pool::build_global(spec),
         "ReorderOutput" => reorder::build(spec),
         "Concat" => concat::build(spec),
+        "Pad" => pad::build(spec),
         other => Err(KernelError::UnsupportedOp {
             op_type: other.into(),
             domain: DOMAIN.into(),

@@ -415,3 +415,39 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
     let err = run(DOMAIN, "Conv", &depthwise, &[Some(&x), Some(&empty)]).unwrap_err();
     assert!(err.to_string().contains("empty window"), "{err}");
 }
+
+#[test]
+fn blocked_pad_equals_the_planar_pad() {
+    // 40 channels (a padded last block); pads that grow, crop, and do both.
+    let x = seeded(&[2, 40, 6, 7], 30);
+    let cases: [([i64; 4], f32); 4] = [
+        ([1, 1, 1, 1], 0.0),
+        ([1, 0, 1, 0], 0.0),
+        ([-1, -1, 1, 1], 0.0),
+        ([0, 2, -2, 0], 0.5),
+    ];
+    for (pads, value) in cases {
+        let [top, left, bottom, right] = pads;
+        let onnx_pads =
+            Tensor::from_shape_vec(&[8], vec![0i64, 0, top, left, 0, 0, bottom, right]).unwrap();
+        let constant = Tensor::from_shape_vec(&[], vec![value]).unwrap();
+        let want = run(
+            "",
+            "Pad",
+            &Attributes::new(),
+            &[Some(&x), Some(&onnx_pads), Some(&constant)],
+        )
+        .unwrap();
+        let attrs = Attributes::new()
+            .with("pads", ints(&pads))
+            .with("value", AttrValue::Float(value));
+        let got = run(DOMAIN, "Pad", &attrs, &[Some(&block(&x))]).unwrap();
+        // The live channels, back in planes (the constant fills the padding lanes too).
+        let live = Attributes::new().with("channels", AttrValue::Int(40));
+        let got = run(DOMAIN, "ReorderOutput", &live, &[Some(&got)]).unwrap();
+        assert_close(&got, &want, &format!("Pad {pads:?} with {value}"));
+    }
+    let crop_all = Attributes::new().with("pads", ints(&[-4, 0, -3, 0]));
+    let err = run(DOMAIN, "Pad", &crop_all, &[Some(&block(&x))]).unwrap_err();
+    assert!(err.to_string().contains("crop more"), "{err}");
+}
