@@ -64,6 +64,8 @@ pub(super) struct Task<'a> {
     pub(super) epilogue: Option<&'a Epilogue<'a, f32>>,
     pub(super) c: SendPtr<f32>,
     pub(super) output: Output,
+    /// Whether tiles prefetch the next tile's image cells.
+    pub(super) prefetch: bool,
 }
 
 impl Task<'_> {
@@ -207,7 +209,7 @@ impl Task<'_> {
         };
         let offsets = self.offsets[pc..pc + kc].as_ptr();
         let wide = panel.len() == kc * self.full;
-        let kernel = position_tile::kernel_for(self.a.isa, wide, live.1, blocked);
+        let kernel = position_tile::kernel_for(self.a.isa, wide, live.1, blocked, self.prefetch);
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
         // lies inside the padded image; `c` holds the live channels × positions (the caller's

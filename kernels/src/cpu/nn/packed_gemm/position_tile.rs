@@ -14,10 +14,7 @@ pub const AVX2_HEIGHT: usize = 6;
 pub const POSITIONS: usize = 8;
 
 /// A tile's output positions (each window's start in the image, as offsets) and the next
-/// tile's: as a tile runs through its depth rows it prefetches the next tile's cells of each
-/// row, which a blocked image read from memory otherwise gives one cache miss at a time (the
-/// hardware prefetchers lose track of 63 blocks read 512 bytes apiece: NASNet's 1×1
-/// convolutions of a cell's output two cells on ran at half speed).
+/// tile's, whose cells the prefetching instances of [`position_tile`] fetch row by row.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TilePositions {
     /// This tile's positions.
@@ -59,8 +56,9 @@ pub struct TileFinish {
 /// One position tile (a transposed micro-tile: output positions broadcast, output channels
 /// in the vectors): for channels `j < NV·16` and positions `i < R`,
 /// `C[j, i] (+)= Σ_p w[p·NV·16 + j] · img[offsets[p] + pos[i]]`, started from `bias[j]` when
-/// given (`pos.now[i]` is position `i`; depth row `p` prefetches the cell of the next tile's
-/// position `p mod 8`). Writes channels `0..live_ch` × positions `0..live_pos` of `c`: channel rows at
+/// given (`pos.now[i]` is position `i`; with `PREFETCH`, depth row `p` prefetches the cell of
+/// the next tile's position `p mod 8`). Writes channels `0..live_ch` × positions `0..live_pos`
+/// of `c`: channel rows at
 /// stride `ldc`, positions contiguous, transposing the tile in registers; or, when `BLOCKED`,
 /// each position's 16 channels as one vector, the tile's vectors of channels `ldc` apart and
 /// its positions `step` apart (each accumulator stored as it is, `live_ch` a multiple of 16):
@@ -76,7 +74,12 @@ pub struct TileFinish {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn position_tile<const NV: usize, const R: usize, const BLOCKED: bool>(
+pub unsafe fn position_tile<
+    const NV: usize,
+    const R: usize,
+    const BLOCKED: bool,
+    const PREFETCH: bool,
+>(
     kc: usize,
     w: *const f32,
     img: *const f32,
@@ -105,7 +108,9 @@ pub unsafe fn position_tile<const NV: usize, const R: usize, const BLOCKED: bool
         }
         for p in 0..kc {
             let base = img.add(*offsets.add(p));
-            _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(next[p % POSITIONS]).cast::<i8>());
+            if PREFETCH {
+                _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(next[p % POSITIONS]).cast::<i8>());
+            }
             let wp = w.add(p * NV * 16);
             let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
             for i in 0..R {
@@ -361,40 +366,52 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
 
 /// The kernel for `isa`, a full (`wide`) or half panel of channels, `rows` positions in the
 /// tile, and channel rows or, when `blocked`, 16-channel blocks (AVX-512 only: on AVX2 the
-/// blocked layout is not offered). On AVX-512 a tile computes exactly its `rows` (1 to 8):
-/// the last tile of an 11×11 image (121 positions, 15 tiles of 8 and one of 1) would
-/// otherwise compute 8 positions for 1, 5.5 % of the product. AVX2 tiles always compute
-/// [`AVX2_HEIGHT`].
+/// blocked layout is not offered), prefetching the next tile's cells when `prefetch` (AVX-512
+/// only). On AVX-512 a tile computes exactly its `rows` (1 to 8): the last tile of an 11×11
+/// image (121 positions, 15 tiles of 8 and one of 1) would otherwise compute 8 positions for
+/// 1, 5.5 % of the product. AVX2 tiles always compute [`AVX2_HEIGHT`].
 #[cfg(target_arch = "x86_64")]
-pub fn kernel_for(isa: Isa, wide: bool, rows: usize, blocked: bool) -> PositionTile {
-    match (isa, wide, blocked) {
-        (Isa::Avx2, _, true) => unreachable!("blocked outputs need AVX-512"),
-        (Isa::Avx2, true, false) => position_tile_avx2::<2, AVX2_HEIGHT>,
-        (Isa::Avx2, false, false) => position_tile_avx2::<1, AVX2_HEIGHT>,
-        (Isa::Avx512, true, false) => avx512_rows::<2, false>(rows),
-        (Isa::Avx512, false, false) => avx512_rows::<1, false>(rows),
-        (Isa::Avx512, true, true) => avx512_rows::<2, true>(rows),
-        (Isa::Avx512, false, true) => avx512_rows::<1, true>(rows),
+pub fn kernel_for(
+    isa: Isa,
+    wide: bool,
+    rows: usize,
+    blocked: bool,
+    prefetch: bool,
+) -> PositionTile {
+    match (isa, wide, blocked, prefetch) {
+        (Isa::Avx2, _, true, _) => unreachable!("blocked outputs need AVX-512"),
+        (Isa::Avx2, true, false, _) => position_tile_avx2::<2, AVX2_HEIGHT>,
+        (Isa::Avx2, false, false, _) => position_tile_avx2::<1, AVX2_HEIGHT>,
+        (Isa::Avx512, true, false, false) => avx512_rows::<2, false, false>(rows),
+        (Isa::Avx512, false, false, false) => avx512_rows::<1, false, false>(rows),
+        (Isa::Avx512, true, true, false) => avx512_rows::<2, true, false>(rows),
+        (Isa::Avx512, false, true, false) => avx512_rows::<1, true, false>(rows),
+        (Isa::Avx512, true, false, true) => avx512_rows::<2, false, true>(rows),
+        (Isa::Avx512, false, false, true) => avx512_rows::<1, false, true>(rows),
+        (Isa::Avx512, true, true, true) => avx512_rows::<2, true, true>(rows),
+        (Isa::Avx512, false, true, true) => avx512_rows::<1, true, true>(rows),
     }
 }
 
 /// The AVX-512 tile of `NV` vectors of channels × `rows` positions (at most [`POSITIONS`]).
 #[cfg(target_arch = "x86_64")]
-fn avx512_rows<const NV: usize, const BLOCKED: bool>(rows: usize) -> PositionTile {
+fn avx512_rows<const NV: usize, const BLOCKED: bool, const PREFETCH: bool>(
+    rows: usize,
+) -> PositionTile {
     match rows {
-        1 => position_tile::<NV, 1, BLOCKED>,
-        2 => position_tile::<NV, 2, BLOCKED>,
-        3 => position_tile::<NV, 3, BLOCKED>,
-        4 => position_tile::<NV, 4, BLOCKED>,
-        5 => position_tile::<NV, 5, BLOCKED>,
-        6 => position_tile::<NV, 6, BLOCKED>,
-        7 => position_tile::<NV, 7, BLOCKED>,
-        _ => position_tile::<NV, 8, BLOCKED>,
+        1 => position_tile::<NV, 1, BLOCKED, PREFETCH>,
+        2 => position_tile::<NV, 2, BLOCKED, PREFETCH>,
+        3 => position_tile::<NV, 3, BLOCKED, PREFETCH>,
+        4 => position_tile::<NV, 4, BLOCKED, PREFETCH>,
+        5 => position_tile::<NV, 5, BLOCKED, PREFETCH>,
+        6 => position_tile::<NV, 6, BLOCKED, PREFETCH>,
+        7 => position_tile::<NV, 7, BLOCKED, PREFETCH>,
+        _ => position_tile::<NV, 8, BLOCKED, PREFETCH>,
     }
 }
 
 /// Off x86-64 no instruction set has position tiles ([`Isa::detect`] finds none).
 #[cfg(not(target_arch = "x86_64"))]
-pub fn kernel_for(isa: Isa, _: bool, _: usize, _: bool) -> PositionTile {
+pub fn kernel_for(isa: Isa, _: bool, _: usize, _: bool, _: bool) -> PositionTile {
     unreachable!("no position tiles for {isa:?} off x86-64")
 }
