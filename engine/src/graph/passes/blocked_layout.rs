@@ -10,8 +10,8 @@
 //!   quarter of the channels: NASNet's 42, 84 and 168), its residual `Z`, if any, is blocked
 //!   with the output's shape, and every reader of its output can take blocks; it reads its
 //!   input in blocks when that is blocked, in planes otherwise (a network's first
-//!   convolution reads the image as it comes). A convolution that only reads blocks writes planes
-//!   (`blocked_output` 0);
+//!   convolution reads the image as it comes). A convolution that only reads blocks writes
+//!   planes (`blocked_output` 0);
 //! - a depthwise `Conv` or `FusedConv` (one group per channel, channels that fill blocks as
 //!   above, no `Z`) gives blocks when it reads blocks;
 //! - `MaxPool` and `AveragePool` (2-D, one output, no dilations), `Concat` along the
@@ -30,9 +30,9 @@
 //! from a `ReorderOutput` placed right after the producer. Blocked values are 5-D
 //! `[N, ⌈C / 16⌉, H, W, 16]` tensors named after their planar value, so shape inference and
 //! the memory plan treat them like any tensor; where `C` leaves padding, `ReorderOutput` and
-//! `GlobalAveragePool` carry it as their attribute `channels`. The pass runs in CPU-only sessions on CPUs with
-//! AVX-512 ([`spillway_kernels::cpu::nn::blocked::available`]); `SPILLWAY_BLOCKED=0` turns
-//! it off.
+//! `GlobalAveragePool` carry it as their attribute `channels`. The pass runs in CPU-only
+//! sessions on CPUs with AVX-512 ([`spillway_kernels::cpu::nn::blocked::available`]);
+//! `SPILLWAY_BLOCKED=0` turns it off.
 
 use std::collections::{HashMap, HashSet};
 
