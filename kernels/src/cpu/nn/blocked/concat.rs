@@ -130,7 +130,8 @@ impl Kernel for BlockedConcat {
         let plane = h * w;
         let image_len = stored * plane;
         let mut work = Vec::new();
-        for batch in 0..n {
+        // An empty image has no cells to copy (and its blocks no length to cut by).
+        for batch in (0..n).filter(|_| plane > 0) {
             let inputs: Vec<&[f32]> = images
                 .iter()
                 .zip(&self.channels)

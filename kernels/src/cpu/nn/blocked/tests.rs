@@ -269,6 +269,11 @@ fn blocked_concat_packs_the_live_channels() {
     assert!(err.to_string().contains("160 channels"), "{err}");
     let short = Attributes::new().with("channels", ints(&[42, 16]));
     assert!(run(DOMAIN, "Concat", &short, &blocked).is_err());
+    // Images of no cells give an empty output of the joined blocks.
+    let empty = Tensor::from_shape_vec(&[1, 3, 0, 5, BLOCK], Vec::<f32>::new()).unwrap();
+    let two = Attributes::new().with("channels", ints(&[42, 42]));
+    let got = run(DOMAIN, "Concat", &two, &[Some(&empty), Some(&empty)]).unwrap();
+    assert_eq!(got.shape(), [1, 6, 0, 5, BLOCK]);
 }
 
 #[test]
