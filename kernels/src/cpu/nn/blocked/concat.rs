@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 
 use rayon::prelude::*;
 
-use super::{BLOCK, require_avx512, unblocked};
+use super::{BLOCK, require_avx512, stored_channels, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::matrix::SendPtr;
 use crate::error::{KernelError, Result};
@@ -114,7 +114,7 @@ impl Kernel for BlockedConcat {
                 });
             }
             let [n, stored, h, w] = unblocked(x.shape(), "each input")?;
-            if c.div_ceil(BLOCK) * BLOCK != stored || geometry.is_some_and(|g| g != [n, h, w]) {
+            if stored_channels(c) != stored || geometry.is_some_and(|g| g != [n, h, w]) {
                 return Err(KernelError::Shape(format!(
                     "input {index} has shape {:?} for {c} channels; the inputs' batch, height \
                      and width must agree",
@@ -126,7 +126,7 @@ impl Kernel for BlockedConcat {
         }
         let [n, h, w] = geometry.unwrap_or([0, 0, 0]);
         let total: usize = self.channels.iter().sum();
-        let stored = total.div_ceil(BLOCK) * BLOCK;
+        let stored = stored_channels(total);
         let plane = h * w;
         let image_len = stored * plane;
         let mut work = Vec::new();
@@ -136,7 +136,7 @@ impl Kernel for BlockedConcat {
                 .iter()
                 .zip(&self.channels)
                 .map(|(image, &c)| {
-                    let len = c.div_ceil(BLOCK) * BLOCK * plane;
+                    let len = stored_channels(c) * plane;
                     &image[batch * len..(batch + 1) * len]
                 })
                 .collect();

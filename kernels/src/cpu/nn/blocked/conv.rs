@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use super::{BLOCK, conv_bias, conv_inputs, require_avx512, unblocked};
+use super::{BLOCK, conv_bias, conv_inputs, require_avx512, stored_channels, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
@@ -84,7 +84,7 @@ impl Kernel for BlockedConv {
         // its channels are live.
         let c = wc;
         let fits = match blocked_input {
-            true => c.div_ceil(BLOCK) * BLOCK == stored,
+            true => stored_channels(c) == stored,
             false => c == stored,
         };
         if !fits {
@@ -98,7 +98,7 @@ impl Kernel for BlockedConv {
         let (oh, ow) = (geo.out[0], geo.out[1]);
         // A blocked output's last block is padded when `m` is not a multiple of 16.
         let stored_m = match self.blocked_output {
-            true => m.div_ceil(BLOCK) * BLOCK,
+            true => stored_channels(m),
             false => m,
         };
         let y_shape = match self.blocked_output {

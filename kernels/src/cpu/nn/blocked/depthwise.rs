@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use rayon::prelude::*;
 
-use super::{BLOCK, DOMAIN, conv_bias, conv_inputs, require_avx512, unblocked};
+use super::{BLOCK, DOMAIN, conv_bias, conv_inputs, require_avx512, stored_channels, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
@@ -89,7 +89,7 @@ impl Kernel for BlockedDepthwise {
         };
         // The weights give the live channels; the last block may be partly filled.
         let c = m;
-        if c.div_ceil(BLOCK) * BLOCK != stored || self.group != c {
+        if stored_channels(c) != stored || self.group != c {
             return Err(KernelError::UnsupportedAttribute {
                 name: "group".into(),
                 reason: format!(

@@ -56,6 +56,12 @@ pub const OPS: &[&str] = &[
     "Pad",
 ];
 
+/// The channels blocks of `c` live channels store: `c` rounded up to whole blocks (the last
+/// one's lanes past `c` are padding).
+pub fn stored_channels(c: usize) -> usize {
+    c.div_ceil(BLOCK) * BLOCK
+}
+
 /// True when this CPU runs the blocked kernels (AVX-512F).
 pub fn available() -> bool {
     Isa::detect() == Some(Isa::Avx512)
@@ -108,7 +114,7 @@ fn live_channels_attr(spec: &NodeSpec<'_>) -> Result<Option<usize>> {
 fn live_channels(channels: Option<usize>, stored: usize) -> Result<usize> {
     match channels {
         None => Ok(stored),
-        Some(c) if c.div_ceil(BLOCK) * BLOCK == stored => Ok(c),
+        Some(c) if stored_channels(c) == stored => Ok(c),
         Some(c) => Err(KernelError::Shape(format!(
             "{c} channels do not fill blocks of {stored} channels but for the last block's padding"
         ))),

@@ -192,7 +192,7 @@ impl PackedA {
         let im = &input.image;
         let count = im.out[0] * im.out[1];
         let stored = match blocked_output {
-            true => self.m.div_ceil(16) * 16,
+            true => crate::cpu::nn::blocked::stored_channels(self.m),
             false => self.m,
         };
         assert!(c.len() >= stored * count, "multiply_blocked: C too short");
