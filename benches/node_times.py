@@ -18,7 +18,7 @@ so different inputs would time different work. Shapes come from `check.json` bes
 
 Usage (from the repository root, after `cargo build --release -p spillway`):
     .venv/bin/python benches/node_times.py MODEL.onnx --spillway target/release/spillway \
-        [--threads 1] [--rounds 3] [--repeat 10] [--top 25] [--json OUT.json]
+        [--threads 1] [--rounds 3] [--repeat 10] [--top 25] [--pause-ms 0] [--json OUT.json]
 """
 
 import argparse
@@ -29,6 +29,7 @@ import os
 import statistics
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 import onnx
@@ -61,17 +62,18 @@ def make_feeds(model, dim):
     return feeds
 
 
-def spillway_round(binary, model, repeat, threads, trace, inputs):
+def spillway_round(binary, model, repeat, threads, trace, inputs, pause_ms):
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
     given = [arg for name, path in inputs.items() for arg in ("--input", f"{name}={path}")]
-    subprocess.run([binary, "run", model, "--repeat", str(repeat), "--trace", trace] + given,
+    subprocess.run([binary, "run", model, "--repeat", str(repeat), "--trace", trace,
+                    "--pause-ms", str(pause_ms)] + given,
                    check=True, env=env, stdout=subprocess.DEVNULL)
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
     return [(e["name"], e["cat"], e["dur"]) for e in events if e.get("ph") == "X"]
 
 
-def ort_round(model, repeat, threads, prefix, feeds):
+def ort_round(model, repeat, threads, prefix, feeds, pause_ms):
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -80,6 +82,7 @@ def ort_round(model, repeat, threads, prefix, feeds):
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     session.run(None, feeds)  # warm-up, as `spillway run` does
     for _ in range(repeat):
+        time.sleep(pause_ms / 1e3)
         session.run(None, feeds)
     path = session.end_profiling()
     with open(path) as f:
@@ -133,6 +136,8 @@ def main():
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--dim", type=int, default=1,
                         help="size of symbolic dimensions the zoo's check.json does not fix")
+    parser.add_argument("--pause-ms", type=int, default=0,
+                        help="sleep this long before every timed run (spillway-bench pauses 100)")
     parser.add_argument("--json", help="also write the per-node medians and the pairs here")
     args = parser.parse_args()
     ours, theirs = [], []
@@ -145,9 +150,9 @@ def main():
             np.save(inputs[name], value)
         for r in range(args.rounds):
             ours += spillway_round(args.spillway, args.model, args.repeat, args.threads,
-                                   os.path.join(tmp, "trace.json"), inputs)
+                                   os.path.join(tmp, "trace.json"), inputs, args.pause_ms)
             theirs += ort_round(args.model, args.repeat, args.threads, os.path.join(tmp, "ort"),
-                                feeds)
+                                feeds, args.pause_ms)
         for leftover in glob.glob(os.path.join(tmp, "ort*")):
             os.remove(leftover)
     n = args.rounds * args.repeat

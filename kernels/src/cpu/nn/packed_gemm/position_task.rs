@@ -3,7 +3,7 @@
 
 use super::position_tile::{self, POSITIONS, TileFinish, TilePositions};
 use super::positions::{padded_channels, panel_width};
-use super::{KC, PackedA};
+use super::{Isa, KC, PackedA};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
@@ -13,6 +13,12 @@ use crate::cpu::nn::matrix::SendPtr;
 const GROUP_FLOATS: usize = 64 * 1024;
 /// The fewest positions in a group of position tiles (fewer when the task has fewer).
 const GROUP_POSITIONS: usize = 512;
+/// The fewest cache lines of the next weight panel that an AVX-512 tile prefetches spread
+/// over its depth rather than all at its start. A burst of 128 lines (NASNet's 672 × 4032
+/// convolution at 11², its 10.8 MB of weights from memory) held the tile up: spread, that
+/// product took 1.42–1.48 ms on 2 threads instead of 1.59–1.69 (`conv_rate`, `COLD=1`).
+/// Shorter bursts measured the same either way.
+const SPREAD_LINES: usize = 64;
 
 /// How a product in position tiles lays out `C`.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +78,6 @@ impl Task<'_> {
     /// Channel panels `panels.0..panels.1` × position tiles `tiles.0..tiles.1` of `C`.
     pub(super) fn run(&self, panels: (usize, usize), tiles: (usize, usize)) {
         let (m, k, full) = (self.a.m, self.a.k, self.full);
-        let padded = padded_channels(full, m);
         let ch = (panels.0 * full, (panels.1 * full).min(m));
         // Groups of at least GROUP_POSITIONS positions, their channels in blocks that keep a
         // block's outputs within GROUP_FLOATS: each weight panel, streamed once per group,
@@ -95,23 +100,38 @@ impl Task<'_> {
                 let b1 = (b0 + panels_per_block).min(panels.1);
                 for pc in (0..k).step_by(KC) {
                     let kc = KC.min(k - pc);
-                    let block = &self.weights[pc * padded..];
                     for jp in b0..b1 {
                         let width = panel_width(full, m, jp);
-                        let panel = &block[jp * kc * full..][..kc * width];
+                        let panel = self.panel(pc, jp);
                         let bias = self.bias.filter(|_| pc == 0).map(|b| &b[jp * full..]);
-                        let next = match jp + 1 < b1 {
-                            true => {
-                                &block[(jp + 1) * kc * full..][..kc * panel_width(full, m, jp + 1)]
-                            }
-                            false => &[],
+                        // The panel the loops take next, streamed in while this one is used
+                        // (from memory, where the weights outgrow the caches): the next
+                        // channels', else the next depth block's, else the next block's or
+                        // group's first.
+                        let next = if jp + 1 < b1 {
+                            self.panel(pc, jp + 1)
+                        } else if pc + KC < k {
+                            self.panel(pc + KC, b0)
+                        } else if b1 < panels.1 {
+                            self.panel(0, b1)
+                        } else if g1 < tiles.1 {
+                            self.panel(0, panels.0)
+                        } else {
+                            &[]
                         };
                         let share = next.len().div_ceil(g1 - g0).next_multiple_of(16);
                         for t in g0..g1 {
                             let from = ((t - g0) * share).min(next.len());
-                            super::micro::prefetch_lines(
-                                &next[from..(from + share).min(next.len())],
-                            );
+                            let ahead = &next[from..(from + share).min(next.len())];
+                            let spread =
+                                self.a.isa == Isa::Avx512 && ahead.len() >= SPREAD_LINES * 16;
+                            (pos.ahead, pos.ahead_lines) = match spread {
+                                true => (ahead.as_ptr(), ahead.len().div_ceil(16)),
+                                false => {
+                                    super::micro::prefetch_lines(ahead);
+                                    (std::ptr::null(), 0)
+                                }
+                            };
                             let after = (t + 1).min(all_tiles - 1);
                             pos.now
                                 .copy_from_slice(&self.pos[t * POSITIONS..(t + 1) * POSITIONS]);
@@ -172,6 +192,14 @@ impl Task<'_> {
                 }
             }
         }
+    }
+
+    /// The weights of channel panel `jp` in the depth block that starts at `pc`.
+    fn panel(&self, pc: usize, jp: usize) -> &[f32] {
+        let (m, full) = (self.a.m, self.full);
+        let kc = KC.min(self.a.k - pc);
+        let block = &self.weights[pc * padded_channels(full, m)..];
+        &block[jp * kc * full..][..kc * panel_width(full, m, jp)]
     }
 
     /// Where tile `t` of channel panel `jp` starts in `C`.

@@ -14,13 +14,29 @@ pub const AVX2_HEIGHT: usize = 6;
 pub const POSITIONS: usize = 8;
 
 /// A tile's output positions (each window's start in the image, as offsets) and the next
-/// tile's, whose cells the prefetching instances of [`position_tile`] fetch row by row.
-#[derive(Debug, Clone, Copy, Default)]
+/// tile's, whose cells the prefetching instances of [`position_tile`] fetch row by row; and
+/// the weights to fetch into L2 meanwhile (the AVX-512 tiles spread them over their depth).
+#[derive(Debug, Clone, Copy)]
 pub struct TilePositions {
     /// This tile's positions.
     pub now: [usize; POSITIONS],
     /// The next tile's (this tile's again where there is none).
     pub next: [usize; POSITIONS],
+    /// The first of `ahead_lines` cache lines (16 floats each) of weights to prefetch.
+    pub ahead: *const f32,
+    /// How many lines from `ahead` to prefetch (none when 0).
+    pub ahead_lines: usize,
+}
+
+impl Default for TilePositions {
+    fn default() -> Self {
+        TilePositions {
+            now: [0; POSITIONS],
+            next: [0; POSITIONS],
+            ahead: std::ptr::null(),
+            ahead_lines: 0,
+        }
+    }
 }
 
 /// The signature of [`position_tile`]'s instances.
@@ -57,7 +73,8 @@ pub struct TileFinish {
 /// in the vectors): for channels `j < NV·16` and positions `i < R`,
 /// `C[j, i] (+)= Σ_p w[p·NV·16 + j] · img[offsets[p] + pos[i]]`, started from `bias[j]` when
 /// given (`pos.now[i]` is position `i`; with `PREFETCH`, depth row `p` prefetches the cell of
-/// the next tile's position `p mod 8`). Writes channels `0..live_ch` × positions `0..live_pos`
+/// the next tile's position `p mod 8`; and `pos.ahead_lines` lines from `pos.ahead` go to L2,
+/// spread over the depth). Writes channels `0..live_ch` × positions `0..live_pos`
 /// of `c`: channel rows at
 /// stride `ldc`, positions contiguous, transposing the tile in registers; or, when `BLOCKED`,
 /// each position's 16 channels as one vector, the tile's vectors of channels `ldc` apart and
@@ -92,7 +109,7 @@ pub unsafe fn position_tile<
     bias: Option<&[f32]>,
     finish: Option<TileFinish>,
 ) {
-    let (next, pos) = (pos.next, pos.now);
+    let (next, ahead, ahead_lines, pos) = (pos.next, pos.ahead, pos.ahead_lines, pos.now);
     let mut acc = [[_mm512_setzero_ps(); POSITIONS]; NV];
     // Lanes past `live_pos` are neither read nor written.
     let live = _mm256_cmpgt_epi32(
@@ -106,17 +123,30 @@ pub unsafe fn position_tile<
                 *row = [_mm512_loadu_ps(bias.as_ptr().add(v * 16)); POSITIONS];
             }
         }
-        for p in 0..kc {
-            let base = img.add(*offsets.add(p));
-            if PREFETCH {
-                _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(next[p % POSITIONS]).cast::<i8>());
+        // The depth in segments, each starting with a few of the lines ahead: a burst of
+        // them at the tile's start would wait for the memory all at once.
+        let segments = kc.min(ahead_lines).max(1);
+        let (segment, per) = (kc.div_ceil(segments), ahead_lines.div_ceil(segments));
+        let mut line = 0;
+        for p0 in (0..kc).step_by(segment) {
+            for _ in 0..per.min(ahead_lines - line) {
+                _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(line * 16).cast::<i8>());
+                line += 1;
             }
-            let wp = w.add(p * NV * 16);
-            let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
-            for i in 0..R {
-                let x = _mm512_set1_ps(*base.add(pos[i]));
-                for v in 0..NV {
-                    acc[v][i] = _mm512_fmadd_ps(x, wv[v], acc[v][i]);
+            for p in p0..(p0 + segment).min(kc) {
+                let base = img.add(*offsets.add(p));
+                if PREFETCH {
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        base.wrapping_add(next[p % POSITIONS]).cast::<i8>(),
+                    );
+                }
+                let wp = w.add(p * NV * 16);
+                let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
+                for i in 0..R {
+                    let x = _mm512_set1_ps(*base.add(pos[i]));
+                    for v in 0..NV {
+                        acc[v][i] = _mm512_fmadd_ps(x, wv[v], acc[v][i]);
+                    }
                 }
             }
         }
