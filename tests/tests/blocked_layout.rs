@@ -116,7 +116,7 @@ fn before_depthwise() -> Vec<u8> {
 }
 
 /// NASNet's separable branches: `Relu`, depthwise 5×5, pointwise + `Relu`, depthwise 3×3,
-/// pointwise, added to the cell's input and concatenated with it; beside them a convolution
+/// pointwise, added to the cell's input (fused into that convolution) and concatenated with it; beside them a convolution
 /// whose only reader broadcasts (`Add` of a `[1, 32, 1, 1]` constant), which stays planar.
 /// A negative `batch` makes the batch dimension symbolic, as exported models have it; `c`
 /// channels throughout (the input's 32 aside).
@@ -171,6 +171,22 @@ fn padded_paths() -> Vec<u8> {
     m.node("Add", &["c1", "c2"], &["s"], &[])
         .node("GlobalAveragePool", &["s"], &["y"], &[])
         .output("y");
+    m.to_bytes(13)
+}
+
+/// NASNet's cell output: two convolutions of `c` channels each (no activation: negative values)
+/// joined, a `Relu` of the join as its only reader, then a convolution and a global pool.
+fn concat_relu(c: i64) -> Vec<u8> {
+    let mut m = ModelBuilder::new(47);
+    m.input("x", &[1, 16, 8, 8])
+        .weight("a_w", &[c, 16, 1, 1], 0.3)
+        .weight("b_w", &[c, 16, 3, 3], 0.3)
+        .node("Conv", &["x", "a_w"], &["a"], &[])
+        .node("Conv", &["x", "b_w"], &["b"], &[pads(1)])
+        .node("Concat", &["a", "b"], &["cat"], &[("axis", Attr::Int(1))])
+        .node("Relu", &["cat"], &["r"], &[]);
+    conv_relu(&mut m, "r", "e", [32, 2 * c, 1, 1], &[]);
+    m.node("GlobalAveragePool", &["e"], &["y"], &[]).output("y");
     m.to_bytes(13)
 }
 
@@ -232,6 +248,7 @@ fn blocked_models_match_onnx_runtime() {
         &[1, 32, 8, 8],
     );
     let padded_paths = matches_ort("padded paths", &padded_paths(), &[1, 16, 12, 12]);
+    let joins = [32, 42].map(|c| matches_ort("concat, relu", &concat_relu(c), &[1, 16, 8, 8]));
     if !available() {
         // Without AVX-512 the graph keeps its planar ops; the outputs are checked above.
         for s in [
@@ -243,10 +260,21 @@ fn blocked_models_match_onnx_runtime() {
             &padded,
             &planar_pool,
             &padded_paths,
+            &joins[0],
+            &joins[1],
         ] {
             assert_eq!(count(&ops(s), "Conv", DOMAIN), 0);
         }
         return;
+    }
+    // Whole blocks and padded ones: the `Relu` folds into the blocked `Concat`.
+    for join in &joins {
+        let ops_of = ops(join);
+        assert_eq!(count(&ops_of, "Relu", ""), 0, "{ops_of:?}");
+        assert_eq!(count(&ops_of, "Concat", DOMAIN), 1, "{ops_of:?}");
+        let graph = join.graph();
+        let concat = graph.nodes.iter().find(|n| n.op_type == "Concat").unwrap();
+        assert_eq!(concat.attrs.int("relu", 0).unwrap(), 1);
     }
     let ops_of = ops(&inception);
     // The five convolutions (the 24-channel one reads blocks, writes planes), both pools,
@@ -315,9 +343,19 @@ fn separable_cell_is_blocked(cell: &Session, concat_domain: &str) {
             .collect::<Vec<_>>()
     };
     assert_eq!(blocked_inputs("Relu"), vec![5], "{ops_of:?}");
-    let mut adds = blocked_inputs("Add");
-    adds.sort();
-    assert_eq!(adds, vec![4, 5], "{ops_of:?}");
+    // The sum with the cell's input is the last pointwise convolution's `Z`, blocked; the
+    // broadcasting `Add` stays planar.
+    assert_eq!(blocked_inputs("Add"), vec![4], "{ops_of:?}");
+    let residual = graph
+        .nodes
+        .iter()
+        .find(|n| n.op_type == "Conv" && n.inputs.len() == 4)
+        .and_then(|n| n.inputs[3])
+        .expect("a convolution with a residual");
+    assert_eq!(
+        graph.value(residual).shape.as_ref().map(|s| s.len()),
+        Some(5)
+    );
     let concat = graph.nodes.iter().find(|n| n.op_type == "Concat").unwrap();
     let x = concat.inputs[0].unwrap();
     assert_eq!(graph.value(x).shape.as_ref().map(|s| s.len()), Some(5));

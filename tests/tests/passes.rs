@@ -494,6 +494,45 @@ fn conv_add_relu_fuses_with_the_residual_as_z() {
 }
 
 #[test]
+fn conv_add_fuses_with_no_activation() {
+    // `Conv → Add(c, x)` ends the chain: a FusedConv with Z = x and no activation attribute.
+    let mut m = ModelBuilder::new(21);
+    m.input("x", &[1, 8, 6, 6])
+        .weight("w", &[8, 8, 1, 1], 0.3)
+        .weight("b", &[8], 0.2)
+        .node("Conv", &["x", "w", "b"], &["c"], &[])
+        .node("Add", &["x", "c"], &["y"], &[])
+        .output("y");
+    let bytes = m.to_bytes(13);
+    let mut g = load(&bytes);
+    shape_inference::infer(&mut g);
+    assert_eq!(passes::fuse_conv_activations(&mut g), 1);
+    assert_eq!(ops(&g), ["FusedConv"]);
+    assert_eq!(g.nodes[0].inputs[3], Some(g.inputs[0]), "Z is x");
+    assert!(!g.nodes[0].attrs.has("activation"));
+    assert_same_outputs(&bytes, g, input(&[1, 8, 6, 6]), 1e-6);
+    // A depthwise convolution keeps its Add: the blocked depthwise kernel takes no Z.
+    let mut m = ModelBuilder::new(22);
+    m.input("x", &[1, 8, 6, 6])
+        .weight("w", &[8, 1, 3, 3], 0.3)
+        .node(
+            "Conv",
+            &["x", "w"],
+            &["c"],
+            &[
+                ("group", Attr::Int(8)),
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+            ],
+        )
+        .node("Add", &["c", "x"], &["y"], &[])
+        .output("y");
+    let mut g = load(&m.to_bytes(13));
+    shape_inference::infer(&mut g);
+    assert_eq!(passes::fuse_conv_activations(&mut g), 0);
+    assert_eq!(ops(&g), ["Conv", "Add"]);
+}
+
+#[test]
 fn conv_is_not_fused_when_the_rewrite_would_change_the_graph() {
     // The conv output is also a graph output.
     let mut m = ModelBuilder::new(13);

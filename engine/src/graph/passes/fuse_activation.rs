@@ -7,7 +7,9 @@
 //! - `Conv → Add(other) → Relu` becomes one `FusedConv` with `Z = other` (a ResNet block's
 //!   residual) unless the shapes are known to differ. Detectors' shapes depend on the image, so
 //!   equal shapes often cannot be proven: the kernel adds `Z` in the product's epilogue when it
-//!   has the output's shape and broadcasts it as `Add` does otherwise.
+//!   has the output's shape and broadcasts it as `Add` does otherwise;
+//! - `Conv → Add(other)` with no activation after it becomes a `FusedConv` with `Z = other`
+//!   and no activation (ORT's NCHWc transformer fuses such sums too), for group 1.
 //!
 //! Only `f32` convolutions whose output is read by that one node and is not a graph output are
 //! fused; the fused node keeps the `Conv` node's name, so errors and traces still name it. The
@@ -21,7 +23,7 @@ use crate::graph::{Dim, Graph, Node, ValueId};
 const DOMAIN: &str = "com.microsoft";
 const VERSION: i64 = 1;
 
-/// Fuses every eligible `Conv → activation` and `Conv → Add → Relu`; returns how many
+/// Fuses every eligible `Conv → activation`, `Conv → Add → Relu` and `Conv → Add`; returns how many
 /// `FusedConv` nodes it made.
 pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
     let producers = graph.producers();
@@ -48,7 +50,7 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
                 act: i,
                 conv: c,
                 add: None,
-                activation,
+                activation: Some(activation),
             });
             continue;
         }
@@ -75,7 +77,43 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
                 act: i,
                 conv: c,
                 add: Some((a, z)),
-                activation,
+                activation: Some(activation),
+            });
+        }
+    }
+    // Conv → Add(other) with no activation after it (NASNet's branch sums, MobileNet's
+    // linear bottlenecks): `Z = other`, the identity activation. Group 1 only: the blocked
+    // depthwise kernel takes no `Z`.
+    let taken: std::collections::HashSet<usize> =
+        fusions.iter().flat_map(|f| [f.conv, f.act]).collect();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let plain_add = node.op_type == "Add"
+            && default_domain(node)
+            && node.opset >= 7
+            && node.attrs.names().next().is_none()
+            && node.inputs.len() == 2
+            && node.present_outputs().count() == 1;
+        let consumed = fusions.iter().any(|f| f.add.is_some_and(|(a, _)| a == i));
+        if !plain_add || consumed || taken.contains(&i) {
+            continue;
+        }
+        let (Some(l), Some(r)) = (node.inputs[0], node.inputs[1]) else {
+            continue;
+        };
+        let pick = [(l, r), (r, l)].into_iter().find_map(|(conv_out, other)| {
+            let c = conv_at(conv_out).filter(|&c| {
+                !taken.contains(&c)
+                    && !fusions.iter().any(|f| f.conv == c)
+                    && graph.nodes[c].attrs.int("group", 1).is_ok_and(|g| g == 1)
+            })?;
+            (other != conv_out && may_share_shape(graph, conv_out, other)).then_some((c, other))
+        });
+        if let Some((c, z)) = pick {
+            fusions.push(Fusion {
+                act: i,
+                conv: c,
+                add: Some((i, z)),
+                activation: None,
             });
         }
     }
@@ -91,19 +129,22 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
         fused.op_type = "FusedConv".into();
         fused.domain = DOMAIN.into();
         fused.opset = VERSION;
-        fused
-            .attrs
-            .insert("activation", AttrValue::String(activation.name.into()));
-        if !activation.params.is_empty() {
-            fused.attrs.insert(
-                "activation_params",
-                AttrValue::Floats(activation.params.clone()),
-            );
+        if let Some(activation) = activation {
+            fused
+                .attrs
+                .insert("activation", AttrValue::String(activation.name.into()));
+            if !activation.params.is_empty() {
+                fused.attrs.insert(
+                    "activation_params",
+                    AttrValue::Floats(activation.params.clone()),
+                );
+            }
         }
         if let Some((a, z)) = add {
             fused.inputs.resize(3, None);
             fused.inputs.push(Some(*z));
-            remove[*a] = true;
+            // The `Add` itself is replaced when it ends the chain.
+            remove[*a] = *a != *act;
         }
         fused.declared_inputs = fused.inputs.len();
         fused.outputs = graph.nodes[*act].outputs.clone();
@@ -120,13 +161,14 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
     fusions.len()
 }
 
-/// One rewrite: the activation node, the `Conv` node, the `Add` node and `Z` (for a residual),
-/// and the activation's attributes.
+/// One rewrite: the node that ends the chain (the activation, or the `Add` when none
+/// follows), the `Conv` node, the `Add` node and `Z` (for a residual), and the activation's
+/// attributes (none: the identity).
 struct Fusion {
     act: usize,
     conv: usize,
     add: Option<(usize, ValueId)>,
-    activation: Activation,
+    activation: Option<Activation>,
 }
 
 /// `FusedConv`'s `activation` and `activation_params`.

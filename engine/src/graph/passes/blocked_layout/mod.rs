@@ -21,6 +21,9 @@
 //! - `Pad` of the height and width with a constant gives blocks when it reads blocks;
 //! - `GlobalAveragePool` of blocks gives the usual planar `[N, C, 1, 1]`.
 //!
+//! A `Relu` that alone reads a concatenation of blocks is then folded into it
+//! ([`concat_relu`]).
+//!
 //! A convolution writes blocks for a depthwise convolution, a `Relu` or an `Add` only when
 //! their own readers (a few levels on) take blocks too, and for an `Add` when its other input
 //! comes from a node that can give blocks: a reorder later would cost more than the planar
@@ -36,6 +39,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+mod concat_relu;
 mod eligible;
 
 use spillway_kernels::cpu::nn::blocked::{BLOCK, DOMAIN};
@@ -84,6 +88,7 @@ pub fn block_layouts(graph: &mut Graph) -> usize {
     }
     if rewritten > 0 {
         restore_planar(graph, &blocked);
+        concat_relu::fold_relus_into_concats(graph);
     }
     rewritten
 }

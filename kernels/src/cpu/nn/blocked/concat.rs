@@ -7,6 +7,10 @@
 //! Each output block is written whole, position by position: its lanes gathered from the one
 //! or two input blocks (more where an input has fewer than 16 channels) that cover it, each
 //! by a masked lane permutation.
+//!
+//! With the attribute `relu` set to 1 it writes `Relu` of the concatenation (the layout pass
+//! folds a `Relu` that alone reads a concatenation of blocks into it: NASNet's cell outputs),
+//! the same values as the `Relu` kernel's: NaN and −0 stay as they are.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -24,12 +28,24 @@ use crate::{DType, Tensor, output_buffer};
 #[derive(Debug)]
 pub struct BlockedConcat {
     channels: Vec<usize>,
+    relu: bool,
 }
 
-/// Builds the blocked `Concat` (attribute: `channels`, each input's live channels).
+/// Builds the blocked `Concat` (attributes: `channels`, each input's live channels; `relu`,
+/// 0 or 1, default 0).
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     require_avx512("Concat")?;
-    spec.attrs.only(&["channels"])?;
+    spec.attrs.only(&["channels", "relu"])?;
+    let relu = match spec.attrs.int("relu", 0)? {
+        0 => false,
+        1 => true,
+        r => {
+            return Err(KernelError::UnsupportedAttribute {
+                name: "relu".into(),
+                reason: format!("{r}: 0 or 1"),
+            });
+        }
+    };
     let bad = |reason: String| KernelError::UnsupportedAttribute {
         name: "channels".into(),
         reason,
@@ -49,7 +65,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             spec.num_inputs
         )));
     }
-    Ok(Box::new(BlockedConcat { channels }))
+    Ok(Box::new(BlockedConcat { channels, relu }))
 }
 
 /// Lanes `from..from + count` of one input block, which go to lanes `to..to + count` of an
@@ -158,7 +174,7 @@ impl Kernel for BlockedConcat {
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
                         let out = dst.get().add(batch * image_len + block * BLOCK * plane);
-                        fill_block(parts, out, plane)
+                        fill_block(parts, out, plane, self.relu)
                     }
                 });
         });
@@ -172,16 +188,17 @@ fn lanes_below(live: usize) -> u16 {
 }
 
 /// Writes the output block at `out` (`plane` positions of 16 lanes) from its segments, zeros
-/// in the lanes none covers.
+/// in the lanes none covers; `Relu` of them when `relu`.
 ///
 /// # Safety
 /// The CPU has AVX-512F; `out` is valid for `plane · 16` floats; each segment's `src` holds
 /// `plane · 16` floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn fill_block(parts: &[Segment<'_>], out: *mut f32, plane: usize) {
+unsafe fn fill_block(parts: &[Segment<'_>], out: *mut f32, plane: usize, relu: bool) {
     if let [whole] = parts
         && whole.count == BLOCK
+        && !relu
     {
         // SAFETY: one whole input block to one whole output block.
         unsafe { std::ptr::copy_nonoverlapping(whole.src.as_ptr(), out, BLOCK * plane) };
@@ -207,6 +224,10 @@ unsafe fn fill_block(parts: &[Segment<'_>], out: *mut f32, plane: usize) {
             // SAFETY: position `p` of the segment's input block.
             let x = unsafe { _mm512_loadu_ps(src.add(p * BLOCK)) };
             v = _mm512_mask_permutexvar_ps(v, mask, idx, x);
+        }
+        if relu {
+            // `v` second: it is returned when NaN, and for −0 against 0.
+            v = _mm512_max_ps(_mm512_setzero_ps(), v);
         }
         // SAFETY: position `p` of the output block.
         unsafe { _mm512_storeu_ps(out.add(p * BLOCK), v) };

@@ -277,6 +277,46 @@ fn blocked_concat_packs_the_live_channels() {
 }
 
 #[test]
+fn blocked_concat_with_relu_equals_concat_then_relu() {
+    if !available() {
+        return;
+    }
+    // Whole blocks (copied without the Relu) and a shifted padded one; NaN, -0 and negatives.
+    let mut values = uniform(32 * 3 * 4, 30);
+    values
+        .iter_mut()
+        .step_by(7)
+        .zip([f32::NAN, -0.0, -3.0].into_iter().cycle())
+        .for_each(|(x, v)| *x = v);
+    let first = Tensor::from_shape_vec(&[1, 32, 3, 4], values).unwrap();
+    let parts = [
+        first,
+        seeded(&[1, 42, 3, 4], 31),
+        seeded(&[1, 16, 3, 4], 32),
+    ];
+    let planar: Vec<Option<&Tensor>> = parts.iter().map(Some).collect();
+    let axis = Attributes::new().with("axis", AttrValue::Int(1));
+    let joined = run("", "Concat", &axis, &planar).unwrap();
+    let want = run("", "Relu", &Attributes::new(), &[Some(&joined)]).unwrap();
+    let blocked: Vec<Tensor> = parts.iter().map(block).collect();
+    let blocked: Vec<Option<&Tensor>> = blocked.iter().map(Some).collect();
+    let attrs = Attributes::new()
+        .with("channels", ints(&[32, 42, 16]))
+        .with("relu", AttrValue::Int(1));
+    let got = run(DOMAIN, "Concat", &attrs, &blocked).unwrap();
+    let (got, want) = (got.view::<f32>().unwrap(), block(&want));
+    let want = want.view::<f32>().unwrap();
+    assert!(
+        got.iter()
+            .zip(want.iter())
+            .all(|(g, w)| g.to_bits() == w.to_bits()),
+        "Relu of the concatenation, bit for bit"
+    );
+    let bad = attrs.with("relu", AttrValue::Int(2));
+    assert!(run(DOMAIN, "Concat", &bad, &blocked).is_err());
+}
+
+#[test]
 fn reorder_output_undoes_the_blocking() {
     let x = seeded(&[2, 48, 5, 7], 9);
     let got = run(
