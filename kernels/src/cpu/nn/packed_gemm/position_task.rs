@@ -14,11 +14,12 @@ const GROUP_FLOATS: usize = 64 * 1024;
 /// The fewest positions in a group of position tiles (fewer when the task has fewer).
 const GROUP_POSITIONS: usize = 512;
 /// The fewest cache lines of the next weight panel that an AVX-512 tile prefetches spread
-/// over its depth rather than all at its start. A burst of 128 lines (NASNet's 672 × 4032
-/// convolution at 11², its 10.8 MB of weights from memory) held the tile up: spread, that
-/// product took 1.42–1.48 ms on 2 threads instead of 1.59–1.69 (`conv_rate`, `COLD=1`).
-/// Shorter bursts measured the same either way.
-const SPREAD_LINES: usize = 64;
+/// over its depth rather than all at its start (`conv_rate`, `COLD=1`: weights from memory,
+/// 2 threads). A burst held the tile up: NASNet's 672 × 4032 convolution at 11² (128 lines a
+/// tile) took 1.42–1.48 ms spread against 1.59–1.69, inception_v3's 3×3 stride-2 288 → 384
+/// (55 lines) 1.39–1.40 ms against 1.43–1.46 with bursts below 64 lines. Below 16 lines,
+/// and on products whose weights stay in cache, spread or not measured the same.
+const SPREAD_LINES: usize = 16;
 
 /// How a product in position tiles lays out `C`.
 #[derive(Debug, Clone, Copy)]
