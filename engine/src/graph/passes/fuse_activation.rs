@@ -34,6 +34,14 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
         let &i = producers.get(&v)?;
         (sole_value(v) && is_fusable_conv(graph, &graph.nodes[i])).then_some(i)
     };
+    // The `Add` inputs `(l, r)` as (the fusable `Conv` producing one of them, that `eligible`
+    // takes, and the other as `Z`).
+    let residual_of = |(l, r): (ValueId, ValueId), eligible: &dyn Fn(usize) -> bool| {
+        [(l, r), (r, l)].into_iter().find_map(|(conv_out, other)| {
+            let c = conv_at(conv_out).filter(|&c| eligible(c))?;
+            (other != conv_out && may_share_shape(graph, conv_out, other)).then_some((c, other))
+        })
+    };
     let mut fusions: Vec<Fusion> = Vec::new();
     for (i, node) in graph.nodes.iter().enumerate() {
         if !default_domain(node) || node.present_outputs().count() != 1 {
@@ -68,11 +76,7 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
         let (Some(l), Some(r)) = (add.inputs[0], add.inputs[1]) else {
             continue;
         };
-        let pick = [(l, r), (r, l)].into_iter().find_map(|(conv_out, other)| {
-            let c = conv_at(conv_out)?;
-            (other != conv_out && may_share_shape(graph, conv_out, other)).then_some((c, other))
-        });
-        if let Some((c, z)) = pick {
+        if let Some((c, z)) = residual_of((l, r), &|_| true) {
             fusions.push(Fusion {
                 act: i,
                 conv: c,
@@ -100,15 +104,12 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
         let (Some(l), Some(r)) = (node.inputs[0], node.inputs[1]) else {
             continue;
         };
-        let pick = [(l, r), (r, l)].into_iter().find_map(|(conv_out, other)| {
-            let c = conv_at(conv_out).filter(|&c| {
-                !taken.contains(&c)
-                    && !fusions.iter().any(|f| f.conv == c)
-                    && graph.nodes[c].attrs.int("group", 1).is_ok_and(|g| g == 1)
-            })?;
-            (other != conv_out && may_share_shape(graph, conv_out, other)).then_some((c, other))
-        });
-        if let Some((c, z)) = pick {
+        let free = |c: usize| {
+            !taken.contains(&c)
+                && !fusions.iter().any(|f| f.conv == c)
+                && graph.nodes[c].attrs.int("group", 1).is_ok_and(|g| g == 1)
+        };
+        if let Some((c, z)) = residual_of((l, r), &free) {
             fusions.push(Fusion {
                 act: i,
                 conv: c,
