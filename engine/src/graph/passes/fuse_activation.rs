@@ -88,8 +88,11 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
     // Conv → Add(other) with no activation after it (NASNet's branch sums, MobileNet's
     // linear bottlenecks): `Z = other`, the identity activation. Group 1 only: the blocked
     // depthwise kernel takes no `Z`.
-    let taken: std::collections::HashSet<usize> =
-        fusions.iter().flat_map(|f| [f.conv, f.act]).collect();
+    // Every node some fusion already rewrites or removes.
+    let mut taken: std::collections::HashSet<usize> = fusions
+        .iter()
+        .flat_map(|f| [f.conv, f.act].into_iter().chain(f.add.map(|(a, _)| a)))
+        .collect();
     for (i, node) in graph.nodes.iter().enumerate() {
         let plain_add = node.op_type == "Add"
             && default_domain(node)
@@ -97,19 +100,17 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
             && node.attrs.names().next().is_none()
             && node.inputs.len() == 2
             && node.present_outputs().count() == 1;
-        let consumed = fusions.iter().any(|f| f.add.is_some_and(|(a, _)| a == i));
-        if !plain_add || consumed || taken.contains(&i) {
+        if !plain_add || taken.contains(&i) {
             continue;
         }
         let (Some(l), Some(r)) = (node.inputs[0], node.inputs[1]) else {
             continue;
         };
         let free = |c: usize| {
-            !taken.contains(&c)
-                && !fusions.iter().any(|f| f.conv == c)
-                && graph.nodes[c].attrs.int("group", 1).is_ok_and(|g| g == 1)
+            !taken.contains(&c) && graph.nodes[c].attrs.int("group", 1).is_ok_and(|g| g == 1)
         };
         if let Some((c, z)) = residual_of((l, r), &free) {
+            taken.insert(c);
             fusions.push(Fusion {
                 act: i,
                 conv: c,
