@@ -67,14 +67,16 @@ fn main() {
         .ok()
         .map(|v| v.parse().expect("IDLE: microseconds"));
     let mut flush = vec![0u8; if cold { 64 << 20 } else { 0 }];
+    // REPS=N: timed runs per line (default 41), e.g. more for a profiler.
+    let reps = std::env::var("REPS").map_or(41usize, |r| r.parse().expect("REPS: a number"));
     for _ in 0..3 {
         let mut times: Vec<f64> = pool.install(|| {
-            (0..41)
+            (0..reps)
                 .map(|r| {
                     // On every thread, right before: none of them has gone to sleep.
-                    flush
-                        .par_chunks_mut(1 << 16)
-                        .for_each(|part| part.iter_mut().for_each(|b| *b = b.wrapping_add(r)));
+                    flush.par_chunks_mut(1 << 16).for_each(|part| {
+                        part.iter_mut().for_each(|b| *b = b.wrapping_add(r as u8))
+                    });
                     if let Some(us) = idle {
                         std::thread::sleep(std::time::Duration::from_micros(us));
                     }

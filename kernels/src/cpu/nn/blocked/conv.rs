@@ -15,6 +15,7 @@ use crate::cpu::nn::fused_conv::activation_attrs;
 use crate::cpu::nn::packed_gemm::{BlockedInput, Image2d, Isa, PackedA};
 use crate::cpu::nn::packed_weights::WeightCache;
 use crate::cpu::nn::spatial::WindowAttrs;
+use crate::cpu::nn::winograd::line::{self, Along};
 use crate::cpu::nn::winograd::{self, WinogradImage};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, opt_input};
@@ -34,6 +35,8 @@ pub struct BlockedConv {
 enum Path<'a> {
     /// Winograd's F(4×4, 3×3): the 36 transformed filters.
     Winograd(Cow<'a, [PackedA]>),
+    /// Winograd's 1-D F(4, r) along a 1×r or r×1 window: the `r + 3` transformed filters.
+    Line(Cow<'a, [PackedA]>, Along),
     /// Position tiles: the packed weights.
     Direct(Cow<'a, [PackedA]>),
 }
@@ -128,9 +131,20 @@ impl Kernel for BlockedConv {
                     .get_or_pack(w, true, || winograd::pack_filters(&ws, m, c))
             })
             .flatten();
-        let path = match winograd_filters {
-            Some(filters) => Path::Winograd(filters),
-            None => {
+        // A node's window is fixed: its cache holds one kind of transformed filters.
+        let line = (blocked_input && self.blocked_output)
+            .then(|| line::chooses([kh, kw], strides, dilations, (c, m), [oh, ow]))
+            .flatten()
+            .and_then(|along| {
+                let filters = self
+                    .winograd
+                    .get_or_pack(w, true, || line::pack_filters(&ws, m, c, kh.max(kw)))?;
+                Some((filters, along))
+            });
+        let path = match (winograd_filters, line) {
+            (Some(filters), _) => Path::Winograd(filters),
+            (None, Some((filters, along))) => Path::Line(filters, along),
+            (None, None) => {
                 let k = c * kh * kw;
                 let packed = self
                     .packed
@@ -159,17 +173,21 @@ impl Kernel for BlockedConv {
                         activation: self.activation,
                     });
                 let (bias, epilogue) = (bias.as_deref(), epilogue.as_ref());
+                let image = WinogradImage {
+                    x,
+                    blocked: blocked_input,
+                    channels: c,
+                    size: [h, wd],
+                    pads: [geo.pad_begin[0], geo.pad_begin[1]],
+                    out: [oh, ow],
+                };
                 let packed = match &path {
                     Path::Winograd(filters) => {
-                        let image = WinogradImage {
-                            x,
-                            blocked: blocked_input,
-                            channels: c,
-                            size: [h, wd],
-                            pads: [geo.pad_begin[0], geo.pad_begin[1]],
-                            out: [oh, ow],
-                        };
                         winograd::convolve(filters, &image, y, self.blocked_output, bias, epilogue);
+                        continue;
+                    }
+                    Path::Line(filters, along) => {
+                        line::convolve(filters, *along, &image, y, bias, epilogue);
                         continue;
                     }
                     Path::Direct(packed) => &packed[0],

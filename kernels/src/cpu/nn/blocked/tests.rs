@@ -5,6 +5,7 @@
 //! the planar `f32` one (which may take Winograd) against it too.
 
 use super::{BLOCK, DOMAIN, available};
+use crate::cpu::nn::winograd::line;
 use crate::error::Result;
 use crate::kernel::NodeSpec;
 use crate::test_values::uniform;
@@ -143,11 +144,6 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
             true => vec![("planar", x.clone()), ("blocked", block(&x))],
             false => vec![("planar", x.clone())],
         };
-        // Values and weights lie in [-1, 1): a sum of `c · 9` terms below 1 each.
-        let winograd = k == 3 && s == 1 && d == 1 && c >= 32 && m >= 32;
-        let atol = if winograd { 1e-6 * (c * 9) as f32 } else { 0.0 };
-        let assert_close =
-            |got: &Tensor, want: &Tensor, what: &str| assert_close_within(got, want, atol, what);
         for (layout, xin) in &inputs {
             let what = format!("case {i}, {layout} input");
             let got = run(DOMAIN, "Conv", &attrs, &[Some(xin), Some(&w), Some(&b)]).unwrap();
@@ -165,6 +161,70 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
             let got = run(DOMAIN, "Conv", &rows, &[Some(xin), Some(&w), Some(&b)]).unwrap();
             assert_close(&got, &want, &format!("{what}, planar output"));
         }
+    }
+}
+
+#[test]
+fn blocked_line_convolutions_equal_the_planar_fused_conv() {
+    if !available() {
+        return;
+    }
+    // (in, out, image, window, pads top/left/bottom/right): inception_v3's factorized
+    // windows, which blocked images and outputs take by F(4, r) where it pays (32+ channels,
+    // 64+ tiles), and cases that it does not take.
+    let cases = [
+        (32, 48, [17, 17], [1, 7], [0, 3, 0, 3]),
+        (48, 32, [17, 17], [7, 1], [3, 0, 3, 0]),
+        (32, 32, [16, 16], [1, 3], [0, 1, 0, 1]),
+        (32, 32, [16, 16], [3, 1], [1, 0, 1, 0]),
+        // Lines not a whole number of tiles, uneven and missing padding, padding across
+        // the window (rows of zeros).
+        (32, 32, [12, 22], [1, 7], [1, 2, 0, 5]),
+        (32, 48, [23, 14], [7, 1], [0, 0, 2, 1]),
+        (32, 32, [33, 10], [1, 3], [0, 0, 0, 0]),
+        (32, 32, [7, 40], [3, 1], [2, 1, 0, 0]),
+        // Too few channels or tiles, or another window length: the position tiles.
+        (16, 32, [17, 17], [1, 7], [0, 3, 0, 3]),
+        (32, 32, [8, 8], [1, 3], [0, 1, 0, 1]),
+        (32, 32, [11, 11], [1, 5], [0, 2, 0, 2]),
+    ];
+    for (i, &(c, m, [h, wd], [kh, kw], pads)) in cases.iter().enumerate() {
+        let out = [
+            h + pads[0] + pads[2] + 1 - kh,
+            wd + pads[1] + pads[3] + 1 - kw,
+        ];
+        let chosen = line::chooses([kh, kw], [1, 1], [1, 1], (c, m), out).is_some();
+        assert_eq!(chosen, i < 8, "case {i}: F(4, r) taken");
+        let x = seeded(&[1, c, h, wd], 400 + i as u64);
+        let w = seeded(&[m, c, kh, kw], 500 + i as u64);
+        let b = seeded(&[m], 600 + i as u64);
+        let attrs = Attributes::new()
+            .with("kernel_shape", ints(&[kh as i64, kw as i64]))
+            .with("pads", ints(&pads.map(|p| p as i64)))
+            .with("activation", AttrValue::String("Relu".into()));
+        let fused = |inputs: &[&Tensor]| {
+            let wide: Vec<Tensor> = inputs.iter().map(|t| f64_copy(t)).collect();
+            let wide: Vec<Option<&Tensor>> = wide.iter().map(Some).collect();
+            f32_copy(&run("com.microsoft", "FusedConv", &attrs, &wide).unwrap())
+        };
+        let want = fused(&[&x, &w, &b]);
+        let z = seeded(want.shape(), 700 + i as u64);
+        let want_z = fused(&[&x, &w, &b, &z]);
+        // Values and weights lie in [-1, 1): a sum of `c · r` terms below 1 each, whose
+        // rounding F(4, 7)'s transforms scale up the most.
+        let atol = 2e-6 * (c * kh * kw) as f32;
+        let (xb, zb) = (block(&x), block(&z));
+        let what = format!("case {i}");
+        let got = run(DOMAIN, "Conv", &attrs, &[Some(&xb), Some(&w), Some(&b)]).unwrap();
+        assert_close_within(&got, &block(&want), atol, &what);
+        let got = run(
+            DOMAIN,
+            "Conv",
+            &attrs,
+            &[Some(&xb), Some(&w), Some(&b), Some(&zb)],
+        )
+        .unwrap();
+        assert_close_within(&got, &block(&want_z), atol, &format!("{what}, residual"));
     }
 }
 

@@ -16,6 +16,7 @@
 //! whole blocks of 16. The transformed filters are 4× the size of the original ones, so a
 //! block holds enough tiles that the filters are streamed a few times per image at most.
 
+pub mod line;
 #[cfg(target_arch = "x86_64")]
 mod transform;
 
@@ -105,9 +106,14 @@ pub fn chooses(
     (c, m): (usize, usize),
     out: [usize; 2],
 ) -> bool {
+    applies(kernel, strides, dilations, c, m) && switch().unwrap_or_else(|| pays(c, m, out))
+}
+
+/// `SPILLWAY_WINOGRAD`: `Some(false)` when `0` (never Winograd), `Some(true)` when set to
+/// anything else (Winograd wherever it applies), `None` when unset (where it pays).
+fn switch() -> Option<bool> {
     static SWITCH: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let switch = *SWITCH.get_or_init(|| std::env::var("SPILLWAY_WINOGRAD").ok().map(|v| v != "0"));
-    applies(kernel, strides, dilations, c, m) && switch.unwrap_or_else(|| pays(c, m, out))
+    *SWITCH.get_or_init(|| std::env::var("SPILLWAY_WINOGRAD").ok().map(|v| v != "0"))
 }
 
 /// The filters `w` (`m × c × 3 × 3`) transformed and packed: `U_ξ` for each of the 36
@@ -181,21 +187,8 @@ pub fn convolve(
         &zero_bias
     });
     let y = SendPtr(y.as_mut_ptr().cast::<f32>());
-    SCRATCH.with(|cell| {
-        let mut fresh = (Vec::new(), Vec::new());
-        let mut kept = cell.try_borrow_mut();
-        let (v, products) = match kept.as_deref_mut() {
-            Ok(kept) => kept,
-            Err(_) => &mut fresh,
-        };
-        // Grown, never shrunk: `resize` down and back up would zero the regrown part on
-        // every call that follows a smaller convolution.
-        let most = rows_per_block * tw * PRODUCTS;
-        for (buffer, len) in [(&mut *v, most * c), (&mut *products, most * m)] {
-            if buffer.len() < len {
-                buffer.resize(len, 0.0);
-            }
-        }
+    let most = rows_per_block * tw * PRODUCTS;
+    with_scratch(most * c, most * m, |v, products| {
         for r0 in (0..th).step_by(rows_per_block) {
             let rows = (r0, (r0 + rows_per_block).min(th));
             let tiles = (rows.1 - rows.0) * tw;
@@ -204,15 +197,7 @@ pub fn convolve(
                 &mut products[..tiles * PRODUCTS * m],
             );
             transform_inputs(image, rows, tw, v);
-            products
-                .par_chunks_mut(tiles * m)
-                .zip(v.par_chunks(tiles * c))
-                .zip(filters)
-                .for_each(|((p, v), f)| {
-                    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout.
-                    let p = unsafe { &mut *(p as *mut [f32] as *mut [MaybeUninit<f32>]) };
-                    packed_gemm::serially(|| f.multiply_token_major(v, tiles, p, None));
-                });
+            multiply(filters, v, products, tiles);
             let out = Outputs {
                 y,
                 m,
@@ -226,11 +211,52 @@ pub fn convolve(
     });
 }
 
+/// The products `M_ξ = V_ξ · U_ξᵀ` of `tiles` transformed input tiles (`v[ξ][t][c]`) into
+/// `products[ξ][t][m]`, each product a task of its own.
+fn multiply(filters: &[PackedA], v: &[f32], products: &mut [f32], tiles: usize) {
+    let (c, m) = (filters[0].cols(), filters[0].rows());
+    products
+        .par_chunks_mut(tiles * m)
+        .zip(v.par_chunks(tiles * c))
+        .zip(filters)
+        .for_each(|((p, v), f)| {
+            // SAFETY: `MaybeUninit<f32>` has `f32`'s layout.
+            let p = unsafe { &mut *(p as *mut [f32] as *mut [MaybeUninit<f32>]) };
+            packed_gemm::serially(|| f.multiply_token_major(v, tiles, p, None));
+        });
+}
+
 thread_local! {
     /// The calling thread's transformed inputs and products, reused across calls (fresh
     /// pages would fault in on every run).
     static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>)> =
         const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Runs `f` on the calling thread's buffers for transformed inputs and products, at least
+/// `inputs` and `products` floats long (fresh ones when a convolution on this thread already
+/// holds them).
+fn with_scratch<R>(
+    inputs: usize,
+    products: usize,
+    f: impl FnOnce(&mut [f32], &mut [f32]) -> R,
+) -> R {
+    SCRATCH.with(|cell| {
+        let mut fresh = (Vec::new(), Vec::new());
+        let mut kept = cell.try_borrow_mut();
+        let (v, p) = match kept.as_deref_mut() {
+            Ok(kept) => kept,
+            Err(_) => &mut fresh,
+        };
+        // Grown, never shrunk: `resize` down and back up would zero the regrown part on
+        // every call that follows a smaller convolution.
+        for (buffer, len) in [(&mut *v, inputs), (&mut *p, products)] {
+            if buffer.len() < len {
+                buffer.resize(len, 0.0);
+            }
+        }
+        f(v, p)
+    })
 }
 
 /// Every (tile row, channel block) of tile rows `rows.0..rows.1` and `blocks` channel

@@ -1,0 +1,666 @@
+//! Convolutions with a 1×r or r×1 window (inception_v3's factorized 1×7 and 7×1, 1×3 and
+//! 3×1) by Winograd's 1-D F(4, r) along the window: each run of 4 outputs takes `r + 3`
+//! multiply-adds per input and output channel pair where the direct convolution takes `4r`
+//! (10 against 28 for r = 7).
+//!
+//! The transforms come from interpolation points (Toom–Cook, as Lavin & Gray 2016 derive
+//! theirs): `y = Aᵀ [(G g) ⊙ (Bᵀ d)]` for `n = r + 3` inputs `d`, the `r` taps `g` and 4
+//! outputs `y`, with `G = V_r`, `Aᵀ = V_4ᵀ` and `Bᵀ = (V_n⁻¹)ᵀ`, where `V_k` is the `n × k`
+//! matrix of the powers `0..k` of the points and of ∞ (whose row takes the highest power).
+//! The points are 0, ±1, ±2 for r = 3 and 0, ±1, ±2, ±1/2, ±3/2 for r = 7: on 192 channels
+//! of values in [0, 1) the latter's outputs came within 3.6e-6 (relative L2) of exact ones,
+//! against 2e-7 for the direct sum in `f32` and 1e-6 for F(2, 7); ±3 in place of ±3/2 gave
+//! 5.9e-6.
+//!
+//! As for F(4×4, 3×3) (the parent module), per block of tiles: the inputs are transformed
+//! into `n` matrices of tiles × input channels, `n` products run against the filters
+//! transformed once, and the products are transformed back into the outputs with the bias,
+//! then the epilogue. Blocked images only, in and out (`[C / 16][H][W][16]`).
+
+use std::mem::MaybeUninit;
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use super::{BLOCK_FLOATS, BLOCK_TILES, LANES, WinogradImage, avx512, row_blocks, switch};
+use crate::cpu::nn::epilogue::Epilogue;
+use crate::cpu::nn::matrix::SendPtr;
+use crate::cpu::nn::packed_gemm::{Isa, PackedA};
+
+/// Outputs per tile.
+const OUTPUT: usize = 4;
+/// The most inputs per tile (r = 7).
+const MOST_INPUTS: usize = 10;
+/// The fewest tiles F(4, r) takes. inception_v3's 1×3 and 3×1 convolutions of 384 channels
+/// at 8² (16 tiles) ran 1.04–1.14× the position tiles' time in the model (2 threads), their
+/// six transformed filter sets streamed from memory for 16 tiles; its 1×7 and 7×1 at 17²
+/// (85 tiles) 0.5–0.6×.
+const LEAST_TILES: usize = 64;
+
+/// The axis a window of one row or one column runs along.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Along {
+    /// A 1×r window: tiles of 4 outputs along a row.
+    Width,
+    /// An r×1 window: tiles of 4 outputs down a column.
+    Height,
+}
+
+/// The window's axis and length when a convolution can run here: a 1×r or r×1 window with
+/// r of 3 or 7, unit strides and dilations, input and output channels in whole blocks of
+/// 16, on a CPU with AVX-512.
+pub fn applies(
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    c: usize,
+    m: usize,
+) -> Option<(Along, usize)> {
+    let (along, r) = match kernel {
+        [1, r] => (Along::Width, r),
+        [r, 1] => (Along::Height, r),
+        _ => return None,
+    };
+    (matches!(r, 3 | 7)
+        && strides == [1, 1]
+        && dilations == [1, 1]
+        && c.is_multiple_of(LANES)
+        && m.is_multiple_of(LANES)
+        && c > 0
+        && m > 0
+        && avx512())
+    .then_some((along, r))
+}
+
+/// Whether F(4, r) beats the position tiles on a convolution that [`applies`]: at least
+/// [`LEAST_TILES`] tiles to stream the larger filters over, 32 channels in and out (as for
+/// F(4×4, 3×3)), and at most 0.7 of the direct multiply-adds once the last tile of each line
+/// is counted whole.
+pub fn pays(along: Along, r: usize, (c, m): (usize, usize), [oh, ow]: [usize; 2]) -> bool {
+    let (line, lines) = match along {
+        Along::Width => (ow, oh),
+        Along::Height => (oh, ow),
+    };
+    let tiles = line.div_ceil(OUTPUT) * lines;
+    tiles >= LEAST_TILES
+        && c >= 32
+        && m >= 32
+        && 10 * (r + 3) * line.div_ceil(OUTPUT) <= 7 * r * line
+}
+
+/// The window's axis when a 2-D convolution (group 1) runs by F(4, r): where it [`applies`]
+/// and either [`pays`] or `SPILLWAY_WINOGRAD=1`; never with `SPILLWAY_WINOGRAD=0`.
+pub fn chooses(
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    (c, m): (usize, usize),
+    out: [usize; 2],
+) -> Option<Along> {
+    let (along, r) = applies(kernel, strides, dilations, c, m)?;
+    switch()
+        .unwrap_or_else(|| pays(along, r, (c, m), out))
+        .then_some(along)
+}
+
+/// The three matrices of F(4, r), row-major, each row padded with zeros to [`MOST_INPUTS`]
+/// (the transforms run on arrays of a size fixed at compile time, `N` = 6 or 10).
+struct Transform {
+    /// Inputs per tile, `r + 3`.
+    n: usize,
+    /// `G` (`n × r`), in `f64`: the filters are transformed once.
+    g: Vec<f64>,
+    /// `Bᵀ` (`n × n`).
+    bt: [[f32; MOST_INPUTS]; MOST_INPUTS],
+    /// `Aᵀ` (`4 × n`).
+    at: [[f32; MOST_INPUTS]; OUTPUT],
+}
+
+/// The transform of F(4, r), built on first use; `None` for any `r` but 3 and 7.
+fn transform(r: usize) -> Option<&'static Transform> {
+    static THREE: OnceLock<Transform> = OnceLock::new();
+    static SEVEN: OnceLock<Transform> = OnceLock::new();
+    match r {
+        3 => Some(THREE.get_or_init(|| Transform::new(&[0.0, 1.0, -1.0, 2.0, -2.0], 3))),
+        7 => {
+            Some(SEVEN.get_or_init(|| {
+                Transform::new(&[0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 1.5, -1.5], 7)
+            }))
+        }
+        _ => None,
+    }
+}
+
+impl Transform {
+    /// F(4, r) on the finite `points` (`r + 2` of them) and ∞.
+    fn new(points: &[f64], r: usize) -> Self {
+        let n = r + OUTPUT - 1;
+        assert_eq!(
+            points.len() + 1,
+            n,
+            "F(4, {r}) takes {} finite points",
+            n - 1
+        );
+        let v_n = powers(points, n);
+        let v_4 = powers(points, OUTPUT);
+        let inverse = inverse(&v_n, n);
+        let mut bt = [[0f32; MOST_INPUTS]; MOST_INPUTS];
+        let mut at = [[0f32; MOST_INPUTS]; OUTPUT];
+        for (xi, row) in bt.iter_mut().enumerate().take(n) {
+            for (j, value) in row.iter_mut().enumerate().take(n) {
+                *value = inverse[j * n + xi] as f32;
+            }
+        }
+        for (k, row) in at.iter_mut().enumerate() {
+            for (xi, value) in row.iter_mut().enumerate().take(n) {
+                *value = v_4[xi * OUTPUT + k] as f32;
+            }
+        }
+        Transform {
+            n,
+            g: powers(points, r),
+            bt,
+            at,
+        }
+    }
+}
+
+/// The `(points + 1) × k` matrix, row-major, of the powers `0..k` of each point, then the
+/// row of ∞: zeros but a one in the last column.
+fn powers(points: &[f64], k: usize) -> Vec<f64> {
+    let mut v: Vec<f64> = points
+        .iter()
+        .flat_map(|&p| (0..k).map(move |j| p.powi(j as i32)))
+        .collect();
+    v.extend((0..k).map(|j| if j + 1 == k { 1.0 } else { 0.0 }));
+    v
+}
+
+/// The inverse of the invertible `n × n` matrix `a` (row-major), by Gauss–Jordan elimination
+/// with partial pivoting.
+fn inverse(a: &[f64], n: usize) -> Vec<f64> {
+    let mut a = a.to_vec();
+    let mut inv: Vec<f64> = (0..n * n)
+        .map(|e| if e / n == e % n { 1.0 } else { 0.0 })
+        .collect();
+    for col in 0..n {
+        let pivot = (col..n)
+            .max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs()))
+            .unwrap_or(col);
+        for j in 0..n {
+            a.swap(col * n + j, pivot * n + j);
+            inv.swap(col * n + j, pivot * n + j);
+        }
+        let scale = 1.0 / a[col * n + col];
+        for j in 0..n {
+            a[col * n + j] *= scale;
+            inv[col * n + j] *= scale;
+        }
+        for i in (0..n).filter(|&i| i != col) {
+            let factor = a[i * n + col];
+            for j in 0..n {
+                a[i * n + j] -= factor * a[col * n + j];
+                inv[i * n + j] -= factor * inv[col * n + j];
+            }
+        }
+    }
+    inv
+}
+
+/// The filters `w` (`m × c × r`: a 1×r or r×1 window's taps, which lie the same way in
+/// both) transformed and packed: `U_ξ = G g` for each of the `r + 3` products. `None`
+/// without AVX-512 or for an `r` F(4, r) does not take.
+pub fn pack_filters(w: &[f32], m: usize, c: usize, r: usize) -> Option<Vec<PackedA>> {
+    let t = transform(r)?;
+    if !avx512() || w.len() < m * c * r {
+        return None;
+    }
+    let mut u = vec![0f32; t.n * m * c];
+    for (pair, taps) in w.chunks_exact(r).take(m * c).enumerate() {
+        for (xi, g) in t.g.chunks_exact(r).enumerate() {
+            let value: f64 = g.iter().zip(taps).map(|(g, &w)| g * f64::from(w)).sum();
+            u[xi * m * c + pair] = value as f32;
+        }
+    }
+    Some(
+        u.chunks_exact(m * c)
+            .map(|u| PackedA::with_isa(u, m, c, Isa::Avx512))
+            .collect(),
+    )
+}
+
+/// How the tiles of an output lie: in strips whose outputs are whole output rows, each strip
+/// `per_strip` tiles (a row of tiles along the width, or a tile per column down 4 rows).
+#[derive(Debug, Clone, Copy)]
+struct Strips {
+    along: Along,
+    out: [usize; 2],
+    pads: [usize; 2],
+    /// Inputs per tile.
+    n: usize,
+    per_strip: usize,
+    count: usize,
+}
+
+impl Strips {
+    fn new(along: Along, n: usize, out: [usize; 2], pads: [usize; 2]) -> Self {
+        let [oh, ow] = out;
+        let (per_strip, count) = match along {
+            Along::Width => (ow.div_ceil(OUTPUT), oh),
+            Along::Height => (ow, oh.div_ceil(OUTPUT)),
+        };
+        Strips {
+            along,
+            out,
+            pads,
+            n,
+            per_strip,
+            count,
+        }
+    }
+
+    /// The output rows of strip `s`.
+    fn rows(&self, s: usize) -> (usize, usize) {
+        match self.along {
+            Along::Width => (s, s + 1),
+            Along::Height => (OUTPUT * s, (OUTPUT * s + OUTPUT).min(self.out[0])),
+        }
+    }
+
+    /// The output cell (row, column) of output `k` of tile `i` of strip `s`, `None` past
+    /// the image.
+    fn output(&self, s: usize, i: usize, k: usize) -> Option<(usize, usize)> {
+        let (y, x) = match self.along {
+            Along::Width => (s, OUTPUT * i + k),
+            Along::Height => (OUTPUT * s + k, i),
+        };
+        (y < self.out[0] && x < self.out[1]).then_some((y, x))
+    }
+
+    /// Rows and width of the band of input cells strip `s` reads, and the image cell (row,
+    /// column; negative or past the image in the padding) of its first cell.
+    fn band(&self, s: usize) -> ([usize; 2], [isize; 2]) {
+        let [top, left] = self.pads.map(|p| p as isize);
+        match self.along {
+            Along::Width => (
+                [1, OUTPUT * self.per_strip + self.n - OUTPUT],
+                [s as isize - top, -left],
+            ),
+            Along::Height => ([self.n, self.out[1]], [(OUTPUT * s) as isize - top, -left]),
+        }
+    }
+
+    /// The band cell (row, column) of input `j` of tile `i`.
+    fn band_cell(&self, i: usize, j: usize) -> (usize, usize) {
+        match self.along {
+            Along::Width => (0, OUTPUT * i + j),
+            Along::Height => (j, i),
+        }
+    }
+}
+
+/// `y = conv(x, w) + bias`, then `epilogue`, for one blocked image (`image.blocked`) with a
+/// 1×r (`along` the width) or r×1 window and `filters` from [`pack_filters`]; `y` blocked,
+/// `[M / 16][OH][OW][16]`. `y` may start uninitialized; every element is written.
+///
+/// # Panics
+/// If the filters are not `r + 3` AVX-512 packings for an `r` of 3 or 7, the image is not
+/// blocked, the channels are not whole blocks of 16, or an operand is too short (internal
+/// contracts: callers check [`applies`] and the shapes).
+pub fn convolve(
+    filters: &[PackedA],
+    along: Along,
+    image: &WinogradImage<'_>,
+    y: &mut [MaybeUninit<f32>],
+    bias: Option<&[f32]>,
+    epilogue: Option<&Epilogue<'_, f32>>,
+) {
+    let (c, m) = (image.channels, filters[0].rows());
+    let [h, w] = image.size;
+    let [oh, ow] = image.out;
+    let t = filters
+        .len()
+        .checked_sub(OUTPUT - 1)
+        .and_then(transform)
+        .filter(|t| t.n == filters.len());
+    let Some(t) = t else {
+        panic!(
+            "line::convolve: {} filters, not F(4, 3)'s or F(4, 7)'s",
+            filters.len()
+        );
+    };
+    assert!(
+        avx512()
+            && image.blocked
+            && filters
+                .iter()
+                .all(|f| f.isa() == Isa::Avx512 && f.rows() == m && f.cols() == c)
+            && c.is_multiple_of(LANES)
+            && m.is_multiple_of(LANES),
+        "line::convolve: AVX-512 filters, a blocked image, whole blocks of channels"
+    );
+    assert!(
+        image.x.len() >= c * h * w
+            && y.len() >= m * oh * ow
+            && bias.is_none_or(|b| b.len() >= m)
+            && epilogue
+                .and_then(|e| e.add)
+                .is_none_or(|z| z.len() >= m * oh * ow),
+        "line::convolve: operands too short"
+    );
+    if oh * ow == 0 {
+        return;
+    }
+    let strips = Strips::new(along, t.n, image.out, image.pads);
+    let per_block = (BLOCK_FLOATS / (t.n * strips.per_strip * (c + m)))
+        .max(BLOCK_TILES.div_ceil(strips.per_strip))
+        .clamp(1, strips.count);
+    let mut zero_bias = Vec::new();
+    let bias = bias.unwrap_or_else(|| {
+        zero_bias.resize(m, 0.0);
+        &zero_bias
+    });
+    let y = SendPtr(y.as_mut_ptr().cast::<f32>());
+    let most = per_block * strips.per_strip * t.n;
+    super::with_scratch(most * c, most * m, |v, products| {
+        for s0 in (0..strips.count).step_by(per_block) {
+            let block = (s0, (s0 + per_block).min(strips.count));
+            let tiles = (block.1 - block.0) * strips.per_strip;
+            let (v, products) = (&mut v[..tiles * t.n * c], &mut products[..tiles * t.n * m]);
+            transform_inputs(t, &strips, image, block, v);
+            super::multiply(filters, v, products, tiles);
+            let out = Outputs {
+                t,
+                strips: &strips,
+                y,
+                m,
+                bias,
+                epilogue,
+            };
+            out.transform(products, block);
+        }
+    });
+}
+
+/// Transforms the input tiles of strips `block.0..block.1` into `v`: `v[ξ][t][channel]`, `t`
+/// counted from the block's first tile.
+fn transform_inputs(
+    t: &Transform,
+    strips: &Strips,
+    image: &WinogradImage<'_>,
+    block: (usize, usize),
+    v: &mut [f32],
+) {
+    let blocks = image.channels / LANES;
+    let ([rows, width], _) = strips.band(block.0);
+    let v_ptr = SendPtr(v.as_mut_ptr());
+    let tiles = (block.1 - block.0) * strips.per_strip;
+    row_blocks(block, blocks).for_each_init(
+        || vec![0f32; rows * width * LANES],
+        |band, (s, cb)| {
+            let (_, first_cell) = strips.band(s);
+            fill_band(image, cb, first_cell, [rows, width], band);
+            let first = (s - block.0) * strips.per_strip;
+            // SAFETY: AVX-512F (checked by `convolve`); each (strip, channel block) writes
+            // its own entries of `v`.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                transform_band(
+                    t,
+                    strips,
+                    band,
+                    width,
+                    v_ptr.get(),
+                    (first, tiles),
+                    image,
+                    cb,
+                )
+            };
+        },
+    );
+}
+
+/// Fills `band` (`[rows][width][16]`) with channel block `cb`'s cells of the blocked image
+/// from `(row, column)` on, zero outside the image.
+fn fill_band(
+    image: &WinogradImage<'_>,
+    cb: usize,
+    [row, column]: [isize; 2],
+    [rows, width]: [usize; 2],
+    band: &mut [f32],
+) {
+    let [h, w] = image.size.map(|s| s as isize);
+    // Band columns `cols.0..cols.1` hold image columns `column + cols.0 ..`.
+    let cols = (
+        (-column).clamp(0, width as isize) as usize,
+        (w - column).clamp(0, width as isize) as usize,
+    );
+    for (i, cells) in band.chunks_exact_mut(width * LANES).take(rows).enumerate() {
+        let yy = row + i as isize;
+        if yy < 0 || yy >= h || cols.0 >= cols.1 {
+            cells.fill(0.0);
+            continue;
+        }
+        cells[..cols.0 * LANES].fill(0.0);
+        cells[cols.1 * LANES..].fill(0.0);
+        let inside = &mut cells[cols.0 * LANES..cols.1 * LANES];
+        let at = ((cb as isize * h + yy) * w + column + cols.0 as isize) as usize * LANES;
+        inside.copy_from_slice(&image.x[at..at + inside.len()]);
+    }
+}
+
+/// The input transform of every tile of one band (one strip, one channel block).
+///
+/// # Safety
+/// The CPU has AVX-512F; `v` holds `n · tiles.1 · channels` floats; `tiles.0 + per_strip ≤
+/// tiles.1`.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn transform_band(
+    t: &Transform,
+    strips: &Strips,
+    band: &[f32],
+    width: usize,
+    v: *mut f32,
+    tiles: (usize, usize),
+    image: &WinogradImage<'_>,
+    cb: usize,
+) {
+    let at = (band, width, v, tiles, image.channels, cb);
+    // SAFETY: as this function's.
+    unsafe {
+        match t.n {
+            6 => transform_band_n::<6>(t, strips, at),
+            _ => transform_band_n::<10>(t, strips, at),
+        }
+    }
+}
+
+/// [`transform_band`] for `N` inputs per tile: for each input, its multiple added to each of
+/// the `N` transformed values (`N` accumulators, no chain of dependent additions).
+///
+/// # Safety
+/// As [`transform_band`]'s; `N` is `t.n`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn transform_band_n<const N: usize>(
+    t: &Transform,
+    strips: &Strips,
+    (band, width, v, (first, tiles), channels, cb): (
+        &[f32],
+        usize,
+        *mut f32,
+        (usize, usize),
+        usize,
+        usize,
+    ),
+) {
+    for i in 0..strips.per_strip {
+        let mut sums = [_mm512_setzero_ps(); N];
+        for j in 0..N {
+            let (row, col) = strips.band_cell(i, j);
+            // SAFETY: every tile's cells lie inside its band.
+            let d = unsafe { _mm512_loadu_ps(band.as_ptr().add((row * width + col) * LANES)) };
+            for (xi, sum) in sums.iter_mut().enumerate() {
+                *sum = _mm512_fmadd_ps(_mm512_set1_ps(t.bt[xi][j]), d, *sum);
+            }
+        }
+        for (xi, &sum) in sums.iter().enumerate() {
+            // SAFETY: entry `[ξ][first + i][cb·16..]` lies inside `v`.
+            unsafe {
+                _mm512_storeu_ps(v.add((xi * tiles + first + i) * channels + cb * LANES), sum)
+            };
+        }
+    }
+}
+
+/// Where a block's products go: the output image and what finishes it.
+struct Outputs<'a> {
+    t: &'a Transform,
+    strips: &'a Strips,
+    y: SendPtr<f32>,
+    m: usize,
+    bias: &'a [f32],
+    epilogue: Option<&'a Epilogue<'a, f32>>,
+}
+
+impl Outputs<'_> {
+    /// Transforms the products of strips `block.0..block.1` (`products[ξ][t][m]`) into their
+    /// outputs, each (strip, output channel block) on its own task.
+    fn transform(&self, products: &[f32], block: (usize, usize)) {
+        row_blocks(block, self.m / LANES).for_each(|(s, cb)| {
+            // SAFETY: AVX-512F (checked by `convolve`); each task writes its own rows of its
+            // own channels.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                self.strip(products, block, s, cb)
+            };
+        });
+    }
+
+    /// The outputs of strip `s` for output channel block `cb`, then their epilogue.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; no other thread writes these outputs.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn strip(&self, products: &[f32], block: (usize, usize), s: usize, cb: usize) {
+        // SAFETY: as this function's.
+        unsafe {
+            match self.t.n {
+                6 => self.strip_n::<6>(products, block, s, cb),
+                _ => self.strip_n::<10>(products, block, s, cb),
+            }
+        }
+    }
+
+    /// [`Outputs::strip`] for `N` products per tile. A clamp (none, `Relu`, `Clip`) and its
+    /// residual finish in registers; other activations in a pass over the strip after.
+    ///
+    /// # Safety
+    /// As [`Outputs::strip`]'s; `N` is `self.t.n`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,fma")]
+    unsafe fn strip_n<const N: usize>(
+        &self,
+        products: &[f32],
+        block: (usize, usize),
+        s: usize,
+        cb: usize,
+    ) {
+        let (m, strips) = (self.m, self.strips);
+        let [oh, ow] = strips.out;
+        let plane = oh * ow;
+        let tiles = (block.1 - block.0) * strips.per_strip;
+        let first = (s - block.0) * strips.per_strip;
+        let (y, p) = (self.y.get(), products.as_ptr());
+        let clamp = self
+            .epilogue
+            .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
+        let (lo, hi, add) = match clamp {
+            Some(((lo, hi), add)) => (_mm512_set1_ps(lo), _mm512_set1_ps(hi), add),
+            None => (
+                _mm512_set1_ps(f32::NEG_INFINITY),
+                _mm512_set1_ps(f32::INFINITY),
+                None,
+            ),
+        };
+        // SAFETY: products `[ξ][t][cb·16..]` lie inside `products`; outputs (and residuals,
+        // which cover the output) are touched only at cells inside the image and channels of
+        // this block.
+        unsafe {
+            let bias = _mm512_loadu_ps(self.bias.as_ptr().add(cb * LANES));
+            for i in 0..strips.per_strip {
+                let t = first + i;
+                let mut sums = [bias; OUTPUT];
+                for xi in 0..N {
+                    let product = _mm512_loadu_ps(p.add((xi * tiles + t) * m + cb * LANES));
+                    for (k, sum) in sums.iter_mut().enumerate() {
+                        *sum = _mm512_fmadd_ps(_mm512_set1_ps(self.t.at[k][xi]), product, *sum);
+                    }
+                }
+                for (k, &sum) in sums.iter().enumerate() {
+                    let Some((yy, xx)) = strips.output(s, i, k) else {
+                        break;
+                    };
+                    let at = cb * LANES * plane + (yy * ow + xx) * LANES;
+                    let mut value = sum;
+                    if let Some(z) = add {
+                        value = _mm512_add_ps(value, _mm512_loadu_ps(z.as_ptr().add(at)));
+                    }
+                    value = _mm512_min_ps(_mm512_max_ps(value, lo), hi);
+                    _mm512_storeu_ps(y.add(at), value);
+                }
+            }
+            let Some(e) = self.epilogue.filter(|_| clamp.is_none()) else {
+                return;
+            };
+            let rows = strips.rows(s);
+            let at = cb * LANES * plane + rows.0 * ow * LANES;
+            let span = (rows.1 - rows.0) * ow * LANES;
+            e.finish(std::slice::from_raw_parts_mut(y.add(at), span), at);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_values::uniform;
+
+    #[test]
+    fn the_transforms_give_the_correlation_of_one_tile() {
+        // Aᵀ[(G g) ⊙ (Bᵀ d)] on one channel is the 4 outputs of the valid correlation of
+        // the n inputs `d` with the r taps `g`, up to the matrices' rounding to f32.
+        for r in [3, 7] {
+            let t = transform(r).expect("F(4, 3) and F(4, 7)");
+            let n = r + OUTPUT - 1;
+            assert_eq!(t.n, n);
+            let (g, d) = (uniform(r, 1), uniform(n, 2));
+            let u: Vec<f64> =
+                t.g.chunks_exact(r)
+                    .map(|row| row.iter().zip(&g).map(|(a, &b)| a * f64::from(b)).sum())
+                    .collect();
+            let v: Vec<f64> = (0..n)
+                .map(|xi| {
+                    (0..n)
+                        .map(|j| f64::from(t.bt[xi][j]) * f64::from(d[j]))
+                        .sum()
+                })
+                .collect();
+            for k in 0..OUTPUT {
+                let got: f64 = (0..n)
+                    .map(|xi| f64::from(t.at[k][xi]) * u[xi] * v[xi])
+                    .sum();
+                let want: f64 = (0..r).map(|j| f64::from(g[j]) * f64::from(d[k + j])).sum();
+                assert!(
+                    (got - want).abs() < 1e-5,
+                    "r {r}, output {k}: {got} against {want}"
+                );
+            }
+        }
+        assert!(transform(5).is_none());
+    }
+}
