@@ -1,8 +1,8 @@
-//! Winograd F(4×4, 3×3) against the blocked convolution's position tiles, on 3×3 "same"
-//! convolutions with blocked input and output, a bias and a ReLU, with one and with all
-//! threads (`COLD=1`: 64 MiB written before each run, so that the weights come from memory):
-//! `cargo run --release -p spillway-kernels --example winograd_rate [-- C M SIDE]`. Prints
-//! each one's median microseconds and their ratio (Winograd / direct).
+//! Winograd F(4×4, 3×3) and F(2×2, 3×3) against the blocked convolution's position tiles, on
+//! 3×3 "same" convolutions with blocked input and output, a bias and a ReLU, with one and with
+//! all threads (`COLD=1`: 64 MiB written before each run, so that the weights come from
+//! memory): `cargo run --release -p spillway-kernels --example winograd_rate [-- C M SIDE]`.
+//! Prints each one's median microseconds and its ratio to the direct one's.
 
 mod timing;
 
@@ -49,7 +49,9 @@ fn main() {
                 activation: Activation::Relu,
             };
             let direct = PackedA::new(&w, m, c * 9).expect("an ISA");
-            let filters = winograd::pack_filters(&w, m, c).expect("AVX-512");
+            // Packed for outputs large and small: F(4×4, 3×3) and F(2×2, 3×3).
+            let wide = winograd::pack_filters(&w, m, c, [32, 32]).expect("AVX-512");
+            let small = winograd::pack_filters(&w, m, c, [14, 14]).expect("AVX-512");
             let mut y = vec![MaybeUninit::new(0.0f32); m * side * side];
             let image = Image2d {
                 img: &x,
@@ -94,13 +96,18 @@ fn main() {
                 direct.multiply_blocked(&input, &mut y, true, Some(&bias), Some(&relu))
             });
             let g = time(&mut || {
-                winograd::convolve(&filters, &wino, &mut y, true, Some(&bias), Some(&relu))
+                winograd::convolve(&wide, &wino, &mut y, true, Some(&bias), Some(&relu))
+            });
+            let g2 = time(&mut || {
+                winograd::convolve(&small, &wino, &mut y, true, Some(&bias), Some(&relu))
             });
             println!(
-                "{threads} thread(s) {c:>3}->{m:<3} {side:>3}²: direct {:8.1} µs, winograd {:8.1} µs, ratio {:.3}",
+                "{threads} thread(s) {c:>3}->{m:<3} {side:>3}²: direct {:8.1} µs, F(4×4) {:8.1} µs ({:.3}), F(2×2) {:8.1} µs ({:.3})",
                 d * 1e6,
                 g * 1e6,
-                g / d
+                g / d,
+                g2 * 1e6,
+                g2 / d
             );
         }
     }

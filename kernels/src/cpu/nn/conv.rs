@@ -364,7 +364,7 @@ impl Conv {
             return None;
         }
         self.winograd.get_or_pack(w, cacheable, || {
-            winograd::pack_filters(ws, d.out_ch, d.in_ch)
+            winograd::pack_filters(ws, d.out_ch, d.in_ch, out)
         })
     }
 

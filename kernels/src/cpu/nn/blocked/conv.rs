@@ -128,7 +128,7 @@ impl Kernel for BlockedConv {
         let winograd_filters = winograd::chooses([kh, kw], strides, dilations, (c, m), [oh, ow])
             .then(|| {
                 self.winograd
-                    .get_or_pack(w, true, || winograd::pack_filters(&ws, m, c))
+                    .get_or_pack(w, true, || winograd::pack_filters(&ws, m, c, [oh, ow]))
             })
             .flatten();
         // A node's window is fixed: its cache holds one kind of transformed filters.

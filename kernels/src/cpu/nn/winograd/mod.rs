@@ -17,7 +17,6 @@
 //! block holds enough tiles that the filters are streamed a few times per image at most.
 
 pub mod line;
-#[cfg(target_arch = "x86_64")]
 mod transform;
 
 use std::mem::MaybeUninit;
@@ -30,12 +29,67 @@ use std::arch::x86_64::*;
 use super::epilogue::Epilogue;
 use super::matrix::SendPtr;
 use super::packed_gemm::{self, Isa, PackedA};
-/// Cells along each side of an input tile.
-const INPUT: usize = 6;
-/// Cells along each side of an output tile.
-const OUTPUT: usize = 4;
-/// Products per tile: one per cell of a transformed input tile.
-const PRODUCTS: usize = INPUT * INPUT;
+/// One Winograd tiling of 3×3 convolutions, F(`OUTPUT`×`OUTPUT`, 3×3) on input tiles of
+/// `INPUT`×`INPUT` cells: F(4×4, 3×3) ([`transform::F4x4`]) where an image has tiles
+/// enough to stream its filters (four times the original ones) over, F(2×2, 3×3)
+/// ([`transform::F2x2`], filters 16/9 the size) on smaller images ([`tiling`]).
+trait Tiling {
+    /// Cells along each side of an input tile.
+    const INPUT: usize;
+    /// Cells along each side of an output tile.
+    const OUTPUT: usize;
+    /// Products per tile: one per cell of a transformed input tile.
+    const PRODUCTS: usize = Self::INPUT * Self::INPUT;
+
+    /// `G g Gᵀ` for a row-major 3×3 filter `g`, row-major, into `u` (`PRODUCTS` values),
+    /// rounded to `f32` once at the end.
+    fn filter(g: &[f32], u: &mut [f32]);
+
+    /// `Bᵀ d B` for one input tile of 16-channel vectors: `cell(r, c)` loads row `r`, column
+    /// `c`; `store(i, v)` receives product `i` (row-major).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F and FMA.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn input_tile(cell: impl Fn(usize, usize) -> __m512, store: impl FnMut(usize, __m512));
+
+    /// `Aᵀ m A + bias` for one product tile of 16-channel vectors: `product(i)` loads product
+    /// `i` (row-major); returns the outputs, row-major, in the first `OUTPUT` rows and
+    /// columns.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F and FMA.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn output_tile(
+        product: impl Fn(usize) -> __m512,
+        bias: __m512,
+    ) -> [[__m512; MOST_OUTPUT]; MOST_OUTPUT];
+}
+
+/// The largest `OUTPUT` of the tilings.
+const MOST_OUTPUT: usize = 4;
+
+/// Which tiling runs a convolution with outputs `out` (its `OUTPUT`): F(4×4, 3×3) where its
+/// products take at most 2/3 of F(2×2, 3×3)'s multiply-adds (the last tiles counted whole),
+/// else F(2×2, 3×3), whose filters, 16/9 the original ones against 4×, stream faster over
+/// few tiles. (`winograd_rate`, 2 threads, weights from memory: F(2×2) took 0.82–0.90× F(4×4)'s
+/// time at 14² and 17² and 0.68–0.77× at 10²; F(4×4) 0.72× F(2×2)'s at 19², 0.66–0.69× at
+/// 28², 0.69× at 35².)
+fn tiling(out: [usize; 2]) -> usize {
+    let (wide, small) = (transform::F4x4::OUTPUT, transform::F2x2::OUTPUT);
+    let products = |output: usize, per_tile: usize| tiles(out, output) * per_tile;
+    match 3 * products(wide, transform::F4x4::PRODUCTS)
+        <= 2 * products(small, transform::F2x2::PRODUCTS)
+    {
+        true => wide,
+        false => small,
+    }
+}
+
+/// Tiles of `output`×`output` cells over outputs `out`.
+fn tiles(out: [usize; 2], output: usize) -> usize {
+    out[0].div_ceil(output) * out[1].div_ceil(output)
+}
 
 /// Channels per vector.
 const LANES: usize = 16;
@@ -90,11 +144,15 @@ fn avx512() -> bool {
 }
 
 /// Whether Winograd beats the position tiles on a convolution that [`applies`]: enough
-/// tiles to stream the four-times-larger filters over. (On 7×7 outputs, 4 tiles, it took
-/// 1.1–1.9× the position tiles' time with 512 channels; from 14×14, 16 tiles, 0.34–0.76×.)
+/// tiles of its [`tiling`] to stream the larger filters over. (F(4×4, 3×3) on 7×7 outputs,
+/// 4 tiles, took 1.1–1.9× the position tiles' time with 512 channels; from 14×14, 16 tiles,
+/// 0.34–0.76×. F(2×2, 3×3) on 7×7, 16 tiles, 1.01×; on 10×10, 25 tiles, 0.42–0.72×.)
 pub fn pays(c: usize, m: usize, out: [usize; 2]) -> bool {
-    let tiles = out[0].div_ceil(OUTPUT) * out[1].div_ceil(OUTPUT);
-    tiles >= 16 && c >= 32 && m >= 32
+    let least = match tiling(out) {
+        4 => 16,
+        _ => 25,
+    };
+    tiles(out, tiling(out)) >= least && c >= 32 && m >= 32
 }
 
 /// Whether a 2-D convolution (group 1) runs by Winograd: where it [`applies`] and either
@@ -116,16 +174,26 @@ fn switch() -> Option<bool> {
     *SWITCH.get_or_init(|| std::env::var("SPILLWAY_WINOGRAD").ok().map(|v| v != "0"))
 }
 
-/// The filters `w` (`m × c × 3 × 3`) transformed and packed: `U_ξ` for each of the 36
-/// products. `None` without AVX-512.
-pub fn pack_filters(w: &[f32], m: usize, c: usize) -> Option<Vec<PackedA>> {
+/// The filters `w` (`m × c × 3 × 3`) transformed and packed for the [`tiling`] of outputs
+/// `out`: `U_ξ` for each of its products (36 or 16). `None` without AVX-512. (Filters packed
+/// for one size serve any other: [`convolve`] takes the tiling they were packed for.)
+pub fn pack_filters(w: &[f32], m: usize, c: usize, out: [usize; 2]) -> Option<Vec<PackedA>> {
+    match tiling(out) {
+        4 => pack::<transform::F4x4>(w, m, c),
+        _ => pack::<transform::F2x2>(w, m, c),
+    }
+}
+
+/// [`pack_filters`] for tiling `T`.
+fn pack<T: Tiling>(w: &[f32], m: usize, c: usize) -> Option<Vec<PackedA>> {
     if !avx512() || w.len() < m * c * 9 {
         return None;
     }
-    let mut u = vec![0f32; PRODUCTS * m * c];
+    let mut u = vec![0f32; T::PRODUCTS * m * c];
+    let mut tile = vec![0f32; T::PRODUCTS];
     for (pair, g) in w.chunks_exact(9).take(m * c).enumerate() {
-        #[cfg(target_arch = "x86_64")]
-        for (xi, v) in transform::filter(g).into_iter().enumerate() {
+        T::filter(g, &mut tile);
+        for (xi, &v) in tile.iter().enumerate() {
             u[xi * m * c + pair] = v;
         }
     }
@@ -151,18 +219,33 @@ pub fn convolve(
     bias: Option<&[f32]>,
     epilogue: Option<&Epilogue<'_, f32>>,
 ) {
+    match filters.len() {
+        16 => convolve_in::<transform::F2x2>(filters, image, y, blocked_output, bias, epilogue),
+        _ => convolve_in::<transform::F4x4>(filters, image, y, blocked_output, bias, epilogue),
+    }
+}
+
+/// [`convolve`] in tiling `T`.
+fn convolve_in<T: Tiling>(
+    filters: &[PackedA],
+    image: &WinogradImage<'_>,
+    y: &mut [MaybeUninit<f32>],
+    blocked_output: bool,
+    bias: Option<&[f32]>,
+    epilogue: Option<&Epilogue<'_, f32>>,
+) {
     let (c, m) = (image.channels, filters[0].rows());
     let [h, w] = image.size;
     let [oh, ow] = image.out;
     assert!(
         avx512()
-            && filters.len() == PRODUCTS
+            && filters.len() == T::PRODUCTS
             && filters
                 .iter()
                 .all(|f| f.isa() == Isa::Avx512 && f.rows() == m && f.cols() == c)
             && c.is_multiple_of(LANES)
             && m.is_multiple_of(LANES),
-        "winograd::convolve: 36 AVX-512 filters, whole blocks of channels"
+        "winograd::convolve: 36 or 16 AVX-512 filters, whole blocks of channels"
     );
     assert!(
         image.x.len() >= c * h * w
@@ -176,8 +259,8 @@ pub fn convolve(
     if oh * ow == 0 {
         return;
     }
-    let (th, tw) = (oh.div_ceil(OUTPUT), ow.div_ceil(OUTPUT));
-    let per_row = PRODUCTS * tw * (c + m);
+    let (th, tw) = (oh.div_ceil(T::OUTPUT), ow.div_ceil(T::OUTPUT));
+    let per_row = T::PRODUCTS * tw * (c + m);
     let rows_per_block = (BLOCK_FLOATS / per_row)
         .max(BLOCK_TILES.div_ceil(tw))
         .clamp(1, th);
@@ -187,16 +270,16 @@ pub fn convolve(
         &zero_bias
     });
     let y = SendPtr(y.as_mut_ptr().cast::<f32>());
-    let most = rows_per_block * tw * PRODUCTS;
+    let most = rows_per_block * tw * T::PRODUCTS;
     with_scratch(most * c, most * m, |v, products| {
         for r0 in (0..th).step_by(rows_per_block) {
             let rows = (r0, (r0 + rows_per_block).min(th));
             let tiles = (rows.1 - rows.0) * tw;
             let (v, products) = (
-                &mut v[..tiles * PRODUCTS * c],
-                &mut products[..tiles * PRODUCTS * m],
+                &mut v[..tiles * T::PRODUCTS * c],
+                &mut products[..tiles * T::PRODUCTS * m],
             );
-            transform_inputs(image, rows, tw, v);
+            transform_inputs::<T>(image, rows, tw, v);
             multiply(filters, v, products, tiles);
             let out = Outputs {
                 y,
@@ -206,7 +289,7 @@ pub fn convolve(
                 bias,
                 epilogue,
             };
-            out.transform(products, rows, tw);
+            out.transform::<T>(products, rows, tw);
         }
     });
 }
@@ -272,21 +355,26 @@ fn row_blocks(
 
 /// Transforms the input tiles of tile rows `rows.0..rows.1` (`tw` tiles each) into `v`:
 /// `v[ξ][t][channel]`, `t` counted from the block's first tile.
-fn transform_inputs(image: &WinogradImage<'_>, rows: (usize, usize), tw: usize, v: &mut [f32]) {
+fn transform_inputs<T: Tiling>(
+    image: &WinogradImage<'_>,
+    rows: (usize, usize),
+    tw: usize,
+    v: &mut [f32],
+) {
     let blocks = image.channels / LANES;
-    let band_width = OUTPUT * tw + 2;
+    let band_width = T::OUTPUT * tw + 2;
     let v_ptr = SendPtr(v.as_mut_ptr());
     row_blocks(rows, blocks).for_each_init(
-        || vec![0f32; INPUT * band_width * LANES],
+        || vec![0f32; T::INPUT * band_width * LANES],
         |band, (ty, cb)| {
-            fill_band(image, ty, cb, band_width, band);
+            fill_band(image, T::OUTPUT * ty, cb, band_width, band);
             let first = (ty - rows.0) * tw;
             let tiles = (rows.1 - rows.0) * tw;
             // SAFETY: AVX-512F (checked by `convolve`); each (tile row, channel block)
             // writes its own entries of `v`.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                transform_band(
+                transform_band::<T>(
                     band,
                     band_width,
                     tw,
@@ -300,15 +388,16 @@ fn transform_inputs(image: &WinogradImage<'_>, rows: (usize, usize), tw: usize, 
     );
 }
 
-/// Fills `band` (`[6][band_width][16]`) with the input rows of tile row `ty` for channel block
-/// `cb`: band cell `(i, j)` is image cell `(4·ty + i − pad_top, j − pad_left)`, zero outside.
-fn fill_band(image: &WinogradImage<'_>, ty: usize, cb: usize, band_width: usize, band: &mut [f32]) {
+/// Fills `band` (`[rows][band_width][16]`, rows the tiling's `INPUT`) with the input rows of
+/// the tile row whose first output row is `oy`, for channel block `cb`: band cell `(i, j)` is
+/// image cell `(oy + i − pad_top, j − pad_left)`, zero outside.
+fn fill_band(image: &WinogradImage<'_>, oy: usize, cb: usize, band_width: usize, band: &mut [f32]) {
     let [h, w] = image.size;
     let [pt, pl] = image.pads;
     // Band columns `cols.0..cols.1` are image columns `cols.0 − pl ..`.
     let cols = (pl.min(band_width), (pl + w).min(band_width));
     for (i, row) in band.chunks_exact_mut(band_width * LANES).enumerate() {
-        let yy = (OUTPUT * ty + i).checked_sub(pt).filter(|&yy| yy < h);
+        let yy = (oy + i).checked_sub(pt).filter(|&yy| yy < h);
         let Some(yy) = yy.filter(|_| cols.0 < cols.1) else {
             row.fill(0.0);
             continue;
@@ -341,10 +430,11 @@ fn fill_band(image: &WinogradImage<'_>, ty: usize, cb: usize, band_width: usize,
 /// The input transform of every tile of one band (one tile row, one channel block).
 ///
 /// # Safety
-/// The CPU has AVX-512F; `v` holds `36 · tiles.1 · channels` floats; `tiles.0 + tw ≤ tiles.1`.
+/// The CPU has AVX-512F; `v` holds `T::PRODUCTS · tiles.1 · channels` floats;
+/// `tiles.0 + tw ≤ tiles.1`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn transform_band(
+unsafe fn transform_band<T: Tiling>(
     band: &[f32],
     band_width: usize,
     tw: usize,
@@ -356,11 +446,11 @@ unsafe fn transform_band(
     let band = band.as_ptr();
     for tx in 0..tw {
         let t = first + tx;
-        // SAFETY: band cells `(r, 4·tx + c)` lie inside the band; `v`'s entries
+        // SAFETY: band cells `(r, OUTPUT·tx + c)` lie inside the band; `v`'s entries
         // `[ξ][t][cb·16..]` inside `v`.
         unsafe {
-            transform::input_tile(
-                |r, col| _mm512_loadu_ps(band.add((r * band_width + OUTPUT * tx + col) * LANES)),
+            T::input_tile(
+                |r, col| _mm512_loadu_ps(band.add((r * band_width + T::OUTPUT * tx + col) * LANES)),
                 |xi, value| {
                     _mm512_storeu_ps(v.add((xi * tiles + t) * channels + cb * LANES), value)
                 },
@@ -382,14 +472,14 @@ struct Outputs<'a> {
 impl Outputs<'_> {
     /// Transforms the products of tile rows `rows.0..rows.1` (`products[ξ][t][m]`) into
     /// their outputs, each (tile row, output channel block) on its own task.
-    fn transform(&self, products: &[f32], rows: (usize, usize), tw: usize) {
+    fn transform<T: Tiling>(&self, products: &[f32], rows: (usize, usize), tw: usize) {
         let blocks = self.m / LANES;
         row_blocks(rows, blocks).for_each(|(ty, cb)| {
             // SAFETY: AVX-512F (checked by `convolve`); each task writes its own rows of
             // its own channels.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                self.tile_row(products, rows, tw, ty, cb)
+                self.tile_row::<T>(products, rows, tw, ty, cb)
             };
         });
     }
@@ -400,7 +490,7 @@ impl Outputs<'_> {
     /// The CPU has AVX-512F; no other thread writes these outputs.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,fma")]
-    unsafe fn tile_row(
+    unsafe fn tile_row<T: Tiling>(
         &self,
         products: &[f32],
         rows: (usize, usize),
@@ -414,21 +504,22 @@ impl Outputs<'_> {
         let first = (ty - rows.0) * tw;
         let y = self.y.get();
         let p = products.as_ptr();
-        let oy = (OUTPUT * ty, (OUTPUT * ty + OUTPUT).min(oh));
+        let oy = (T::OUTPUT * ty, (T::OUTPUT * ty + T::OUTPUT).min(oh));
         // SAFETY: products `[ξ][t][cb·16..]` lie inside `products`; outputs are written
         // only at cells inside the image and channels of this block.
         unsafe {
             let bias = _mm512_loadu_ps(self.bias.as_ptr().add(cb * LANES));
             for tx in 0..tw {
                 let t = first + tx;
-                let tile = transform::output_tile(
+                let tile = T::output_tile(
                     |xi| _mm512_loadu_ps(p.add((xi * tiles + t) * m + cb * LANES)),
                     bias,
                 );
                 for (i, row) in tile.iter().enumerate().take(oy.1 - oy.0) {
                     let yy = oy.0 + i;
-                    for (j, &value) in row.iter().enumerate().take(ow - (OUTPUT * tx).min(ow)) {
-                        let xx = OUTPUT * tx + j;
+                    let columns = T::OUTPUT.min(ow - (T::OUTPUT * tx).min(ow));
+                    for (j, &value) in row.iter().enumerate().take(columns) {
+                        let xx = T::OUTPUT * tx + j;
                         match self.blocked {
                             true => _mm512_storeu_ps(
                                 y.add(cb * LANES * plane + (yy * ow + xx) * LANES),

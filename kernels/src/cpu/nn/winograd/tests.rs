@@ -80,7 +80,7 @@ fn from_blocks(x: &[f32], c: usize, plane: usize) -> Vec<f32> {
 fn winograd_convolutions_match_the_direct_sum() {
     if !applies([3, 3], [1, 1], [1, 1], 16, 16) {
         eprintln!("no AVX-512: the Winograd path does not run on this CPU");
-        assert!(pack_filters(&[0.0; 16 * 16 * 9], 16, 16).is_none());
+        assert!(pack_filters(&[0.0; 16 * 16 * 9], 16, 16, [8, 8]).is_none());
         return;
     }
     // (input channels, output channels, image, padding top/left/bottom/right)
@@ -102,59 +102,64 @@ fn winograd_convolutions_match_the_direct_sum() {
         let wt = uniform(m * c * 9, 20 + n as u64);
         let bias = uniform(m, 30 + n as u64);
         let z = uniform(m * oh * ow, 40 + n as u64);
-        let filters = pack_filters(&wt, m, c).expect("AVX-512");
         let (want, scale) = case.direct(&x, &wt, &bias);
-        for (blocked_in, blocked_out, with_epilogue) in [
-            (false, false, false),
-            (true, true, true),
-            (false, true, false),
-            (true, false, true),
-        ] {
-            let xin = match blocked_in {
-                true => to_blocks(&x, c, h * w),
-                false => x.clone(),
-            };
-            let zin = match blocked_out {
-                true => to_blocks(&z, m, oh * ow),
-                false => z.clone(),
-            };
-            let epilogue = Epilogue {
-                add: Some(&zin[..]),
-                activation: Activation::Relu,
-            };
-            let mut y = vec![MaybeUninit::new(f32::NAN); m * oh * ow];
-            let image = WinogradImage {
-                x: &xin,
-                blocked: blocked_in,
-                channels: c,
-                size: case.size,
-                pads: [case.pads[0], case.pads[1]],
-                out: [oh, ow],
-            };
-            convolve(
-                &filters,
-                &image,
-                &mut y,
-                blocked_out,
-                Some(&bias),
-                with_epilogue.then_some(&epilogue),
-            );
-            // SAFETY: every element was initialized (to NaN, then by `convolve`).
-            let y: Vec<f32> = y.iter().map(|v| unsafe { v.assume_init() }).collect();
-            let y = match blocked_out {
-                true => from_blocks(&y, m, oh * ow),
-                false => y,
-            };
-            for (i, &got) in y.iter().enumerate() {
-                let mut expect = want[i];
-                if with_epilogue {
-                    expect = (expect + f64::from(z[i])).max(0.0);
-                }
-                let bound = 1e-5 * (scale[i] + 1.0);
-                assert!(
-                    (f64::from(got) - expect).abs() <= bound,
-                    "case {n} (in blocked {blocked_in}, out blocked {blocked_out}): output {i} is {got}, want {expect}"
+        // Outputs of these sizes pack for F(4×4, 3×3) and for F(2×2, 3×3) ([`tiling`]); the
+        // filters serve any image.
+        for (tiles, products) in [([32, 32], 36), ([14, 14], 16)] {
+            let filters = pack_filters(&wt, m, c, tiles).expect("AVX-512");
+            assert_eq!(filters.len(), products);
+            for (blocked_in, blocked_out, with_epilogue) in [
+                (false, false, false),
+                (true, true, true),
+                (false, true, false),
+                (true, false, true),
+            ] {
+                let xin = match blocked_in {
+                    true => to_blocks(&x, c, h * w),
+                    false => x.clone(),
+                };
+                let zin = match blocked_out {
+                    true => to_blocks(&z, m, oh * ow),
+                    false => z.clone(),
+                };
+                let epilogue = Epilogue {
+                    add: Some(&zin[..]),
+                    activation: Activation::Relu,
+                };
+                let mut y = vec![MaybeUninit::new(f32::NAN); m * oh * ow];
+                let image = WinogradImage {
+                    x: &xin,
+                    blocked: blocked_in,
+                    channels: c,
+                    size: case.size,
+                    pads: [case.pads[0], case.pads[1]],
+                    out: [oh, ow],
+                };
+                convolve(
+                    &filters,
+                    &image,
+                    &mut y,
+                    blocked_out,
+                    Some(&bias),
+                    with_epilogue.then_some(&epilogue),
                 );
+                // SAFETY: every element was initialized (to NaN, then by `convolve`).
+                let y: Vec<f32> = y.iter().map(|v| unsafe { v.assume_init() }).collect();
+                let y = match blocked_out {
+                    true => from_blocks(&y, m, oh * ow),
+                    false => y,
+                };
+                for (i, &got) in y.iter().enumerate() {
+                    let mut expect = want[i];
+                    if with_epilogue {
+                        expect = (expect + f64::from(z[i])).max(0.0);
+                    }
+                    let bound = 1e-5 * (scale[i] + 1.0);
+                    assert!(
+                        (f64::from(got) - expect).abs() <= bound,
+                        "case {n} ({products} products, in blocked {blocked_in}, out blocked {blocked_out}): output {i} is {got}, want {expect}"
+                    );
+                }
             }
         }
     }
@@ -164,7 +169,8 @@ fn winograd_convolutions_match_the_direct_sum() {
 fn transformed_filters_give_the_products_of_the_definition() {
     // One channel, one 6×6 tile: Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A is the 4×4 valid correlation.
     let g = uniform(9, 7);
-    let u = transform::filter(&g);
+    let mut u = [0f32; 36];
+    transform::F4x4::filter(&g, &mut u);
     let bt: [[f64; 6]; 6] = [
         [4., 0., -5., 0., 1., 0.],
         [0., -4., -4., 1., 1., 0.],
