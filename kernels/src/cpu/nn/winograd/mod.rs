@@ -1,20 +1,23 @@
 //! 3×3 convolutions with unit strides by Winograd's F(4×4, 3×3): each 4×4 block of outputs
 //! takes 36 multiply-adds per input and output channel pair where the direct convolution
-//! takes 144 (Lavin & Gray 2016; `transform.rs` has the matrices).
+//! takes 144 (Lavin & Gray 2016; `transform.rs` has the matrices). On smaller images, by
+//! F(2×2, 3×3): 16 per 2×2 block against 36 ([`wide`] chooses). Windows of one row or column
+//! (1×r, r×1) run by the 1-D F(4, r) of [`line`].
 //!
-//! The output is cut into 4×4 tiles, and the tiles into blocks of whole tile rows. For each
-//! block:
-//! 1. every input tile (6×6, the tile's windows) is transformed, 16 channels at a time, into
-//!    36 matrices `V_ξ` of tiles × input channels;
-//! 2. 36 independent products `M_ξ = V_ξ · U_ξᵀ` (tiles × output channels) run on the packed
-//!    GEMM's token-major position tiles, against the filters transformed once into `U_ξ`
+//! The output is cut into tiles (4×4 or 2×2), and the tiles into blocks of whole tile rows.
+//! For each block:
+//! 1. every input tile (6×6 or 4×4, the tile's windows) is transformed, 16 channels at a time,
+//!    into 36 or 16 matrices `V_ξ` of tiles × input channels;
+//! 2. as many independent products `M_ξ = V_ξ · U_ξᵀ` (tiles × output channels) run on the
+//!    packed GEMM's token-major position tiles, against the filters transformed once into `U_ξ`
 //!    (output × input channels, packed like any weight matrix);
-//! 3. every tile's 36 products are transformed back into its 4×4 outputs, 16 output channels
-//!    at a time, with the bias, then the epilogue (a residual and the activation).
+//! 3. every tile's products are transformed back into its outputs, 16 output channels at a
+//!    time, with the bias, then the epilogue (a residual and the activation).
 //!
 //! Needs AVX-512 (the token-major product and the transforms' vectors), and channel counts in
-//! whole blocks of 16. The transformed filters are 4× the size of the original ones, so a
-//! block holds enough tiles that the filters are streamed a few times per image at most.
+//! whole blocks of 16. The transformed filters are 4× (F(4×4)) or 16/9 (F(2×2)) the size of
+//! the original ones, so a block holds enough tiles that the filters are streamed a few times
+//! per image at most.
 
 pub mod line;
 mod transform;
@@ -32,7 +35,7 @@ use super::packed_gemm::{self, Isa, PackedA};
 /// One Winograd tiling of 3×3 convolutions, F(`OUTPUT`×`OUTPUT`, 3×3) on input tiles of
 /// `INPUT`×`INPUT` cells: F(4×4, 3×3) ([`transform::F4x4`]) where an image has tiles
 /// enough to stream its filters (four times the original ones) over, F(2×2, 3×3)
-/// ([`transform::F2x2`], filters 16/9 the size) on smaller images ([`tiling`]).
+/// ([`transform::F2x2`], filters 16/9 the size) on smaller images ([`wide`]).
 trait Tiling {
     /// Cells along each side of an input tile.
     const INPUT: usize;
@@ -69,21 +72,15 @@ trait Tiling {
 /// The largest `OUTPUT` of the tilings.
 const MOST_OUTPUT: usize = 4;
 
-/// Which tiling runs a convolution with outputs `out` (its `OUTPUT`): F(4×4, 3×3) where its
-/// products take at most 2/3 of F(2×2, 3×3)'s multiply-adds (the last tiles counted whole),
-/// else F(2×2, 3×3), whose filters, 16/9 the original ones against 4×, stream faster over
-/// few tiles. (`winograd_rate`, 2 threads, weights from memory: F(2×2) took 0.82–0.90× F(4×4)'s
+/// Whether F(4×4, 3×3) rather than F(2×2, 3×3) runs a convolution with outputs `out`: where
+/// its products take at most 2/3 of F(2×2)'s multiply-adds (the last tiles counted whole).
+/// Elsewhere F(2×2)'s filters, 16/9 the original ones against 4×, stream faster over the few
+/// tiles. (`winograd_rate`, 2 threads, weights from memory: F(2×2) took 0.82–0.90× F(4×4)'s
 /// time at 14² and 17² and 0.68–0.77× at 10²; F(4×4) 0.72× F(2×2)'s at 19², 0.66–0.69× at
 /// 28², 0.69× at 35².)
-fn tiling(out: [usize; 2]) -> usize {
-    let (wide, small) = (transform::F4x4::OUTPUT, transform::F2x2::OUTPUT);
-    let products = |output: usize, per_tile: usize| tiles(out, output) * per_tile;
-    match 3 * products(wide, transform::F4x4::PRODUCTS)
-        <= 2 * products(small, transform::F2x2::PRODUCTS)
-    {
-        true => wide,
-        false => small,
-    }
+fn wide(out: [usize; 2]) -> bool {
+    use transform::{F2x2, F4x4};
+    3 * tiles(out, F4x4::OUTPUT) * F4x4::PRODUCTS <= 2 * tiles(out, F2x2::OUTPUT) * F2x2::PRODUCTS
 }
 
 /// Tiles of `output`×`output` cells over outputs `out`.
@@ -144,15 +141,15 @@ fn avx512() -> bool {
 }
 
 /// Whether Winograd beats the position tiles on a convolution that [`applies`]: enough
-/// tiles of its [`tiling`] to stream the larger filters over. (F(4×4, 3×3) on 7×7 outputs,
+/// tiles of its tiling ([`wide`]) to stream the larger filters over. (F(4×4, 3×3) on 7×7 outputs,
 /// 4 tiles, took 1.1–1.9× the position tiles' time with 512 channels; from 14×14, 16 tiles,
 /// 0.34–0.76×. F(2×2, 3×3) on 7×7, 16 tiles, 1.01×; on 10×10, 25 tiles, 0.42–0.72×.)
 pub fn pays(c: usize, m: usize, out: [usize; 2]) -> bool {
-    let least = match tiling(out) {
-        4 => 16,
-        _ => 25,
+    let (tiles, least) = match wide(out) {
+        true => (tiles(out, transform::F4x4::OUTPUT), 16),
+        false => (tiles(out, transform::F2x2::OUTPUT), 25),
     };
-    tiles(out, tiling(out)) >= least && c >= 32 && m >= 32
+    tiles >= least && c >= 32 && m >= 32
 }
 
 /// Whether a 2-D convolution (group 1) runs by Winograd: where it [`applies`] and either
@@ -174,13 +171,13 @@ fn switch() -> Option<bool> {
     *SWITCH.get_or_init(|| std::env::var("SPILLWAY_WINOGRAD").ok().map(|v| v != "0"))
 }
 
-/// The filters `w` (`m × c × 3 × 3`) transformed and packed for the [`tiling`] of outputs
-/// `out`: `U_ξ` for each of its products (36 or 16). `None` without AVX-512. (Filters packed
-/// for one size serve any other: [`convolve`] takes the tiling they were packed for.)
+/// The filters `w` (`m × c × 3 × 3`) transformed and packed for the tiling of outputs `out`
+/// ([`wide`]): `U_ξ` for each of its products (36 or 16). `None` without AVX-512. (Filters
+/// packed for one size serve any other: [`convolve`] takes the tiling they were packed for.)
 pub fn pack_filters(w: &[f32], m: usize, c: usize, out: [usize; 2]) -> Option<Vec<PackedA>> {
-    match tiling(out) {
-        4 => pack::<transform::F4x4>(w, m, c),
-        _ => pack::<transform::F2x2>(w, m, c),
+    match wide(out) {
+        true => pack::<transform::F4x4>(w, m, c),
+        false => pack::<transform::F2x2>(w, m, c),
     }
 }
 

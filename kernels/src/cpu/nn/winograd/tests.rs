@@ -103,7 +103,7 @@ fn winograd_convolutions_match_the_direct_sum() {
         let bias = uniform(m, 30 + n as u64);
         let z = uniform(m * oh * ow, 40 + n as u64);
         let (want, scale) = case.direct(&x, &wt, &bias);
-        // Outputs of these sizes pack for F(4×4, 3×3) and for F(2×2, 3×3) ([`tiling`]); the
+        // Outputs of these sizes pack for F(4×4, 3×3) and for F(2×2, 3×3) ([`wide`]); the
         // filters serve any image.
         for (tiles, products) in [([32, 32], 36), ([14, 14], 16)] {
             let filters = pack_filters(&wt, m, c, tiles).expect("AVX-512");
