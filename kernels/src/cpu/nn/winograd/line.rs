@@ -76,7 +76,7 @@ pub fn applies(
 }
 
 /// Whether F(4, r) beats the position tiles on a convolution that [`applies`]: at least
-/// [`LEAST_TILES`] tiles to stream the larger filters over, 32 channels in and out (as for
+/// `LEAST_TILES` (64) tiles to stream the larger filters over, 32 channels in and out (as for
 /// F(4×4, 3×3)), and at most 0.7 of the direct multiply-adds once the last tile of each line
 /// is counted whole.
 pub fn pays(along: Along, r: usize, (c, m): (usize, usize), [oh, ow]: [usize; 2]) -> bool {
@@ -319,7 +319,6 @@ pub fn convolve(
     epilogue: Option<&Epilogue<'_, f32>>,
 ) {
     let (c, m) = (image.channels, filters[0].rows());
-    let [h, w] = image.size;
     let [oh, ow] = image.out;
     let t = filters
         .len()
@@ -332,25 +331,8 @@ pub fn convolve(
             filters.len()
         );
     };
-    assert!(
-        avx512()
-            && image.blocked
-            && filters
-                .iter()
-                .all(|f| f.isa() == Isa::Avx512 && f.rows() == m && f.cols() == c)
-            && c.is_multiple_of(LANES)
-            && m.is_multiple_of(LANES),
-        "line::convolve: AVX-512 filters, a blocked image, whole blocks of channels"
-    );
-    assert!(
-        image.x.len() >= c * h * w
-            && y.len() >= m * oh * ow
-            && bias.is_none_or(|b| b.len() >= m)
-            && epilogue
-                .and_then(|e| e.add)
-                .is_none_or(|z| z.len() >= m * oh * ow),
-        "line::convolve: operands too short"
-    );
+    assert!(image.blocked, "line::convolve: a blocked image");
+    super::check_operands("line::convolve", filters, image, y.len(), bias, epilogue);
     if oh * ow == 0 {
         return;
     }

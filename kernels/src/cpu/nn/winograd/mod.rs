@@ -1,8 +1,8 @@
 //! 3×3 convolutions with unit strides by Winograd's F(4×4, 3×3): each 4×4 block of outputs
 //! takes 36 multiply-adds per input and output channel pair where the direct convolution
 //! takes 144 (Lavin & Gray 2016; `transform.rs` has the matrices). On smaller images, by
-//! F(2×2, 3×3): 16 per 2×2 block against 36 ([`wide`] chooses). Windows of one row or column
-//! (1×r, r×1) run by the 1-D F(4, r) of [`line`].
+//! F(2×2, 3×3): 16 per 2×2 block against 36 (`wide` chooses). Windows of one row or column
+//! (1×r, r×1) run by the 1-D F(4, r) of [`mod@line`].
 //!
 //! The output is cut into tiles (4×4 or 2×2), and the tiles into blocks of whole tile rows.
 //! For each block:
@@ -141,7 +141,7 @@ fn avx512() -> bool {
 }
 
 /// Whether Winograd beats the position tiles on a convolution that [`applies`]: enough
-/// tiles of its tiling ([`wide`]) to stream the larger filters over. (F(4×4, 3×3) on 7×7 outputs,
+/// tiles of its tiling (see `wide`) to stream the larger filters over. (F(4×4, 3×3) on 7×7 outputs,
 /// 4 tiles, took 1.1–1.9× the position tiles' time with 512 channels; from 14×14, 16 tiles,
 /// 0.34–0.76×. F(2×2, 3×3) on 7×7, 16 tiles, 1.01×; on 10×10, 25 tiles, 0.42–0.72×.)
 pub fn pays(c: usize, m: usize, out: [usize; 2]) -> bool {
@@ -172,7 +172,7 @@ fn switch() -> Option<bool> {
 }
 
 /// The filters `w` (`m × c × 3 × 3`) transformed and packed for the tiling of outputs `out`
-/// ([`wide`]): `U_ξ` for each of its products (36 or 16). `None` without AVX-512. (Filters
+/// (see `wide`): `U_ξ` for each of its products (36 or 16). `None` without AVX-512. (Filters
 /// packed for one size serve any other: [`convolve`] takes the tiling they were packed for.)
 pub fn pack_filters(w: &[f32], m: usize, c: usize, out: [usize; 2]) -> Option<Vec<PackedA>> {
     match wide(out) {
@@ -232,26 +232,19 @@ fn convolve_in<T: Tiling>(
     epilogue: Option<&Epilogue<'_, f32>>,
 ) {
     let (c, m) = (image.channels, filters[0].rows());
-    let [h, w] = image.size;
     let [oh, ow] = image.out;
-    assert!(
-        avx512()
-            && filters.len() == T::PRODUCTS
-            && filters
-                .iter()
-                .all(|f| f.isa() == Isa::Avx512 && f.rows() == m && f.cols() == c)
-            && c.is_multiple_of(LANES)
-            && m.is_multiple_of(LANES),
-        "winograd::convolve: 36 or 16 AVX-512 filters, whole blocks of channels"
+    assert_eq!(
+        filters.len(),
+        T::PRODUCTS,
+        "winograd::convolve: 36 or 16 filters"
     );
-    assert!(
-        image.x.len() >= c * h * w
-            && y.len() >= m * oh * ow
-            && bias.is_none_or(|b| b.len() >= m)
-            && epilogue
-                .and_then(|e| e.add)
-                .is_none_or(|z| z.len() >= m * oh * ow),
-        "winograd::convolve: operands too short"
+    check_operands(
+        "winograd::convolve",
+        filters,
+        image,
+        y.len(),
+        bias,
+        epilogue,
     );
     if oh * ow == 0 {
         return;
@@ -289,6 +282,40 @@ fn convolve_in<T: Tiling>(
             out.transform::<T>(products, rows, tw);
         }
     });
+}
+
+/// Asserts what a Winograd convolution's caller promises (`what` names it): AVX-512, the
+/// filters packed for it, all `m × c` with `c` the image's channels, whole blocks of 16
+/// channels in and out, and the image, `y_len` outputs, the bias and the epilogue's residual
+/// long enough.
+fn check_operands(
+    what: &str,
+    filters: &[PackedA],
+    image: &WinogradImage<'_>,
+    y_len: usize,
+    bias: Option<&[f32]>,
+    epilogue: Option<&Epilogue<'_, f32>>,
+) {
+    let (c, m) = (image.channels, filters[0].rows());
+    let ([h, w], [oh, ow]) = (image.size, image.out);
+    assert!(
+        avx512()
+            && filters
+                .iter()
+                .all(|f| f.isa() == Isa::Avx512 && f.rows() == m && f.cols() == c)
+            && c.is_multiple_of(LANES)
+            && m.is_multiple_of(LANES),
+        "{what}: AVX-512 filters, whole blocks of channels"
+    );
+    assert!(
+        image.x.len() >= c * h * w
+            && y_len >= m * oh * ow
+            && bias.is_none_or(|b| b.len() >= m)
+            && epilogue
+                .and_then(|e| e.add)
+                .is_none_or(|z| z.len() >= m * oh * ow),
+        "{what}: operands too short"
+    );
 }
 
 /// The products `M_ξ = V_ξ · U_ξᵀ` of `tiles` transformed input tiles (`v[ξ][t][c]`) into
