@@ -3,7 +3,9 @@
 //! like `Y`, and `Y` blocked `[N, M / 16, OH, OW, 16]` — or in planes when the attribute
 //! `blocked_output` is 0, for an output whose readers want planes. The product runs in
 //! position tiles ([`PackedA::multiply_blocked`]), or, for 3×3 windows with unit strides where
-//! [`winograd::chooses`] it, by Winograd's F(4×4, 3×3) ([`winograd::convolve`]).
+//! [`winograd::chooses`] it, by Winograd's F(4×4, 3×3) or F(2×2, 3×3) ([`winograd::convolve`]),
+//! or, for 1×r and r×1 windows of blocked images where [`line::chooses`] it, by the 1-D
+//! F(4, r) ([`line::convolve`]).
 
 use std::borrow::Cow;
 
@@ -33,7 +35,7 @@ pub struct BlockedConv {
 
 /// How a run computes the product: the weights packed for each path.
 enum Path<'a> {
-    /// Winograd's F(4×4, 3×3): the 36 transformed filters.
+    /// Winograd's F(4×4, 3×3) or F(2×2, 3×3): the 36 or 16 transformed filters.
     Winograd(Cow<'a, [PackedA]>),
     /// Winograd's 1-D F(4, r) along a 1×r or r×1 window: the `r + 3` transformed filters.
     Line(Cow<'a, [PackedA]>, Along),

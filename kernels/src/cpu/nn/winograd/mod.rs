@@ -20,6 +20,7 @@
 //! per image at most.
 
 pub mod line;
+mod toom_cook;
 mod transform;
 
 use std::mem::MaybeUninit;
