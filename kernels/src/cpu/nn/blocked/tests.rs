@@ -106,6 +106,11 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
         (2, 168, 42, 9, 1, 1, 0, 1),
         (1, 40, 24, 13, 3, 1, 1, 1),
         (1, 84, 100, 8, 5, 2, 2, 1),
+        // 1×1 windows as cell tiles: two depth blocks, the second ending in a part-filled
+        // block; padded (rows of adjacent cells); strided (positions apart: general tiles).
+        (1, 1100, 40, 6, 1, 1, 0, 1),
+        (1, 32, 200, 7, 1, 1, 1, 1),
+        (1, 48, 32, 9, 1, 2, 0, 1),
     ];
     for (i, &(n, c, m, side, k, s, p, d)) in cases.iter().enumerate() {
         // A padded output takes the epilogue's pass after the tiles (ReLU finishes in them).

@@ -1,6 +1,7 @@
 //! The tile loop of a product in position tiles: a [`Task`] holds one product's packed
 //! weights, image operand and output, and runs rectangles of channel panels × position tiles.
 
+use super::cell_tile;
 use super::position_tile::{self, POSITIONS, TileFinish, TilePositions};
 use super::positions::{padded_channels, panel_width};
 use super::{Isa, KC, PackedA};
@@ -52,6 +53,32 @@ pub(super) fn rectangles((u0, u1): (usize, usize), inner: usize) -> [Option<Rect
     ]
 }
 
+/// `tasks` ranges of the units of `panels × tiles`, numbered panel by panel, of equal cost
+/// when a tile of the last panel, if `half` wide, costs [`HALF_COST`] thirds of a full
+/// panel's. Equal counts of units left one of 2 threads 7–9 % of NASNet's 168- and
+/// 336-channel 1×1 convolutions to finish alone (`conv_rate`: 168 channels, one thread
+/// 2604 µs, two 1408 µs).
+pub(super) fn shares(panels: usize, tiles: usize, half: bool, tasks: usize) -> Vec<(usize, usize)> {
+    let full = panels - usize::from(half);
+    let full_cost = FULL_COST * full * tiles;
+    let total = full_cost + usize::from(half) * HALF_COST * tiles;
+    // The first unit whose cost starts at or past `cost`.
+    let unit = |cost: usize| match cost <= full_cost {
+        true => cost.div_ceil(FULL_COST),
+        false => full * tiles + (cost - full_cost).div_ceil(HALF_COST),
+    };
+    (0..tasks)
+        .map(|i| (unit(i * total / tasks), unit((i + 1) * total / tasks)))
+        .filter(|(u0, u1)| u0 < u1)
+        .collect()
+}
+
+/// See [`shares`]: a full panel's tile costs 3, a half panel's 2 (a 16-channel panel's tiles
+/// broadcast as often for half the multiply-adds: 0.65 of a full one's time in `conv_rate`).
+const FULL_COST: usize = 3;
+/// See [`FULL_COST`].
+const HALF_COST: usize = 2;
+
 /// Rows × columns of a grid, each as a range `(start, end)`.
 type Rectangle = ((usize, usize), (usize, usize));
 
@@ -73,6 +100,8 @@ pub(super) struct Task<'a> {
     pub(super) output: Output,
     /// Whether tiles prefetch the next tile's image cells.
     pub(super) prefetch: bool,
+    /// Whether tiles of adjacent positions run as cell tiles ([`cell_tile`]).
+    pub(super) cells: bool,
 }
 
 impl Task<'_> {
@@ -238,7 +267,10 @@ impl Task<'_> {
         };
         let offsets = self.offsets[pc..pc + kc].as_ptr();
         let wide = panel.len() == kc * self.full;
-        let kernel = position_tile::kernel_for(self.a.isa, wide, live.1, blocked, self.prefetch);
+        let kernel = match self.cells && cell_tile::adjacent(&pos.now, live.1) {
+            true => cell_tile::kernel_for(wide, live.1, blocked, self.prefetch),
+            false => position_tile::kernel_for(self.a.isa, wide, live.1, blocked, self.prefetch),
+        };
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
         // lies inside the padded image; `c` holds the live channels × positions (the caller's
@@ -263,7 +295,7 @@ impl Task<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::rectangles;
+    use super::{FULL_COST, HALF_COST, rectangles, shares};
 
     #[test]
     fn tasks_rectangles_cover_every_unit_once() {
@@ -293,6 +325,34 @@ mod tests {
                     seen.iter().all(|&s| s == 1),
                     "{outer}x{inner} in {tasks} tasks"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn shares_cover_every_unit_once_at_equal_cost() {
+        for (panels, tiles, half) in [(6, 221, true), (11, 56, true), (5, 3, false), (1, 9, true)] {
+            let cost = |u: usize| match half && u / tiles == panels - 1 {
+                true => HALF_COST,
+                false => FULL_COST,
+            };
+            let total: usize = (0..panels * tiles).map(cost).sum();
+            for tasks in 1..=8 {
+                let ranges = shares(panels, tiles, half, tasks);
+                assert_eq!(ranges.first().map(|r| r.0), Some(0));
+                assert_eq!(ranges.last().map(|r| r.1), Some(panels * tiles));
+                assert!(
+                    ranges
+                        .windows(2)
+                        .all(|w| w[0].1 == w[1].0 && w[0].0 < w[0].1)
+                );
+                for &(u0, u1) in &ranges {
+                    let share: usize = (u0..u1).map(cost).sum();
+                    assert!(
+                        share.abs_diff(total / tasks) <= 2 * FULL_COST,
+                        "{panels}x{tiles} {half} in {tasks}: {u0}..{u1} costs {share} of {total}"
+                    );
+                }
             }
         }
     }

@@ -110,19 +110,9 @@ pub unsafe fn position_tile<
     finish: Option<TileFinish>,
 ) {
     let (next, ahead, ahead_lines, pos) = (pos.next, pos.ahead, pos.ahead_lines, pos.now);
-    let mut acc = [[_mm512_setzero_ps(); POSITIONS]; NV];
-    // Lanes past `live_pos` are neither read nor written.
-    let live = _mm256_cmpgt_epi32(
-        _mm256_set1_epi32(live_pos as i32),
-        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-    );
     // SAFETY: every read stays inside the operands (caller's contract).
     unsafe {
-        if let Some(bias) = bias {
-            for (v, row) in acc.iter_mut().enumerate() {
-                *row = [_mm512_loadu_ps(bias.as_ptr().add(v * 16)); POSITIONS];
-            }
-        }
+        let mut acc = initial_acc::<NV>(bias);
         // The depth in segments, each starting with a few of the lines ahead: a burst of
         // them at the tile's start would wait for the memory all at once.
         let segments = kc.min(ahead_lines).max(1);
@@ -150,6 +140,58 @@ pub unsafe fn position_tile<
                 }
             }
         }
+        store_tile::<NV, BLOCKED>(
+            &acc,
+            c,
+            (ldc, step),
+            (live_ch, live_pos),
+            accumulate,
+            finish,
+        );
+    }
+}
+
+/// A tile's accumulators at their start: `bias`'s `NV` vectors of channels at every position,
+/// or zeros.
+///
+/// # Safety
+/// `bias`, when given, holds `NV · 16` values; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn initial_acc<const NV: usize>(
+    bias: Option<&[f32]>,
+) -> [[__m512; POSITIONS]; NV] {
+    std::array::from_fn(|v| match bias {
+        // SAFETY: the caller's contract.
+        Some(b) => [unsafe { _mm512_loadu_ps(b.as_ptr().add(v * 16)) }; POSITIONS],
+        None => [_mm512_setzero_ps(); POSITIONS],
+    })
+}
+
+/// Writes an AVX-512 tile's accumulators (`acc[v][i]`: channels `v·16..` at position `i`) to
+/// `c` as [`position_tile`] describes: channels `0..live_ch` × positions `0..live_pos`, as
+/// blocks of 16 channels when `BLOCKED`, else transposed to channel rows; added to what is
+/// there when `accumulate`, then finished by `finish` when given.
+///
+/// # Safety
+/// As [`position_tile`]'s for `c` and `finish`; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) unsafe fn store_tile<const NV: usize, const BLOCKED: bool>(
+    acc: &[[__m512; POSITIONS]; NV],
+    c: *mut f32,
+    (ldc, step): (usize, usize),
+    (live_ch, live_pos): (usize, usize),
+    accumulate: bool,
+    finish: Option<TileFinish>,
+) {
+    // Lanes past `live_pos` are neither read nor written.
+    let live = _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(live_pos as i32),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+    );
+    // SAFETY: the caller's contract.
+    unsafe {
         if BLOCKED {
             for (v, row) in acc.iter().enumerate().take(live_ch.div_ceil(16)) {
                 for (i, &out) in row.iter().enumerate().take(live_pos) {

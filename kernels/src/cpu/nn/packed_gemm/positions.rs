@@ -18,10 +18,10 @@ use rayon::prelude::*;
 
 use super::blocked_image;
 use super::direct::{self, PaddedImage};
-use super::position_task::{Output, Task, rectangles};
+use super::position_task::{Output, Task, rectangles, shares};
 use super::position_tile::{AVX2_HEIGHT, POSITIONS};
 use super::source::Image2d;
-use super::{Isa, KC, PackedA, TASKS_PER_THREAD, split};
+use super::{Isa, KC, PackedA, TASKS_PER_THREAD};
 use crate::cpu::aligned::AlignedFloats;
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
@@ -219,6 +219,7 @@ impl PackedA {
                     offsets: &img.offsets,
                     starts: &img.starts,
                     prefetch: prefetches(im, self.k),
+                    cells: im.kernel == [1, 1],
                 };
                 self.run_positions(&operand, c, output, bias, epilogue)
             });
@@ -263,6 +264,7 @@ impl PackedA {
             offsets: &offsets,
             starts: &starts,
             prefetch: false,
+            cells: false,
         };
         let c = SendPtr(y.as_mut_ptr().cast::<f32>());
         self.run_positions(&operand, c, Output::Positions(m), bias, None);
@@ -318,6 +320,7 @@ impl PackedA {
             c,
             output,
             prefetch: operand.prefetch,
+            cells: operand.cells,
         };
         let panels = m.div_ceil(full);
         let threads = super::threads();
@@ -331,11 +334,15 @@ impl PackedA {
         // made inception_v3's 17×17 1×1 convolutions 5–10 % slower even where the image
         // is the larger operand, and whole panels or tiles per task left one of 2 threads
         // up to 4/7 of a 7×7 image's work (googlenet 0.97×, inception_v3 0.99×, 2 threads).
-        split(panels * tiles, TASKS_PER_THREAD * threads).for_each(|range| {
-            for (p, t) in rectangles(range, tiles).into_iter().flatten() {
-                task.run(p, t);
-            }
-        });
+        // Shares of equal cost: a last panel half as wide costs less (see `shares`).
+        let half = panel_width(full, m, panels - 1) < full;
+        shares(panels, tiles, half, TASKS_PER_THREAD * threads)
+            .into_par_iter()
+            .for_each(|range| {
+                for (p, t) in rectangles(range, tiles).into_iter().flatten() {
+                    task.run(p, t);
+                }
+            });
     }
 }
 
@@ -358,6 +365,7 @@ fn with_planar_operand<R>(
             offsets: &img.offsets,
             starts: &starts,
             prefetch: false,
+            cells: false,
         })
     })
 }
@@ -370,6 +378,9 @@ struct Operand<'a> {
     starts: &'a [usize],
     /// Whether each tile prefetches the next tile's cells ([`prefetches`]).
     prefetch: bool,
+    /// Whether the image is blocked and the window 1×1: each block's 16 depth rows are one
+    /// cell's consecutive floats (tiles of adjacent positions run as cell tiles).
+    cells: bool,
 }
 
 /// Whether the tiles of a product over a blocked image prefetch the next tile's cells: for 1×1
