@@ -278,14 +278,22 @@ unsafe fn row<const NB: usize>(
             edge::<NB>(planes, window, columns, filter, ox);
             ox += 1;
         }
+        // Unit strides: runs along the row block by block (see `sliding`), the last run of a
+        // block ending at the interior's end, overlapping the one before it (its outputs are
+        // written again, with the same values).
+        if let Some((width, slide)) = slides(columns, hi - lo) {
+            for k in 0..NB {
+                for x in (lo..hi).step_by(width) {
+                    slide(planes, k, window, columns, filter, x.min(hi - width));
+                }
+            }
+            ox = hi;
+        }
         // With the stride a constant, each output's taps lie at fixed offsets from its
         // block's pointer; a stride known only at run time made the compiler keep one
         // pointer per block and output (16), spilled to the stack.
         while ox + RUN <= hi {
             match (columns.stride, columns.dilation, columns.kernel) {
-                (1, 1, 3) => sliding::<NB, RUN, 3>(planes, window, columns, filter, ox),
-                (1, 1, 5) => sliding::<NB, RUN, 5>(planes, window, columns, filter, ox),
-                (1, 1, 7) => sliding::<NB, RUN, 7>(planes, window, columns, filter, ox),
                 (1, ..) => run::<NB, RUN, 1>(planes, window, columns, filter, ox),
                 (2, ..) => run::<NB, RUN, 2>(planes, window, columns, filter, ox),
                 _ => run::<NB, RUN, 0>(planes, window, columns, filter, ox),
@@ -301,6 +309,27 @@ unsafe fn row<const NB: usize>(
             ox += 1;
         }
     }
+}
+
+/// The run width and [`sliding`] instance for an interior of `len` outputs: [`WIDE`], or
+/// [`RUN`] when fewer; none for other strides, dilations or windows, or fewer outputs.
+#[cfg(target_arch = "x86_64")]
+fn slides(columns: &Columns, len: usize) -> Option<(usize, Slide)> {
+    let width = match len {
+        l if l >= WIDE => WIDE,
+        l if l >= RUN => RUN,
+        _ => return None,
+    };
+    let slide: Slide = match (columns.stride, columns.dilation, columns.kernel, width) {
+        (1, 1, 3, WIDE) => sliding::<WIDE, 3>,
+        (1, 1, 5, WIDE) => sliding::<WIDE, 5>,
+        (1, 1, 7, WIDE) => sliding::<WIDE, 7>,
+        (1, 1, 3, _) => sliding::<RUN, 3>,
+        (1, 1, 5, _) => sliding::<RUN, 5>,
+        (1, 1, 7, _) => sliding::<RUN, 7>,
+        _ => return None,
+    };
+    Some((width, slide))
 }
 
 /// Off x86-64 the blocked kernels are never built ([`require_avx512`]).
@@ -347,49 +376,63 @@ unsafe fn run<const NB: usize, const R: usize, const S: usize>(
     }
 }
 
-/// Most image vectors one kernel row of [`sliding`] reads: `RUN + 7 - 1`.
-const WINDOW_VECTORS: usize = RUN + 6;
+/// Outputs per run of [`sliding`].
+const WIDE: usize = 8;
+/// Most image vectors one kernel row of [`sliding`] reads: `WIDE + 7 - 1`.
+const WINDOW_VECTORS: usize = WIDE + 6;
 
-/// As [`run`] for unit stride and dilation and a `KW`-wide window (at most 7), reading each
-/// image vector of a kernel row once per block: the `R + KW - 1` vectors the row's outputs
-/// share stay in registers across its taps. [`run`] loads one per multiply-add (25 loads
-/// for 20 multiply-adds on a 5×5 window, 4 outputs, against 13 here). Each output adds its
-/// taps in the same order as in [`run`], so the results are the same bit for bit.
+/// The signature of [`sliding`]'s instances.
+type Slide = unsafe fn(&Planes<'_>, usize, &Window<'_>, &Columns, &Filter<'_>, usize);
+
+/// Outputs `ox..ox + R` of block `k` alone, every tap inside the image, for unit stride and
+/// dilation and a `KW`-wide window (at most 7): the `R + KW - 1` image vectors a kernel row's
+/// outputs share are loaded once into registers, and each tap's weights once for the `R`
+/// outputs. One block with `R` = 8 accumulators keeps every value in registers (32 zmm); four
+/// blocks of 4 together, which the compiler interleaved, spilled a dozen vectors to the
+/// stack and ran at 18–23 % of the FMA peak (`depthwise_rate`). Each output adds its taps in
+/// the same order as in [`run`], so the results are the same bit for bit.
 ///
 /// # Safety
-/// As [`run`]'s, with `columns.stride` and `columns.dilation` 1 and `columns.kernel` `KW`.
+/// As [`run`]'s for block `k` (below the planes' count), with `columns.stride` and
+/// `columns.dilation` 1 and `columns.kernel` `KW`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn sliding<const NB: usize, const R: usize, const KW: usize>(
+unsafe fn sliding<const R: usize, const KW: usize>(
     planes: &Planes<'_>,
+    k: usize,
     window: &Window<'_>,
     columns: &Columns,
     filter: &Filter<'_>,
     ox: usize,
 ) {
     debug_assert!(R + KW - 1 <= WINDOW_VECTORS);
-    let (img, w, taps) = (planes.image.as_ptr(), filter.weights.as_ptr(), filter.taps);
+    let taps = filter.taps;
     // SAFETY: the caller's contract: every tap of these outputs lies inside the image.
     unsafe {
-        let mut acc = biases::<NB, R>(filter.bias.as_ptr());
+        let img = planes.image.as_ptr().add(k * planes.plane);
+        let w = filter.weights.as_ptr().add(k * taps * BLOCK);
+        let [mut acc] = biases::<1, R>(filter.bias.as_ptr().add(k * BLOCK));
         let first = ox - columns.pad;
         for (ky, iy) in window.inside() {
-            let line = img.add((iy * columns.width + first) * BLOCK);
-            for (k, acc) in acc.iter_mut().enumerate() {
-                let at = line.add(k * planes.plane);
-                let mut xs = [_mm512_setzero_ps(); WINDOW_VECTORS];
-                for (i, x) in xs.iter_mut().enumerate().take(R + KW - 1) {
-                    *x = _mm512_loadu_ps(at.add(i * BLOCK));
-                }
-                for kx in 0..KW {
-                    let wv = _mm512_loadu_ps(w.add((k * taps + ky * KW + kx) * BLOCK));
-                    for (j, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_fmadd_ps(xs[j + kx], wv, *a);
-                    }
+            let at = img.add((iy * columns.width + first) * BLOCK);
+            let mut xs = [_mm512_setzero_ps(); WINDOW_VECTORS];
+            for (i, x) in xs.iter_mut().enumerate().take(R + KW - 1) {
+                *x = _mm512_loadu_ps(at.add(i * BLOCK));
+            }
+            for kx in 0..KW {
+                let wv = _mm512_loadu_ps(w.add((ky * KW + kx) * BLOCK));
+                for (j, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(xs[j + kx], wv, *a);
                 }
             }
         }
-        store(&acc, filter.clamp, planes, ox);
+        let block = Planes {
+            image: planes.image,
+            plane: planes.plane,
+            out: planes.out.add(k * planes.out_plane),
+            out_plane: planes.out_plane,
+        };
+        store(&[acc], filter.clamp, &block, ox);
     }
 }
 

@@ -439,8 +439,11 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
         &'static str,
         bool,
     );
-    let cases: [Case; 11] = [
+    let cases: [Case; 13] = [
         (1, 32, 11, 11, 3, 1, [1; 4], 1, "Relu", true),
+        // Interiors of 7 and 6 outputs: sliding runs of 4, the last overlapping.
+        (1, 32, 6, 9, 3, 1, [1; 4], 1, "Relu", true),
+        (1, 16, 7, 10, 5, 1, [2; 4], 1, "Relu", true),
         // 7×7 at unit stride (the sliding window's widest), five blocks (4 together and 1).
         (1, 80, 15, 17, 7, 1, [3; 4], 1, "Relu", true),
         (1, 16, 21, 13, 5, 1, [2; 4], 1, "Relu", true),
