@@ -11,9 +11,9 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::position_tile::{POSITIONS, TilePositions};
 #[cfg(target_arch = "x86_64")]
-use super::position_tile::{PositionTile, initial_acc, store_tile};
+use super::position_tile::{Acc, PositionTile, TileOut, tile_with};
+use super::position_tile::{POSITIONS, TilePositions};
 
 /// Channels per block of a blocked image: the depth rows one cell holds.
 const CELL: usize = 16;
@@ -55,48 +55,55 @@ pub unsafe fn cell_tile<
     finish: Option<super::position_tile::TileFinish>,
 ) {
     let (next, ahead, ahead_lines, first) = (pos.next, pos.ahead, pos.ahead_lines, pos.now[0]);
+    let out = TileOut {
+        c,
+        strides,
+        live,
+        accumulate,
+        finish,
+    };
     // SAFETY: every read stays inside the operands (caller's contract).
     unsafe {
-        let mut acc = initial_acc::<NV>(bias);
-        let step = |acc: &mut [[__m512; POSITIONS]; NV], cell: *const f32, p: usize| {
-            let wp = w.add(p * NV * 16);
-            let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
-            for i in 0..R {
-                let x = _mm512_set1_ps(*cell.add(CELL * i));
-                for v in 0..NV {
-                    acc[v][i] = _mm512_fmadd_ps(x, wv[v], acc[v][i]);
+        tile_with::<NV, BLOCKED>(bias, &out, |acc| {
+            let step = |acc: &mut Acc<NV>, cell: *const f32, p: usize| {
+                let wp = w.add(p * NV * 16);
+                let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
+                for i in 0..R {
+                    let x = _mm512_set1_ps(*cell.add(CELL * i));
+                    for v in 0..NV {
+                        acc[v][i] = _mm512_fmadd_ps(x, wv[v], acc[v][i]);
+                    }
+                }
+            };
+            let blocks = kc / CELL;
+            // The weights ahead spread over the blocks: a burst at the tile's start would wait
+            // for the memory all at once.
+            let per = ahead_lines.div_ceil(blocks.max(1));
+            let mut line = 0;
+            for b in 0..blocks {
+                let p0 = b * CELL;
+                let at = *offsets.add(p0);
+                let base = img.add(at + first);
+                for _ in 0..per.min(ahead_lines - line) {
+                    _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(line * 16).cast::<i8>());
+                    line += 1;
+                }
+                for j in 0..CELL {
+                    // One cell of the next tile every other row: 8 over the block's 16.
+                    if PREFETCH && j % 2 == 0 {
+                        let cell = img.wrapping_add(at + next[j / 2]);
+                        _mm_prefetch::<_MM_HINT_T0>(cell.cast::<i8>());
+                    }
+                    step(acc, base.add(j), p0 + j);
                 }
             }
-        };
-        let blocks = kc / CELL;
-        // The weights ahead spread over the blocks: a burst at the tile's start would wait
-        // for the memory all at once.
-        let per = ahead_lines.div_ceil(blocks.max(1));
-        let mut line = 0;
-        for b in 0..blocks {
-            let p0 = b * CELL;
-            let at = *offsets.add(p0);
-            let base = img.add(at + first);
-            for _ in 0..per.min(ahead_lines - line) {
-                _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(line * 16).cast::<i8>());
-                line += 1;
+            for p in blocks * CELL..kc {
+                step(acc, img.add(*offsets.add(p) + first), p);
             }
-            for j in 0..CELL {
-                // One cell of the next tile every other row: 8 over the block's 16.
-                if PREFETCH && j % 2 == 0 {
-                    let cell = img.wrapping_add(at + next[j / 2]);
-                    _mm_prefetch::<_MM_HINT_T0>(cell.cast::<i8>());
-                }
-                step(&mut acc, base.add(j), p0 + j);
+            for l in line..ahead_lines {
+                _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(l * 16).cast::<i8>());
             }
-        }
-        for p in blocks * CELL..kc {
-            step(&mut acc, img.add(*offsets.add(p) + first), p);
-        }
-        for l in line..ahead_lines {
-            _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(l * 16).cast::<i8>());
-        }
-        store_tile::<NV, BLOCKED>(&acc, c, strides, live, accumulate, finish);
+        });
     }
 }
 
