@@ -12,7 +12,7 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::position_tile::{Acc, PositionTile, TileOut, tile_with};
+use super::position_tile::{Acc, Avx512Tiles, PositionTile, TileOut, avx512_kernel, tile_with};
 use super::position_tile::{POSITIONS, TilePositions};
 
 /// Channels per block of a blocked image: the depth rows one cell holds.
@@ -107,38 +107,24 @@ pub unsafe fn cell_tile<
     }
 }
 
+/// The cell tiles' instances.
+#[cfg(target_arch = "x86_64")]
+struct Cells;
+
+#[cfg(target_arch = "x86_64")]
+impl Avx512Tiles for Cells {
+    fn instance<const NV: usize, const R: usize, const BLOCKED: bool, const PREFETCH: bool>()
+    -> PositionTile {
+        cell_tile::<NV, R, BLOCKED, PREFETCH>
+    }
+}
+
 /// The cell tile of a full (`wide`) or half panel of channels and `rows` positions, in
 /// blocks of 16 channels or channel rows (`blocked`), prefetching the next tile's cells when
 /// `prefetch`.
 #[cfg(target_arch = "x86_64")]
 pub fn kernel_for(wide: bool, rows: usize, blocked: bool, prefetch: bool) -> PositionTile {
-    match (wide, blocked, prefetch) {
-        (true, false, false) => rows_of::<2, false, false>(rows),
-        (false, false, false) => rows_of::<1, false, false>(rows),
-        (true, true, false) => rows_of::<2, true, false>(rows),
-        (false, true, false) => rows_of::<1, true, false>(rows),
-        (true, false, true) => rows_of::<2, false, true>(rows),
-        (false, false, true) => rows_of::<1, false, true>(rows),
-        (true, true, true) => rows_of::<2, true, true>(rows),
-        (false, true, true) => rows_of::<1, true, true>(rows),
-    }
-}
-
-/// The cell tile of `NV` vectors of channels × `rows` positions (at most [`POSITIONS`]).
-#[cfg(target_arch = "x86_64")]
-fn rows_of<const NV: usize, const BLOCKED: bool, const PREFETCH: bool>(
-    rows: usize,
-) -> PositionTile {
-    match rows {
-        1 => cell_tile::<NV, 1, BLOCKED, PREFETCH>,
-        2 => cell_tile::<NV, 2, BLOCKED, PREFETCH>,
-        3 => cell_tile::<NV, 3, BLOCKED, PREFETCH>,
-        4 => cell_tile::<NV, 4, BLOCKED, PREFETCH>,
-        5 => cell_tile::<NV, 5, BLOCKED, PREFETCH>,
-        6 => cell_tile::<NV, 6, BLOCKED, PREFETCH>,
-        7 => cell_tile::<NV, 7, BLOCKED, PREFETCH>,
-        _ => cell_tile::<NV, 8, BLOCKED, PREFETCH>,
-    }
+    avx512_kernel::<Cells>(wide, rows, blocked, prefetch)
 }
 
 /// Off x86-64 no instruction set has cell tiles.

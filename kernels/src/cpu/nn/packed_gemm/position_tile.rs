@@ -469,31 +469,67 @@ pub fn kernel_for(
         (Isa::Avx2, _, true, _) => unreachable!("blocked outputs need AVX-512"),
         (Isa::Avx2, true, false, _) => position_tile_avx2::<2, AVX2_HEIGHT>,
         (Isa::Avx2, false, false, _) => position_tile_avx2::<1, AVX2_HEIGHT>,
-        (Isa::Avx512, true, false, false) => avx512_rows::<2, false, false>(rows),
-        (Isa::Avx512, false, false, false) => avx512_rows::<1, false, false>(rows),
-        (Isa::Avx512, true, true, false) => avx512_rows::<2, true, false>(rows),
-        (Isa::Avx512, false, true, false) => avx512_rows::<1, true, false>(rows),
-        (Isa::Avx512, true, false, true) => avx512_rows::<2, false, true>(rows),
-        (Isa::Avx512, false, false, true) => avx512_rows::<1, false, true>(rows),
-        (Isa::Avx512, true, true, true) => avx512_rows::<2, true, true>(rows),
-        (Isa::Avx512, false, true, true) => avx512_rows::<1, true, true>(rows),
+        (Isa::Avx512, ..) => avx512_kernel::<Positions>(wide, rows, blocked, prefetch),
     }
 }
 
-/// The AVX-512 tile of `NV` vectors of channels × `rows` positions (at most [`POSITIONS`]).
+/// A family of AVX-512 tile kernels with one instance per tile shape: [`position_tile`]'s, or
+/// the cell tiles'.
 #[cfg(target_arch = "x86_64")]
-fn avx512_rows<const NV: usize, const BLOCKED: bool, const PREFETCH: bool>(
+pub(super) trait Avx512Tiles {
+    /// The instance for `NV` vectors of channels × `R` positions.
+    fn instance<const NV: usize, const R: usize, const BLOCKED: bool, const PREFETCH: bool>()
+    -> PositionTile;
+}
+
+/// [`position_tile`]'s instances.
+#[cfg(target_arch = "x86_64")]
+struct Positions;
+
+#[cfg(target_arch = "x86_64")]
+impl Avx512Tiles for Positions {
+    fn instance<const NV: usize, const R: usize, const BLOCKED: bool, const PREFETCH: bool>()
+    -> PositionTile {
+        position_tile::<NV, R, BLOCKED, PREFETCH>
+    }
+}
+
+/// The AVX-512 kernel of family `T` for a full (`wide`) or half panel, `rows` positions,
+/// blocks or channel rows (`blocked`), prefetching the next tile's cells when `prefetch`.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn avx512_kernel<T: Avx512Tiles>(
+    wide: bool,
+    rows: usize,
+    blocked: bool,
+    prefetch: bool,
+) -> PositionTile {
+    match (wide, blocked, prefetch) {
+        (true, false, false) => avx512_rows::<T, 2, false, false>(rows),
+        (false, false, false) => avx512_rows::<T, 1, false, false>(rows),
+        (true, true, false) => avx512_rows::<T, 2, true, false>(rows),
+        (false, true, false) => avx512_rows::<T, 1, true, false>(rows),
+        (true, false, true) => avx512_rows::<T, 2, false, true>(rows),
+        (false, false, true) => avx512_rows::<T, 1, false, true>(rows),
+        (true, true, true) => avx512_rows::<T, 2, true, true>(rows),
+        (false, true, true) => avx512_rows::<T, 1, true, true>(rows),
+    }
+}
+
+/// The AVX-512 tile of family `T` for `NV` vectors of channels × `rows` positions (at most
+/// [`POSITIONS`]).
+#[cfg(target_arch = "x86_64")]
+fn avx512_rows<T: Avx512Tiles, const NV: usize, const BLOCKED: bool, const PREFETCH: bool>(
     rows: usize,
 ) -> PositionTile {
     match rows {
-        1 => position_tile::<NV, 1, BLOCKED, PREFETCH>,
-        2 => position_tile::<NV, 2, BLOCKED, PREFETCH>,
-        3 => position_tile::<NV, 3, BLOCKED, PREFETCH>,
-        4 => position_tile::<NV, 4, BLOCKED, PREFETCH>,
-        5 => position_tile::<NV, 5, BLOCKED, PREFETCH>,
-        6 => position_tile::<NV, 6, BLOCKED, PREFETCH>,
-        7 => position_tile::<NV, 7, BLOCKED, PREFETCH>,
-        _ => position_tile::<NV, 8, BLOCKED, PREFETCH>,
+        1 => T::instance::<NV, 1, BLOCKED, PREFETCH>(),
+        2 => T::instance::<NV, 2, BLOCKED, PREFETCH>(),
+        3 => T::instance::<NV, 3, BLOCKED, PREFETCH>(),
+        4 => T::instance::<NV, 4, BLOCKED, PREFETCH>(),
+        5 => T::instance::<NV, 5, BLOCKED, PREFETCH>(),
+        6 => T::instance::<NV, 6, BLOCKED, PREFETCH>(),
+        7 => T::instance::<NV, 7, BLOCKED, PREFETCH>(),
+        _ => T::instance::<NV, 8, BLOCKED, PREFETCH>(),
     }
 }
 
