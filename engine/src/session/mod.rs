@@ -2,6 +2,7 @@
 
 mod builder;
 mod placing;
+mod report;
 
 use std::collections::HashMap;
 
@@ -9,7 +10,7 @@ use spillway_kernels::{DType, Tensor};
 
 pub use builder::{OptimizationLevel, SessionBuilder};
 use placing::Engine;
-pub use placing::PlacementReport;
+pub use report::PlacementReport;
 
 use crate::device::Devices;
 use crate::error::{Error, Result};

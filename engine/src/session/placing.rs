@@ -1,10 +1,11 @@
 //! From a graph and devices to a running engine: profile (or load a cost model), place with a
-//! policy, compile the plan, start the workers. Also the placement report.
+//! policy, compile the plan, start the workers; the report of the placement (`report.rs`).
 
 use spillway_kernels::{DType, Tensor};
-use spillway_placement::{Policy, Schedule, SimResult, place, simulate};
+use spillway_placement::{Policy, place, simulate};
 
 use super::builder::SessionBuilder;
+use super::report::PlacementReport;
 use crate::device::{Device, Devices};
 use crate::error::{Error, Result};
 use crate::exec::{ParallelExecutor, SequentialPlan};
@@ -41,94 +42,6 @@ pub(crate) enum Engine {
         engine: crate::gpu::HybridEngine,
         report: PlacementReport,
     },
-}
-
-/// Where each node runs and what the simulator predicts.
-#[derive(Debug, Clone)]
-pub struct PlacementReport {
-    /// The policy that made the schedule.
-    pub policy: String,
-    /// Per node: (node name, op type, device, lane).
-    pub nodes: Vec<(String, String, String, usize)>,
-    /// Predicted makespan, µs.
-    pub predicted_makespan_us: f64,
-    /// Lower bound on the makespan, µs.
-    pub lower_bound_us: f64,
-    /// The cost model the schedule was made from.
-    pub cost_model: CostModel,
-    /// The schedule.
-    pub schedule: Schedule,
-    /// The simulation of the schedule.
-    pub simulation: SimResult,
-    /// GPU memory the session holds (its plans' arenas), bytes; `None` without a GPU.
-    pub gpu_bytes: Option<usize>,
-    /// A session split between the CPU and a GPU: the values that pass from GPU segment to
-    /// GPU segment without leaving the GPU (`None` for other sessions).
-    pub kept_on_gpu: Option<usize>,
-}
-
-impl PlacementReport {
-    /// The report of `schedule` (made by `policy`) for `graph` on `devices`.
-    fn new(
-        policy: String,
-        graph: &Graph,
-        devices: &Devices,
-        cost_model: CostModel,
-        schedule: Schedule,
-        simulation: SimResult,
-    ) -> Self {
-        let names: Vec<String> = devices
-            .specs()
-            .iter()
-            .map(|s| s.device.to_string())
-            .collect();
-        PlacementReport {
-            policy,
-            nodes: graph
-                .nodes
-                .iter()
-                .zip(&schedule.ops)
-                .map(|(n, p)| {
-                    (
-                        n.name.clone(),
-                        n.op_type.clone(),
-                        names[p.device].clone(),
-                        p.stream,
-                    )
-                })
-                .collect(),
-            predicted_makespan_us: simulation.makespan,
-            lower_bound_us: simulation.lower_bound,
-            cost_model,
-            schedule,
-            simulation,
-            gpu_bytes: None,
-            kept_on_gpu: None,
-        }
-    }
-
-    /// The schedule drawn as a Gantt chart (SVG).
-    pub fn gantt_svg(&self) -> String {
-        spillway_placement::gantt::gantt_svg(
-            &self.cost_model.graph,
-            &self.cost_model.topology,
-            &self.simulation,
-        )
-    }
-}
-
-impl std::fmt::Display for PlacementReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "policy {}: predicted makespan {:.1} µs (lower bound {:.1} µs)",
-            self.policy, self.predicted_makespan_us, self.lower_bound_us
-        )?;
-        for (name, op, device, lane) in &self.nodes {
-            writeln!(f, "  {name:<40} {op:<20} {device}/{lane}")?;
-        }
-        Ok(())
-    }
 }
 
 /// Seeded inputs for profiling: declared shapes with symbolic dims from `shapes` or 1. A
@@ -471,7 +384,7 @@ fn gpu_report(
     };
     let cost_graph = crate::gpu::cost_graph(graph, &node_us, &[]);
     let topology = Topology::gpus(1, streams);
-    let schedule = Schedule::from_sequence(
+    let schedule = spillway_placement::Schedule::from_sequence(
         &format!("{:?}", choice.policy),
         &vec![0; n],
         &choice.streams,
@@ -556,7 +469,7 @@ fn hybrid_report(
         .iter()
         .map(|s| usize::from(*s == Side::Device))
         .collect();
-    let schedule = Schedule::from_sequence(
+    let schedule = spillway_placement::Schedule::from_sequence(
         &format!("{:?}", choice.policy),
         &device,
         &vec![0; n],

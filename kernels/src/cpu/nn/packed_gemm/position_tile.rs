@@ -158,6 +158,7 @@ pub(super) type Acc<const NV: usize> = [[__m512; POSITIONS]; NV];
 /// Where and how an AVX-512 tile writes its outputs (see [`position_tile`]): `c`, the
 /// strides `(ldc, step)`, the live `(channels, positions)`, whether to add to what is there,
 /// and the finish.
+#[cfg(target_arch = "x86_64")]
 #[derive(Debug, Clone, Copy)]
 pub(super) struct TileOut {
     pub(super) c: *mut f32,
