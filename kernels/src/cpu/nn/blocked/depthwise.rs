@@ -269,6 +269,27 @@ unsafe fn row<const NB: usize>(
     columns: &Columns,
     filter: &Filter<'_>,
 ) {
+    // Strides of 1 and 2: whole rows in runs along the row, block by block (see `sliding`), the
+    // last run ending at the row's end, overlapping the one before it (its outputs are
+    // written again, with the same values).
+    if let Some((width, [inside, edges])) = slides(columns) {
+        let (lo, hi) = columns.interior();
+        for k in 0..NB {
+            for x in (0..columns.out).step_by(width) {
+                let x = x.min(columns.out - width);
+                let slide = if x < lo || x + width > hi {
+                    edges
+                } else {
+                    inside
+                };
+                // SAFETY: forwarded from the caller's contract; `inside` runs only where
+                // `interior` keeps every tap inside the row, and `edges` reads only the taps
+                // inside it.
+                unsafe { slide(planes, k, window, columns, filter, x) };
+            }
+        }
+        return;
+    }
     let (lo, hi) = columns.interior();
     let mut ox = 0;
     // SAFETY: forwarded from the caller's contract; `interior` keeps every tap of
@@ -277,17 +298,6 @@ unsafe fn row<const NB: usize>(
         while ox < lo {
             edge::<NB>(planes, window, columns, filter, ox);
             ox += 1;
-        }
-        // Unit strides: runs along the row block by block (see `sliding`), the last run of a
-        // block ending at the interior's end, overlapping the one before it (its outputs are
-        // written again, with the same values).
-        if let Some((width, slide)) = slides(columns, hi - lo) {
-            for k in 0..NB {
-                for x in (lo..hi).step_by(width) {
-                    slide(planes, k, window, columns, filter, x.min(hi - width));
-                }
-            }
-            ox = hi;
         }
         // With the stride a constant, each output's taps lie at fixed offsets from its
         // block's pointer; a stride known only at run time made the compiler keep one
@@ -311,22 +321,52 @@ unsafe fn row<const NB: usize>(
     }
 }
 
-/// The run width and [`sliding`] instance for an interior of `len` outputs: [`WIDE`], or
-/// [`RUN`] when fewer; none for other strides, dilations or windows, or fewer outputs.
+/// The run widths [`sliding`] has instances for at unit stride, widest first.
+const WIDTHS: [usize; 3] = [11, 8, 4];
+
+/// The run width for rows of `out` outputs and [`sliding`]'s instances for it (inside the
+/// interior, and at the edges). At unit stride: the width that computes the fewest outputs
+/// again (a row's last run overlaps the one before it), the wider on a tie (8 wide ran 42
+/// outputs faster than 7, and 11 faster than 8); at stride 2, 8 (its `2 · 7 + 7` image
+/// vectors and 8 accumulators still fit the registers) or 4. None for other strides,
+/// dilations or windows, or rows narrower than every run.
 #[cfg(target_arch = "x86_64")]
-fn slides(columns: &Columns, len: usize) -> Option<(usize, Slide)> {
-    let width = match len {
-        l if l >= WIDE => WIDE,
-        l if l >= RUN => RUN,
-        _ => return None,
+fn slides(columns: &Columns) -> Option<(usize, [Slide; 2])> {
+    let out = columns.out;
+    let width = match columns.stride {
+        1 => WIDTHS
+            .into_iter()
+            .filter(|&w| w <= out)
+            .min_by_key(|&w| out.div_ceil(w) * w)?,
+        _ => [8, 4].into_iter().find(|&w| w <= out)?,
     };
-    let slide: Slide = match (columns.stride, columns.dilation, columns.kernel, width) {
-        (1, 1, 3, WIDE) => sliding::<WIDE, 3>,
-        (1, 1, 5, WIDE) => sliding::<WIDE, 5>,
-        (1, 1, 7, WIDE) => sliding::<WIDE, 7>,
-        (1, 1, 3, _) => sliding::<RUN, 3>,
-        (1, 1, 5, _) => sliding::<RUN, 5>,
-        (1, 1, 7, _) => sliding::<RUN, 7>,
+    macro_rules! pair {
+        ($r:literal, $kw:literal, $s:literal) => {
+            [sliding::<$r, $kw, $s, false>, sliding::<$r, $kw, $s, true>]
+        };
+    }
+    macro_rules! widths {
+        ($kw:literal, 1) => {
+            match width {
+                11 => pair!(11, $kw, 1),
+                8 => pair!(8, $kw, 1),
+                _ => pair!(4, $kw, 1),
+            }
+        };
+        ($kw:literal, 2) => {
+            match width {
+                8 => pair!(8, $kw, 2),
+                _ => pair!(4, $kw, 2),
+            }
+        };
+    }
+    let slide = match (columns.stride, columns.dilation, columns.kernel) {
+        (1, 1, 3) => widths!(3, 1),
+        (1, 1, 5) => widths!(5, 1),
+        (1, 1, 7) => widths!(7, 1),
+        (2, 1, 3) => widths!(3, 2),
+        (2, 1, 5) => widths!(5, 2),
+        (2, 1, 7) => widths!(7, 2),
         _ => return None,
     };
     Some((width, slide))
@@ -376,28 +416,35 @@ unsafe fn run<const NB: usize, const R: usize, const S: usize>(
     }
 }
 
-/// Outputs per run of [`sliding`].
-const WIDE: usize = 8;
-/// Most image vectors one kernel row of [`sliding`] reads: `WIDE + 7 - 1`.
-const WINDOW_VECTORS: usize = WIDE + 6;
+/// Most image vectors one kernel row of [`sliding`] reads: `S · (R − 1) + KW`, at most
+/// `11 + 7 − 1` at unit stride and `2 · 7 + 7` at stride 2.
+const WINDOW_VECTORS: usize = 21;
+
+/// A vector of zeros, which [`sliding`] reads for the columns outside the image.
+#[repr(align(64))]
+struct Zeros([f32; BLOCK]);
+static ZEROS: Zeros = Zeros([0.0; BLOCK]);
 
 /// The signature of [`sliding`]'s instances.
 type Slide = unsafe fn(&Planes<'_>, usize, &Window<'_>, &Columns, &Filter<'_>, usize);
 
-/// Outputs `ox..ox + R` of block `k` alone, every tap inside the image, for unit stride and
-/// dilation and a `KW`-wide window (at most 7): the `R + KW - 1` image vectors a kernel row's
+/// Outputs `ox..ox + R` of block `k` alone, for column stride `S` (1 or 2), unit dilation
+/// and a `KW`-wide window (at most 7): the `S · (R − 1) + KW` image vectors a kernel row's
 /// outputs share are loaded once into registers, and each tap's weights once for the `R`
-/// outputs. One block with `R` = 8 accumulators keeps every value in registers (32 zmm); four
-/// blocks of 4 together, which the compiler interleaved, spilled a dozen vectors to the
-/// stack and ran at 18–23 % of the FMA peak (`depthwise_rate`). Each output adds its taps in
-/// the same order as in [`run`], so the results are the same bit for bit.
+/// outputs. One block's accumulators and its image vectors fit the 32 zmm registers; four
+/// blocks of 4 together, which the compiler interleaved, spilled a dozen vectors to the stack
+/// and ran at 18–23 % of the FMA peak (`depthwise_rate`). With `EDGE`, the image vectors
+/// outside the row are read from a vector of zeros, so the padding's taps add zeros; a row's
+/// edges then run as fast as its interior, where one output at a time had cost small images
+/// up to half their time. Each output adds its taps in the same order as in [`run`].
 ///
 /// # Safety
-/// As [`run`]'s for block `k` (below the planes' count), with `columns.stride` and
-/// `columns.dilation` 1 and `columns.kernel` `KW`.
+/// As [`run`]'s for block `k` (below the planes' count), with `columns.stride` `S`,
+/// `columns.dilation` 1 and `columns.kernel` `KW`, `ox + R` at most the output width; without
+/// `EDGE`, every tap of these outputs inside the image.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn sliding<const R: usize, const KW: usize>(
+unsafe fn sliding<const R: usize, const KW: usize, const S: usize, const EDGE: bool>(
     planes: &Planes<'_>,
     k: usize,
     window: &Window<'_>,
@@ -405,24 +452,34 @@ unsafe fn sliding<const R: usize, const KW: usize>(
     filter: &Filter<'_>,
     ox: usize,
 ) {
-    debug_assert!(R + KW - 1 <= WINDOW_VECTORS);
+    debug_assert!(S * (R - 1) + KW <= WINDOW_VECTORS);
     let taps = filter.taps;
-    // SAFETY: the caller's contract: every tap of these outputs lies inside the image.
+    // The run's first image column (before the row when the run starts in the padding).
+    let first = (ox * S) as isize - columns.pad as isize;
+    // SAFETY: the caller's contract: without `EDGE` every tap of these outputs lies inside
+    // the image; with it, only the vectors inside the row are read.
     unsafe {
         let img = planes.image.as_ptr().add(k * planes.plane);
         let w = filter.weights.as_ptr().add(k * taps * BLOCK);
         let [mut acc] = biases::<1, R>(filter.bias.as_ptr().add(k * BLOCK));
-        let first = ox - columns.pad;
         for (ky, iy) in window.inside() {
-            let at = img.add((iy * columns.width + first) * BLOCK);
+            let line = img.add(iy * columns.width * BLOCK);
             let mut xs = [_mm512_setzero_ps(); WINDOW_VECTORS];
-            for (i, x) in xs.iter_mut().enumerate().take(R + KW - 1) {
-                *x = _mm512_loadu_ps(at.add(i * BLOCK));
+            for (i, x) in xs.iter_mut().enumerate().take(S * (R - 1) + KW) {
+                let ix = first + i as isize;
+                let at = line.wrapping_offset(ix * BLOCK as isize);
+                // Outside the row, a vector of zeros: a pointer chosen without a branch
+                // (masked loads took each mask from the stack, a second load per vector).
+                let at = match EDGE && (ix as usize) >= columns.width {
+                    true => ZEROS.0.as_ptr(),
+                    false => at,
+                };
+                *x = _mm512_loadu_ps(at);
             }
             for kx in 0..KW {
                 let wv = _mm512_loadu_ps(w.add((ky * KW + kx) * BLOCK));
                 for (j, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(xs[j + kx], wv, *a);
+                    *a = _mm512_fmadd_ps(xs[S * j + kx], wv, *a);
                 }
             }
         }

@@ -439,7 +439,7 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
         &'static str,
         bool,
     );
-    let cases: [Case; 13] = [
+    let cases: [Case; 16] = [
         (1, 32, 11, 11, 3, 1, [1; 4], 1, "Relu", true),
         // Interiors of 7 and 6 outputs: sliding runs of 4, the last overlapping.
         (1, 32, 6, 9, 3, 1, [1; 4], 1, "Relu", true),
@@ -456,6 +456,12 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
         // Padded last blocks: 42 channels in 3 blocks, 168 in 11 (4 + 4 + 3 together).
         (1, 42, 13, 12, 5, 1, [2; 4], 1, "Relu", true),
         (1, 168, 9, 9, 3, 2, [1; 4], 1, "HardSwish", true),
+        // Whole rows in sliding runs: of 11 (the last overlapping) at 42 outputs; one run of 11
+        // with both edges in it; runs of 4 under uneven padding wider than the window's half,
+        // the last outputs' every tap in the padding.
+        (1, 48, 6, 42, 5, 1, [2; 4], 1, "Clip", true),
+        (1, 16, 4, 11, 7, 1, [3; 4], 1, "Relu", true),
+        (1, 32, 5, 23, 3, 1, [0, 2, 1, 3], 1, "LeakyRelu", true),
     ];
     for (i, &(n, c, h, w, k, s, pads, d, activation, with_bias)) in cases.iter().enumerate() {
         let x = seeded(&[n, c, h, w], 400 + i as u64);

@@ -172,21 +172,26 @@ pub(super) struct TileOut {
 /// position (or zeros), take `depth`'s multiply-adds, and are written to `out` as
 /// [`position_tile`] describes: channels × positions, as blocks of 16 channels when
 /// `BLOCKED`, else transposed to channel rows; added to what is there when `accumulate`,
-/// then finished. Generic over `depth`, each kernel's instance has one caller and is inlined
-/// into it: a store shared by the kernels was called, not inlined, and the accumulators
-/// went through memory around the call (inception_v3's stem 5–7 % slower).
+/// then finished. Each kernel's instance must be inlined into it, so it is
+/// `#[inline(always)]`, which Rust allows only without `#[target_feature]`: its caller's
+/// AVX-512 reaches it as it is inlined. Left to the optimizer, it was inlined in one build
+/// and not in the next, after an unrelated change: then the depth loop ran inside it, behind
+/// a closure, and NASNet's 1×1 convolutions took 11 % longer; a store shared by the kernels,
+/// called, had made inception_v3's stem 5–7 % slower.
 ///
 /// # Safety
 /// As [`position_tile`]'s for `bias`, `out.c` and `out.finish`; `depth`'s own reads are
-/// its caller's to keep inside the operands; the CPU has AVX-512F.
+/// its caller's to keep inside the operands; the CPU has AVX-512F, and the caller enables
+/// it (`#[target_feature]`).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline(always)]
 pub(super) unsafe fn tile_with<const NV: usize, const BLOCKED: bool>(
     bias: Option<&[f32]>,
     out: &TileOut,
     depth: impl FnOnce(&mut Acc<NV>),
 ) {
-    let mut acc: Acc<NV> = [[_mm512_setzero_ps(); POSITIONS]; NV];
+    // SAFETY: the caller's contract (AVX-512F).
+    let mut acc: Acc<NV> = [[unsafe { _mm512_setzero_ps() }; POSITIONS]; NV];
     if let Some(b) = bias {
         for (v, row) in acc.iter_mut().enumerate() {
             // SAFETY: the caller's contract: `b` holds NV · 16 values.
@@ -201,13 +206,13 @@ pub(super) unsafe fn tile_with<const NV: usize, const BLOCKED: bool>(
         accumulate,
         finish,
     } = *out;
-    // Lanes past `live_pos` are neither read nor written.
-    let live = _mm256_cmpgt_epi32(
-        _mm256_set1_epi32(live_pos as i32),
-        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-    );
     // SAFETY: the caller's contract.
     unsafe {
+        // Lanes past `live_pos` are neither read nor written.
+        let live = _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(live_pos as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        );
         if BLOCKED {
             for (v, row) in acc.iter().enumerate().take(live_ch.div_ceil(16)) {
                 for (i, &out) in row.iter().enumerate().take(live_pos) {
@@ -231,10 +236,14 @@ pub(super) unsafe fn tile_with<const NV: usize, const BLOCKED: bool>(
                 if first >= live_ch {
                     break;
                 }
-                let lanes = row.map(|z| match half {
-                    0 => _mm512_castps512_ps256(z),
-                    _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(z))),
-                });
+                // A loop, not `map`: a closure here would not get the caller's AVX-512.
+                let mut lanes = [_mm256_setzero_ps(); POSITIONS];
+                for (lane, &z) in lanes.iter_mut().zip(row) {
+                    *lane = match half {
+                        0 => _mm512_castps512_ps256(z),
+                        _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(z))),
+                    };
+                }
                 let channels = transpose8(lanes);
                 let full = live_pos == POSITIONS;
                 for (j, &out) in channels.iter().enumerate().take(live_ch - first) {
