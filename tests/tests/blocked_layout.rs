@@ -121,9 +121,22 @@ fn before_depthwise() -> Vec<u8> {
 /// A negative `batch` makes the batch dimension symbolic, as exported models have it; `c`
 /// channels throughout (the input's 32 aside).
 fn separable_cell(batch: i64, c: i64) -> Vec<u8> {
+    separable_cell_of(batch, c, true)
+}
+
+/// [`separable_cell`], its first convolution with a `Relu` or (`relu` false) without one:
+/// then the branches' `Relu` (which folds into the depthwise convolution) has negative values
+/// to rectify.
+fn separable_cell_of(batch: i64, c: i64, relu: bool) -> Vec<u8> {
     let mut m = ModelBuilder::new(44);
     m.input("x", &[batch, 32, 9, 9]);
-    conv_relu(&mut m, "x", "a", [c, 32, 1, 1], &[]);
+    match relu {
+        true => conv_relu(&mut m, "x", "a", [c, 32, 1, 1], &[]),
+        false => {
+            m.weight("a_w", &[c, 32, 1, 1], 0.2)
+                .node("Conv", &["x", "a_w"], &["a"], &[]);
+        }
+    }
     m.node("Relu", &["a"], &["r"], &[]);
     let depthwise = |m: &mut ModelBuilder, x: &str, y: &str, k: i64| {
         let w = format!("{y}_w");
@@ -249,6 +262,11 @@ fn blocked_models_match_onnx_runtime() {
     );
     let padded_paths = matches_ort("padded paths", &padded_paths(), &[1, 16, 12, 12]);
     let joins = [32, 42].map(|c| matches_ort("concat, relu", &concat_relu(c), &[1, 16, 8, 8]));
+    let rectified = matches_ort(
+        "separable cell of a convolution without activation",
+        &separable_cell_of(1, 32, false),
+        &[1, 32, 9, 9],
+    );
     if !available() {
         // Without AVX-512 the graph keeps its planar ops; the outputs are checked above.
         for s in [
@@ -262,6 +280,7 @@ fn blocked_models_match_onnx_runtime() {
             &padded_paths,
             &joins[0],
             &joins[1],
+            &rectified,
         ] {
             assert_eq!(count(&ops(s), "Conv", DOMAIN), 0);
         }
@@ -309,7 +328,7 @@ fn blocked_models_match_onnx_runtime() {
     assert_eq!(count(&ops_of, "Conv", DOMAIN), 3, "{ops_of:?}");
     assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
     // The same with a symbolic batch: values of one shape still have one size.
-    for cell in [&cell, &symbolic] {
+    for cell in [&cell, &symbolic, &rectified] {
         separable_cell_is_blocked(cell, "");
     }
     // With 42 channels in 3 blocks each, the concat shifts the second input's channels: the
@@ -342,7 +361,15 @@ fn separable_cell_is_blocked(cell: &Session, concat_domain: &str) {
             })
             .collect::<Vec<_>>()
     };
-    assert_eq!(blocked_inputs("Relu"), vec![5], "{ops_of:?}");
+    // The `Relu` before the first depthwise convolution folds into it.
+    assert_eq!(blocked_inputs("Relu"), Vec::<usize>::new(), "{ops_of:?}");
+    let rectifying: Vec<i64> = graph
+        .nodes
+        .iter()
+        .filter(|n| n.op_type == "Conv" && n.attrs.int("group", 1).unwrap() != 1)
+        .map(|n| n.attrs.int("relu_input", 0).unwrap())
+        .collect();
+    assert_eq!(rectifying, vec![1, 0], "{ops_of:?}");
     // The sum with the cell's input is the last pointwise convolution's `Z`, blocked; the
     // broadcasting `Add` stays planar.
     assert_eq!(blocked_inputs("Add"), vec![4], "{ops_of:?}");

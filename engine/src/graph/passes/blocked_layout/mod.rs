@@ -22,7 +22,8 @@
 //! - `GlobalAveragePool` of blocks gives the usual planar `[N, C, 1, 1]`.
 //!
 //! A `Relu` that alone reads a concatenation of blocks is then folded into it
-//! ([`concat_relu`]).
+//! ([`concat_relu`]), and one read only by depthwise convolutions into them
+//! ([`depthwise_relu`]).
 //!
 //! A convolution writes blocks for a depthwise convolution, a `Relu` or an `Add` only when
 //! their own readers (a few levels on) take blocks too, and for an `Add` when its other input
@@ -40,6 +41,7 @@
 use std::collections::{HashMap, HashSet};
 
 mod concat_relu;
+mod depthwise_relu;
 mod eligible;
 
 use spillway_kernels::cpu::nn::blocked::{BLOCK, DOMAIN};
@@ -89,6 +91,7 @@ pub fn block_layouts(graph: &mut Graph) -> usize {
     if rewritten > 0 {
         restore_planar(graph, &blocked);
         concat_relu::fold_relus_into_concats(graph);
+        depthwise_relu::fold_relus_into_depthwise(graph);
     }
     rewritten
 }

@@ -3,6 +3,11 @@
 //! a blocked output. Each tap of the window is one vector of 16 channels' weights multiplied
 //! into whole vectors of the image, so no plane is copied or padded and small planes cost no
 //! more per element than large ones (the planar kernel pads each plane into its own copy).
+//!
+//! With the attribute `relu_input` set to 1 it convolves `Relu` of its image, each vector as
+//! it is loaded (the layout pass folds into it a `Relu` whose readers are all depthwise
+//! convolutions: NASNet's separable convolutions start so), the same values as the `Relu`
+//! kernel's: NaN and −0 stay as they are.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -31,15 +36,27 @@ pub struct BlockedDepthwise {
     group: usize,
     window: WindowAttrs,
     activation: Activation,
+    relu_input: bool,
 }
 
-/// Builds the blocked depthwise `Conv`: `Conv`'s attributes and `FusedConv`'s `activation`
-/// and `activation_params`; `group` must be the image's channel count (checked per run).
+/// Builds the blocked depthwise `Conv`: `Conv`'s attributes, `FusedConv`'s `activation`
+/// and `activation_params`, and `relu_input` (0 or 1, default 0); `group` must be the image's
+/// channel count (checked per run).
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     require_avx512("Conv")?;
     let mut known = ATTRIBUTES.to_vec();
-    known.extend(["activation", "activation_params"]);
+    known.extend(["activation", "activation_params", "relu_input"]);
     spec.attrs.only(&known)?;
+    let relu_input = match spec.attrs.int("relu_input", 0)? {
+        0 => false,
+        1 => true,
+        r => {
+            return Err(KernelError::UnsupportedAttribute {
+                name: "relu_input".into(),
+                reason: format!("{r}: 0 or 1"),
+            });
+        }
+    };
     let group = spec.attrs.int("group", 1)?;
     Ok(Box::new(BlockedDepthwise {
         group: usize::try_from(group).map_err(|_| KernelError::BadAttribute {
@@ -48,6 +65,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         })?,
         window: WindowAttrs::parse(spec.attrs)?,
         activation: activation_attrs(spec.attrs)?,
+        relu_input,
     }))
 }
 
@@ -147,6 +165,10 @@ impl Kernel for BlockedDepthwise {
             activation: self.activation,
         });
         let clamp = clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+        let floor = match self.relu_input {
+            true => 0.0,
+            false => f32::NEG_INFINITY,
+        };
         let (blocks, plane, out_plane) = (stored / BLOCK, h * wd * BLOCK, oh * ow * BLOCK);
         let xs = contiguous::<f32>(x)?;
         let groups = blocks.div_ceil(TOGETHER);
@@ -170,6 +192,7 @@ impl Kernel for BlockedDepthwise {
                         bias: &biases[first * BLOCK..(first + count) * BLOCK],
                         taps,
                         clamp,
+                        floor,
                     };
                     let rows = Window { rows: &rows, oy };
                     let planes = Planes {
@@ -244,13 +267,16 @@ impl Window<'_> {
     }
 }
 
-/// One block's filter: `taps` vectors of weights, the bias, and the clamp applied last.
+/// One block's filter: `taps` vectors of weights, the bias, the clamp applied last, and the
+/// floor each image vector is raised to as it is loaded (`max(floor, x)`, `x` second: NaN
+/// stays NaN; 0 for `relu_input`, else −∞, which changes nothing).
 struct Filter<'a> {
     weights: &'a [f32],
     bias: &'a [f32],
     /// Vectors of weights per block.
     taps: usize,
     clamp: (f32, f32),
+    floor: f32,
 }
 
 /// One output row (`window` says which) of `NB` blocks together: each tap's multiply-adds
@@ -397,6 +423,7 @@ unsafe fn run<const NB: usize, const R: usize, const S: usize>(
     // SAFETY: the caller's contract: every tap of these outputs lies inside the image.
     unsafe {
         let mut acc = biases::<NB, R>(filter.bias.as_ptr());
+        let floor = _mm512_set1_ps(filter.floor);
         let first = ox * columns.stride - columns.pad;
         for (ky, iy) in window.inside() {
             let line = img.add((iy * columns.width + first) * BLOCK);
@@ -407,7 +434,8 @@ unsafe fn run<const NB: usize, const R: usize, const S: usize>(
                     let wv = _mm512_loadu_ps(w.add((k * taps + tap) * BLOCK));
                     let at = at.add(k * planes.plane);
                     for (j, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_fmadd_ps(_mm512_loadu_ps(at.add(j * step)), wv, *a);
+                        let x = _mm512_max_ps(floor, _mm512_loadu_ps(at.add(j * step)));
+                        *a = _mm512_fmadd_ps(x, wv, *a);
                     }
                 }
             }
@@ -462,6 +490,7 @@ unsafe fn sliding<const R: usize, const KW: usize, const S: usize, const EDGE: b
         let img = planes.image.as_ptr().add(k * planes.plane);
         let w = filter.weights.as_ptr().add(k * taps * BLOCK);
         let [mut acc] = biases::<1, R>(filter.bias.as_ptr().add(k * BLOCK));
+        let floor = _mm512_set1_ps(filter.floor);
         for (ky, iy) in window.inside() {
             let line = img.add(iy * columns.width * BLOCK);
             let mut xs = [_mm512_setzero_ps(); WINDOW_VECTORS];
@@ -474,7 +503,7 @@ unsafe fn sliding<const R: usize, const KW: usize, const S: usize, const EDGE: b
                     true => ZEROS.0.as_ptr(),
                     false => at,
                 };
-                *x = _mm512_loadu_ps(at);
+                *x = _mm512_max_ps(floor, _mm512_loadu_ps(at));
             }
             for kx in 0..KW {
                 let wv = _mm512_loadu_ps(w.add((ky * KW + kx) * BLOCK));
@@ -510,6 +539,7 @@ unsafe fn edge<const NB: usize>(
     // SAFETY: each tap is checked to lie inside the row before it is read.
     unsafe {
         let mut acc = biases::<NB, 1>(filter.bias.as_ptr());
+        let floor = _mm512_set1_ps(filter.floor);
         for (ky, iy) in window.inside() {
             for kx in 0..columns.kernel {
                 let Some(ix) =
@@ -524,7 +554,7 @@ unsafe fn edge<const NB: usize>(
                 let at = img.add((iy * columns.width + ix) * BLOCK);
                 for (k, acc) in acc.iter_mut().enumerate() {
                     let wv = _mm512_loadu_ps(w.add((k * taps + tap) * BLOCK));
-                    let x = _mm512_loadu_ps(at.add(k * planes.plane));
+                    let x = _mm512_max_ps(floor, _mm512_loadu_ps(at.add(k * planes.plane)));
                     acc[0] = _mm512_fmadd_ps(x, wv, acc[0]);
                 }
             }

@@ -493,6 +493,25 @@ fn blocked_depthwise_convolutions_equal_the_planar_ones() {
         }
         let got = run(DOMAIN, "Conv", &attrs, &blocked).unwrap();
         assert_close(&got, &block(&want), &format!("depthwise case {i}"));
+        // With `relu_input`: the convolution of `Relu` of the image.
+        let relu: Vec<f32> = x
+            .view::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.max(0.0))
+            .collect();
+        let relu = Tensor::from_shape_vec(x.shape(), relu).unwrap();
+        let mut wide: Vec<Tensor> = inputs.iter().map(|t| f64_copy(t)).collect();
+        wide[0] = f64_copy(&relu);
+        let wide: Vec<Option<&Tensor>> = wide.iter().map(Some).collect();
+        let want = f32_copy(&run("com.microsoft", "FusedConv", &attrs, &wide).unwrap());
+        let relu_attrs = attrs.clone().with("relu_input", AttrValue::Int(1));
+        let got = run(DOMAIN, "Conv", &relu_attrs, &blocked).unwrap();
+        assert_close(
+            &got,
+            &block(&want),
+            &format!("depthwise case {i}, relu_input"),
+        );
     }
     // An image of width 0 with padding: every output is its bias (ReLU'd), no tap inside.
     let attrs = Attributes::new()
