@@ -113,6 +113,19 @@ impl Attributes {
         self.opt_int(name).map(|v| v.unwrap_or(default))
     }
 
+    /// An integer attribute that is a flag, 0 or 1 (any other value is an error), or
+    /// `default` when absent.
+    pub fn flag(&self, name: &str, default: bool) -> Result<bool> {
+        match self.int(name, i64::from(default))? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(KernelError::BadAttribute {
+                name: name.into(),
+                reason: format!("{v} is neither 0 nor 1"),
+            }),
+        }
+    }
+
     /// An integer attribute if present.
     pub fn opt_int(&self, name: &str) -> Result<Option<i64>> {
         match self.values.get(name) {

@@ -62,6 +62,17 @@ impl Graph {
         map
     }
 
+    /// Removes the nodes marked in `remove` (by index), keeping the others in order; returns
+    /// how many it removed.
+    pub fn remove_nodes(&mut self, remove: &[bool]) -> usize {
+        let mut i = 0;
+        self.nodes.retain(|_| {
+            i += 1;
+            !remove[i - 1]
+        });
+        remove.iter().filter(|&&r| r).count()
+    }
+
     /// For each value, how many node inputs (plus graph outputs) read it.
     pub fn use_counts(&self) -> Vec<usize> {
         let mut counts = vec![0; self.values.len()];

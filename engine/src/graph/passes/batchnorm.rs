@@ -80,11 +80,7 @@ pub fn fold_batchnorm_into_conv(graph: &mut Graph) {
         graph.nodes[producer].outputs[0] = bn_out;
         remove[bn_index] = true;
     }
-    let mut i = 0;
-    graph.nodes.retain(|_| {
-        i += 1;
-        !remove[i - 1]
-    });
+    graph.remove_nodes(&remove);
 }
 
 /// A `Concat` along axis 1 (the channels of the convolutions it joins).

@@ -155,11 +155,7 @@ pub fn fuse_conv_activations(graph: &mut Graph) -> usize {
         graph.nodes[*act] = fused;
         remove[*conv] = true;
     }
-    let mut i = 0;
-    graph.nodes.retain(|_| {
-        i += 1;
-        !remove[i - 1]
-    });
+    graph.remove_nodes(&remove);
     fusions.len()
 }
 

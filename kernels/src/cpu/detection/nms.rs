@@ -25,16 +25,7 @@ pub(crate) struct NonMaxSuppression {
 pub(crate) fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     require_opset(spec.opset, 10, "NonMaxSuppression")?;
     spec.attrs.only(&["center_point_box"])?;
-    let center_point_box = match spec.attrs.int("center_point_box", 0)? {
-        0 => false,
-        1 => true,
-        other => {
-            return Err(KernelError::BadAttribute {
-                name: "center_point_box".into(),
-                reason: format!("{other} is neither 0 nor 1"),
-            });
-        }
-    };
+    let center_point_box = spec.attrs.flag("center_point_box", false)?;
     Ok(Box::new(NonMaxSuppression { center_point_box }))
 }
 

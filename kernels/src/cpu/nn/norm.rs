@@ -31,16 +31,7 @@ pub fn build_batch(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             reason: "only spatial = 1 (per-channel statistics) is implemented".into(),
         });
     }
-    let training = match a.int("training_mode", 0)? {
-        0 => false,
-        1 => true,
-        v => {
-            return Err(KernelError::BadAttribute {
-                name: "training_mode".into(),
-                reason: format!("must be 0 or 1, got {v}"),
-            });
-        }
-    };
+    let training = a.flag("training_mode", false)?;
     if spec.num_outputs > 1 && !training {
         return Err(KernelError::UnsupportedAttribute {
             name: "outputs".into(),

@@ -46,13 +46,7 @@ pub(super) fn fold_relus_into_concats(graph: &mut Graph) -> usize {
         concat.opset = super::VERSION;
         concat.outputs = outputs;
     }
-    let folded = remove.iter().filter(|&&r| r).count();
-    let mut i = 0;
-    graph.nodes.retain(|_| {
-        i += 1;
-        !remove[i - 1]
-    });
-    folded
+    graph.remove_nodes(&remove)
 }
 
 /// Each input's channels when `node` joins blocks: the blocked `Concat`'s own count, or for

@@ -49,13 +49,7 @@ pub(super) fn fold_relus_into_depthwise(graph: &mut Graph) -> usize {
         node.inputs[0] = Some(x);
         node.attrs.insert("relu_input", AttrValue::Int(1));
     }
-    let folded = remove.iter().filter(|&&r| r).count();
-    let mut i = 0;
-    graph.nodes.retain(|_| {
-        i += 1;
-        !remove[i - 1]
-    });
-    folded
+    graph.remove_nodes(&remove)
 }
 
 /// Whether `node` is the blocked depthwise convolution (the blocked `Conv` takes one group or

@@ -36,16 +36,7 @@ pub struct BlockedConcat {
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     require_avx512("Concat")?;
     spec.attrs.only(&["channels", "relu"])?;
-    let relu = match spec.attrs.int("relu", 0)? {
-        0 => false,
-        1 => true,
-        r => {
-            return Err(KernelError::UnsupportedAttribute {
-                name: "relu".into(),
-                reason: format!("{r}: 0 or 1"),
-            });
-        }
-    };
+    let relu = spec.attrs.flag("relu", false)?;
     let bad = |reason: String| KernelError::UnsupportedAttribute {
         name: "channels".into(),
         reason,

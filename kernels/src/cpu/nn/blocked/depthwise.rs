@@ -47,16 +47,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     let mut known = ATTRIBUTES.to_vec();
     known.extend(["activation", "activation_params", "relu_input"]);
     spec.attrs.only(&known)?;
-    let relu_input = match spec.attrs.int("relu_input", 0)? {
-        0 => false,
-        1 => true,
-        r => {
-            return Err(KernelError::UnsupportedAttribute {
-                name: "relu_input".into(),
-                reason: format!("{r}: 0 or 1"),
-            });
-        }
-    };
+    let relu_input = spec.attrs.flag("relu_input", false)?;
     let group = spec.attrs.int("group", 1)?;
     Ok(Box::new(BlockedDepthwise {
         group: usize::try_from(group).map_err(|_| KernelError::BadAttribute {
