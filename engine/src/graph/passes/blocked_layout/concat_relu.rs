@@ -6,7 +6,7 @@
 use spillway_kernels::AttrValue;
 use spillway_kernels::cpu::nn::blocked::{BLOCK, DOMAIN};
 
-use super::eligible::default_domain;
+use super::eligible::{default_domain, plain_relu};
 use crate::graph::{Dim, Graph, Node};
 
 /// Folds every `Relu` whose input is a concatenation of blocks read by nothing else (and no
@@ -17,11 +17,7 @@ pub(super) fn fold_relus_into_concats(graph: &mut Graph) -> usize {
     let mut remove = vec![false; graph.nodes.len()];
     let mut folds = Vec::new();
     for (r, relu) in graph.nodes.iter().enumerate() {
-        let plain_relu = relu.op_type == "Relu"
-            && default_domain(relu)
-            && relu.attrs.names().next().is_none()
-            && relu.outputs.len() == 1;
-        let Some(Some(x)) = relu.inputs.first().copied().filter(|_| plain_relu) else {
+        let Some(Some(x)) = relu.inputs.first().copied().filter(|_| plain_relu(relu)) else {
             continue;
         };
         let Some(&c) = producers.get(&x) else {

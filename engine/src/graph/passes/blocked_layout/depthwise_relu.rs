@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use spillway_kernels::AttrValue;
 use spillway_kernels::cpu::nn::blocked::DOMAIN;
 
-use super::eligible::default_domain;
+use super::eligible::plain_relu;
 use crate::graph::{Graph, Node, ValueId};
 
 /// Folds every `Relu` that no graph output is and whose every reader is a blocked depthwise
@@ -26,13 +26,11 @@ pub(super) fn fold_relus_into_depthwise(graph: &mut Graph) -> usize {
     let mut remove = vec![false; graph.nodes.len()];
     let mut folds = Vec::new();
     for (r, relu) in graph.nodes.iter().enumerate() {
-        let plain_relu =
-            relu.op_type == "Relu" && default_domain(relu) && relu.attrs.names().next().is_none();
         let (Some(Some(x)), [Some(y)]) = (relu.inputs.first().copied(), relu.outputs.as_slice())
         else {
             continue;
         };
-        let Some(reads) = readers.get(y).filter(|_| plain_relu) else {
+        let Some(reads) = readers.get(y).filter(|_| plain_relu(relu)) else {
             continue;
         };
         let all_depthwise = reads

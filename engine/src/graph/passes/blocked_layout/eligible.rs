@@ -10,6 +10,15 @@ pub(super) fn default_domain(node: &Node) -> bool {
     node.domain.is_empty() || node.domain == "ai.onnx"
 }
 
+/// Whether `node` is the default domain's `Relu` (no attributes, one output), which the
+/// blocked kernels can fold into what it reads or what reads it.
+pub(super) fn plain_relu(node: &Node) -> bool {
+    node.op_type == "Relu"
+        && default_domain(node)
+        && node.attrs.names().next().is_none()
+        && node.outputs.len() == 1
+}
+
 /// The constant weights of a `Conv` or `FusedConv` whose attributes the blocked kernels know
 /// and whose declared inputs are all present, if `node` is one.
 fn conv_weights<'g>(graph: &'g Graph, node: &Node) -> Option<&'g spillway_kernels::Tensor> {
