@@ -11,17 +11,20 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
+use super::position_tile::TilePositions;
 #[cfg(target_arch = "x86_64")]
 use super::position_tile::{Acc, Avx512Tiles, PositionTile, TileOut, avx512_kernel, tile_with};
-use super::position_tile::{POSITIONS, TilePositions};
 
 /// Channels per block of a blocked image: the depth rows one cell holds.
 const CELL: usize = 16;
 
-/// Whether a tile of `rows` positions at `pos` is a run of adjacent cells of a blocked image,
-/// which [`cell_tile`] takes.
-pub fn adjacent(pos: &[usize; POSITIONS], rows: usize) -> bool {
-    (1..rows).all(|i| pos[i] == pos[0] + CELL * i)
+/// Whether the output positions at `starts` are adjacent cells of a blocked image, in order:
+/// then every tile of them is a run of adjacent cells, which [`cell_tile`] takes.
+pub fn adjacent(starts: &[usize]) -> bool {
+    starts
+        .iter()
+        .enumerate()
+        .all(|(i, &s)| s == starts[0] + CELL * i)
 }
 
 /// [`position_tile`](super::position_tile::position_tile) for a 1×1 window on a blocked
@@ -119,16 +122,19 @@ impl Avx512Tiles for Cells {
     }
 }
 
-/// The cell tile of a full (`wide`) or half panel of channels and `rows` positions, in
-/// blocks of 16 channels or channel rows (`blocked`), prefetching the next tile's cells when
-/// `prefetch`.
+/// The cell tile of `vectors` (1 to 3) vectors of channels and `rows` positions, in blocks of
+/// 16 channels or channel rows (`blocked`), prefetching the next tile's cells when `prefetch`.
 #[cfg(target_arch = "x86_64")]
-pub fn kernel_for(wide: bool, rows: usize, blocked: bool, prefetch: bool) -> PositionTile {
-    avx512_kernel::<Cells>(wide, rows, blocked, prefetch)
+pub fn kernel_for(vectors: usize, rows: usize, blocked: bool, prefetch: bool) -> PositionTile {
+    match vectors {
+        3 => avx512_kernel::<Cells, 3>(rows, blocked, prefetch),
+        2 => avx512_kernel::<Cells, 2>(rows, blocked, prefetch),
+        _ => avx512_kernel::<Cells, 1>(rows, blocked, prefetch),
+    }
 }
 
 /// Off x86-64 no instruction set has cell tiles.
 #[cfg(not(target_arch = "x86_64"))]
-pub fn kernel_for(_: bool, _: usize, _: bool, _: bool) -> super::position_tile::PositionTile {
+pub fn kernel_for(_: usize, _: usize, _: bool, _: bool) -> super::position_tile::PositionTile {
     unreachable!("no cell tiles off x86-64")
 }

@@ -46,6 +46,14 @@ impl Isa {
         out
     }
 
+    /// Floats per vector register.
+    pub fn lanes(self) -> usize {
+        match self {
+            Isa::Avx512 => 16,
+            Isa::Avx2 => 8,
+        }
+    }
+
     /// `(MR, NR)`: rows of A and columns of B per micro-tile.
     pub fn tile(self) -> (usize, usize) {
         match self {

@@ -12,6 +12,7 @@ mod blocked_image;
 mod cell_tile;
 mod direct;
 mod micro;
+mod panels;
 mod position_task;
 mod position_tile;
 mod positions;
@@ -56,7 +57,7 @@ pub struct PackedA {
     k: usize,
     data: AlignedFloats,
     /// The same weights packed transposed, for position tiles (on first use).
-    transposed: positions::TransposedA,
+    transposed: panels::TransposedA,
 }
 
 impl PackedA {

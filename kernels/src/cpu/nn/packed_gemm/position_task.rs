@@ -2,8 +2,8 @@
 //! weights, image operand and output, and runs rectangles of channel panels × position tiles.
 
 use super::cell_tile;
+use super::panels::{Panels, tile_cost};
 use super::position_tile::{self, POSITIONS, TileFinish, TilePositions};
-use super::positions::{padded_channels, panel_width};
 use super::{Isa, KC, PackedA};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
@@ -53,19 +53,21 @@ pub(super) fn rectangles((u0, u1): (usize, usize), inner: usize) -> [Option<Rect
     ]
 }
 
-/// `tasks` ranges of the units of `panels × tiles`, numbered panel by panel, of equal cost
-/// when a tile of the last panel, if `half` wide, costs [`HALF_COST`] thirds of a full
-/// panel's. Equal counts of units left one of 2 threads 7–9 % of NASNet's 168- and
-/// 336-channel 1×1 convolutions to finish alone (`conv_rate`: 168 channels, one thread
-/// 2604 µs, two 1408 µs).
-pub(super) fn shares(panels: usize, tiles: usize, half: bool, tasks: usize) -> Vec<(usize, usize)> {
-    let full = panels - usize::from(half);
-    let full_cost = FULL_COST * full * tiles;
-    let total = full_cost + usize::from(half) * HALF_COST * tiles;
+/// `tasks` ranges of the units of `panels.count(m) × tiles`, numbered panel by panel, of
+/// equal cost when a tile of a panel of `v` vectors costs [`tile_cost`]`(v)`. Equal counts of
+/// units left one of 2 threads 7–9 % of NASNet's 168- and 336-channel 1×1 convolutions to
+/// finish alone (`conv_rate`: 168 channels, one thread 2604 µs, two 1408 µs).
+pub(super) fn shares(panels: Panels, m: usize, tiles: usize, tasks: usize) -> Vec<(usize, usize)> {
+    let count = panels.count(m);
+    let full = count - 1;
+    let full_cost = tile_cost(panels.vectors);
+    let last_cost = tile_cost(panels.width(m, full) / panels.lanes);
+    let before_last = full_cost * full * tiles;
+    let total = before_last + last_cost * tiles;
     // The first unit whose cost starts at or past `cost`.
-    let unit = |cost: usize| match cost <= full_cost {
-        true => cost.div_ceil(FULL_COST),
-        false => full * tiles + (cost - full_cost).div_ceil(HALF_COST),
+    let unit = |cost: usize| match cost <= before_last {
+        true => cost.div_ceil(full_cost),
+        false => full * tiles + (cost - before_last).div_ceil(last_cost),
     };
     (0..tasks)
         .map(|i| (unit(i * total / tasks), unit((i + 1) * total / tasks)))
@@ -73,20 +75,14 @@ pub(super) fn shares(panels: usize, tiles: usize, half: bool, tasks: usize) -> V
         .collect()
 }
 
-/// See [`shares`]: a full panel's tile costs 3, a half panel's 2 (a 16-channel panel's tiles
-/// broadcast as often for half the multiply-adds: 0.65 of a full one's time in `conv_rate`).
-const FULL_COST: usize = 3;
-/// See [`FULL_COST`].
-const HALF_COST: usize = 2;
-
 /// Rows × columns of a grid, each as a range `(start, end)`.
 type Rectangle = ((usize, usize), (usize, usize));
 
 /// One product in position tiles, ready to run over rectangles of channel panels × tiles.
 pub(super) struct Task<'a> {
     pub(super) a: &'a PackedA,
-    /// Channels per full weight panel.
-    pub(super) full: usize,
+    /// How the weights are cut into channel panels.
+    pub(super) panels: Panels,
     pub(super) weights: &'a [f32],
     pub(super) data: &'a [f32],
     pub(super) offsets: &'a [usize],
@@ -100,14 +96,15 @@ pub(super) struct Task<'a> {
     pub(super) output: Output,
     /// Whether tiles prefetch the next tile's image cells.
     pub(super) prefetch: bool,
-    /// Whether tiles of adjacent positions run as cell tiles ([`cell_tile`]).
+    /// Whether the tiles run as cell tiles ([`cell_tile`]): every tile's positions are
+    /// adjacent cells.
     pub(super) cells: bool,
 }
 
 impl Task<'_> {
     /// Channel panels `panels.0..panels.1` × position tiles `tiles.0..tiles.1` of `C`.
     pub(super) fn run(&self, panels: (usize, usize), tiles: (usize, usize)) {
-        let (m, k, full) = (self.a.m, self.a.k, self.full);
+        let (m, k, full) = (self.a.m, self.a.k, self.panels.full());
         let ch = (panels.0 * full, (panels.1 * full).min(m));
         // Groups of at least GROUP_POSITIONS positions, their channels in blocks that keep a
         // block's outputs within GROUP_FLOATS: each weight panel, streamed once per group,
@@ -131,7 +128,7 @@ impl Task<'_> {
                 for pc in (0..k).step_by(KC) {
                     let kc = KC.min(k - pc);
                     for jp in b0..b1 {
-                        let width = panel_width(full, m, jp);
+                        let width = self.panels.width(m, jp);
                         let panel = self.panel(pc, jp);
                         let bias = self.bias.filter(|_| pc == 0).map(|b| &b[jp * full..]);
                         // The panel the loops take next, streamed in while this one is used
@@ -226,18 +223,19 @@ impl Task<'_> {
 
     /// The weights of channel panel `jp` in the depth block that starts at `pc`.
     fn panel(&self, pc: usize, jp: usize) -> &[f32] {
-        let (m, full) = (self.a.m, self.full);
+        let (m, panels) = (self.a.m, self.panels);
         let kc = KC.min(self.a.k - pc);
-        let block = &self.weights[pc * padded_channels(full, m)..];
-        &block[jp * kc * full..][..kc * panel_width(full, m, jp)]
+        let block = &self.weights[pc * panels.padded(m)..];
+        &block[jp * kc * panels.full()..][..kc * panels.width(m, jp)]
     }
 
     /// Where tile `t` of channel panel `jp` starts in `C`.
     fn tile_at(&self, jp: usize, t: usize) -> usize {
+        let first = jp * self.panels.full();
         match self.output {
-            Output::Rows(ldc) => jp * self.full * ldc + t * self.height,
-            Output::Blocks => jp * self.full * self.count + t * self.height * 16,
-            Output::Positions(ld) => t * self.height * ld + jp * self.full,
+            Output::Rows(ldc) => first * ldc + t * self.height,
+            Output::Blocks => first * self.count + t * self.height * 16,
+            Output::Positions(ld) => t * self.height * ld + first,
         }
     }
 
@@ -266,10 +264,10 @@ impl Task<'_> {
             Output::Positions(ld) => ((16, ld), true),
         };
         let offsets = self.offsets[pc..pc + kc].as_ptr();
-        let wide = panel.len() == kc * self.full;
-        let kernel = match self.cells && cell_tile::adjacent(&pos.now, live.1) {
-            true => cell_tile::kernel_for(wide, live.1, blocked, self.prefetch),
-            false => position_tile::kernel_for(self.a.isa, wide, live.1, blocked, self.prefetch),
+        let vectors = panel.len() / (kc * self.panels.lanes);
+        let kernel = match self.cells {
+            true => cell_tile::kernel_for(vectors, live.1, blocked, self.prefetch),
+            false => position_tile::kernel_for(self.a.isa, vectors, live.1, blocked, self.prefetch),
         };
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
@@ -295,7 +293,7 @@ impl Task<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{FULL_COST, HALF_COST, rectangles, shares};
+    use super::{Panels, rectangles, shares, tile_cost};
 
     #[test]
     fn tasks_rectangles_cover_every_unit_once() {
@@ -331,16 +329,33 @@ mod tests {
 
     #[test]
     fn shares_cover_every_unit_once_at_equal_cost() {
-        for (panels, tiles, half) in [(6, 221, true), (11, 56, true), (5, 3, false), (1, 9, true)] {
-            let cost = |u: usize| match half && u / tiles == panels - 1 {
-                true => HALF_COST,
-                false => FULL_COST,
-            };
-            let total: usize = (0..panels * tiles).map(cost).sum();
+        let (two, three) = (
+            Panels {
+                vectors: 2,
+                lanes: 16,
+            },
+            Panels {
+                vectors: 3,
+                lanes: 16,
+            },
+        );
+        for (panels, m, tiles) in [
+            (two, 168, 221),
+            (two, 336, 56),
+            (two, 160, 3),
+            (two, 10, 9),
+            (three, 168, 221),
+            (three, 144, 56),
+            (three, 20, 9),
+            (three, 1000, 2),
+        ] {
+            let count = panels.count(m);
+            let cost = |u: usize| tile_cost(panels.width(m, u / tiles) / panels.lanes);
+            let total: usize = (0..count * tiles).map(cost).sum();
             for tasks in 1..=8 {
-                let ranges = shares(panels, tiles, half, tasks);
+                let ranges = shares(panels, m, tiles, tasks);
                 assert_eq!(ranges.first().map(|r| r.0), Some(0));
-                assert_eq!(ranges.last().map(|r| r.1), Some(panels * tiles));
+                assert_eq!(ranges.last().map(|r| r.1), Some(count * tiles));
                 assert!(
                     ranges
                         .windows(2)
@@ -349,8 +364,8 @@ mod tests {
                 for &(u0, u1) in &ranges {
                     let share: usize = (u0..u1).map(cost).sum();
                     assert!(
-                        share.abs_diff(total / tasks) <= 2 * FULL_COST,
-                        "{panels}x{tiles} {half} in {tasks}: {u0}..{u1} costs {share} of {total}"
+                        share.abs_diff(total / tasks) <= 2 * tile_cost(panels.vectors),
+                        "{m} in {panels:?} x {tiles} in {tasks}: {u0}..{u1} costs {share} of {total}"
                     );
                 }
             }

@@ -461,7 +461,7 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
     ]
 }
 
-/// The kernel for `isa`, a full (`wide`) or half panel of channels, `rows` positions in the
+/// The kernel for `isa`, `vectors` (1 or 2) vectors of channels, `rows` positions in the
 /// tile, and channel rows or, when `blocked`, 16-channel blocks (AVX-512 only: on AVX2 the
 /// blocked layout is not offered), prefetching the next tile's cells when `prefetch` (AVX-512
 /// only). On AVX-512 a tile computes exactly its `rows` (1 to 8): the last tile of an 11×11
@@ -470,16 +470,17 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
 #[cfg(target_arch = "x86_64")]
 pub fn kernel_for(
     isa: Isa,
-    wide: bool,
+    vectors: usize,
     rows: usize,
     blocked: bool,
     prefetch: bool,
 ) -> PositionTile {
-    match (isa, wide, blocked, prefetch) {
-        (Isa::Avx2, _, true, _) => unreachable!("blocked outputs need AVX-512"),
-        (Isa::Avx2, true, false, _) => position_tile_avx2::<2, AVX2_HEIGHT>,
-        (Isa::Avx2, false, false, _) => position_tile_avx2::<1, AVX2_HEIGHT>,
-        (Isa::Avx512, ..) => avx512_kernel::<Positions>(wide, rows, blocked, prefetch),
+    match (isa, vectors, blocked) {
+        (Isa::Avx2, _, true) => unreachable!("blocked outputs need AVX-512"),
+        (Isa::Avx2, 2, false) => position_tile_avx2::<2, AVX2_HEIGHT>,
+        (Isa::Avx2, _, false) => position_tile_avx2::<1, AVX2_HEIGHT>,
+        (Isa::Avx512, 2, _) => avx512_kernel::<Positions, 2>(rows, blocked, prefetch),
+        (Isa::Avx512, _, _) => avx512_kernel::<Positions, 1>(rows, blocked, prefetch),
     }
 }
 
@@ -504,24 +505,19 @@ impl Avx512Tiles for Positions {
     }
 }
 
-/// The AVX-512 kernel of family `T` for a full (`wide`) or half panel, `rows` positions,
-/// blocks or channel rows (`blocked`), prefetching the next tile's cells when `prefetch`.
+/// The AVX-512 kernel of family `T` for `NV` vectors of channels, `rows` positions, blocks or
+/// channel rows (`blocked`), prefetching the next tile's cells when `prefetch`.
 #[cfg(target_arch = "x86_64")]
-pub(super) fn avx512_kernel<T: Avx512Tiles>(
-    wide: bool,
+pub(super) fn avx512_kernel<T: Avx512Tiles, const NV: usize>(
     rows: usize,
     blocked: bool,
     prefetch: bool,
 ) -> PositionTile {
-    match (wide, blocked, prefetch) {
-        (true, false, false) => avx512_rows::<T, 2, false, false>(rows),
-        (false, false, false) => avx512_rows::<T, 1, false, false>(rows),
-        (true, true, false) => avx512_rows::<T, 2, true, false>(rows),
-        (false, true, false) => avx512_rows::<T, 1, true, false>(rows),
-        (true, false, true) => avx512_rows::<T, 2, false, true>(rows),
-        (false, false, true) => avx512_rows::<T, 1, false, true>(rows),
-        (true, true, true) => avx512_rows::<T, 2, true, true>(rows),
-        (false, true, true) => avx512_rows::<T, 1, true, true>(rows),
+    match (blocked, prefetch) {
+        (false, false) => avx512_rows::<T, NV, false, false>(rows),
+        (true, false) => avx512_rows::<T, NV, true, false>(rows),
+        (false, true) => avx512_rows::<T, NV, false, true>(rows),
+        (true, true) => avx512_rows::<T, NV, true, true>(rows),
     }
 }
 
@@ -545,6 +541,6 @@ fn avx512_rows<T: Avx512Tiles, const NV: usize, const BLOCKED: bool, const PREFE
 
 /// Off x86-64 no instruction set has position tiles ([`Isa::detect`] finds none).
 #[cfg(not(target_arch = "x86_64"))]
-pub fn kernel_for(isa: Isa, _: bool, _: usize, _: bool, _: bool) -> PositionTile {
+pub fn kernel_for(isa: Isa, _: usize, _: usize, _: bool, _: bool) -> PositionTile {
     unreachable!("no position tiles for {isa:?} off x86-64")
 }

@@ -1,7 +1,8 @@
 //! Convolutions as position tiles: the product transposed, `Cᵀ = im2colᵀ · Aᵀ`, so that a
 //! micro-tile is a few output positions (broadcast, read in place from the padded image) ×
-//! two vectors of output channels (the weights, packed transposed once): on AVX-512, 7 or 8
-//! positions × 32 channels, on AVX2 6 positions × 16 channels (a last panel half as wide).
+//! a few vectors of output channels (the weights, packed transposed once): on AVX-512, 7 or 8
+//! positions × 32 or 48 channels, on AVX2 6 positions × 16 channels (a last panel as many
+//! vectors as it needs; see [`Panels`]).
 //!
 //! The other paths tile output *columns* 32 at a time (16 on AVX2): on AVX-512 a 7×7 output
 //! (49 positions) fills two tiles, 64 columns, and an in-place read of a padded image also
@@ -11,56 +12,19 @@
 //! transposed in registers on its way to the channel-major output, which costs more than a
 //! column tile's plain stores: [`pays`] weighs both. The tile loop is in `position_task`.
 
-use std::mem::MaybeUninit;
-use std::sync::OnceLock;
-
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 use super::blocked_image;
+use super::cell_tile;
 use super::direct::{self, PaddedImage};
+use super::panels::Panels;
 use super::position_task::{Output, Task, rectangles, shares};
 use super::position_tile::{AVX2_HEIGHT, POSITIONS};
 use super::source::Image2d;
 use super::{Isa, KC, PackedA, TASKS_PER_THREAD};
-use crate::cpu::aligned::AlignedFloats;
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
-
-/// Output channels per full panel of the transposed weights: two vectors.
-fn full_panel(isa: Isa) -> usize {
-    match isa {
-        Isa::Avx512 => 32,
-        Isa::Avx2 => 16,
-    }
-}
-
-/// The weights `A` (`m × k`) transposed into panels for
-/// [`super::position_tile::position_tile`]: for each `KC` block of depth, full panels of
-/// channels ([`full_panel`]; the last one half as wide when that suffices), `kc` rows of the
-/// panel's width each.
-#[derive(Debug, Clone, Default)]
-pub(super) struct TransposedA(OnceLock<AlignedFloats>);
-
-/// Derived from the weights; two packings of the same weights are equal whatever was cached.
-impl PartialEq for TransposedA {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-/// The width of channel panel `jp` of `m` channels in panels of `full`: `full`, or half of it
-/// for a last panel that half holds.
-pub(super) fn panel_width(full: usize, m: usize, jp: usize) -> usize {
-    let rest = m - jp * full;
-    if rest <= full / 2 { full / 2 } else { full }
-}
-
-/// Channels of `m` once padded to whole panels of `full`.
-pub(super) fn padded_channels(full: usize, m: usize) -> usize {
-    (0..m.div_ceil(full))
-        .map(|jp| panel_width(full, m, jp))
-        .sum()
-}
 
 /// What writing one column tile costs, in depth steps of its multiply-adds (each tile is
 /// written once per depth block): its rows are stored as they are.
@@ -89,7 +53,7 @@ pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize, k: usize) -> bool {
     let [oh, ow] = im.out;
     let height = tile_height(isa, oh * ow);
     let writes = |per_block: usize| k + k.div_ceil(KC) * per_block;
-    let channels = padded_channels(full_panel(isa), m);
+    let channels = Panels::for_product(isa, false, m, k).padded(m);
     let ours = channels * (oh * ow).div_ceil(height) * height * writes(POSITION_WRITE);
     let columns = if direct::applies(im, m) {
         let width = direct::padded_width(im);
@@ -124,34 +88,6 @@ fn tile_height(isa: Isa, count: usize) -> usize {
 }
 
 impl PackedA {
-    /// The transposed panels, packed on first use.
-    fn transposed(&self) -> &[f32] {
-        let panels = self.transposed.0.get_or_init(|| {
-            let (m, k) = (self.m, self.k);
-            let (mr, _) = self.isa.tile();
-            let full = full_panel(self.isa);
-            let mut out = Vec::with_capacity(padded_channels(full, m) * k);
-            for pc in (0..k).step_by(KC) {
-                let kc = KC.min(k - pc);
-                for jp in 0..m.div_ceil(full) {
-                    let width = panel_width(full, m, jp);
-                    for p in 0..kc {
-                        out.extend((0..width).map(|j| {
-                            let row = jp * full + j;
-                            if row < m {
-                                self.panel(pc, kc, row / mr)[p * mr + row % mr]
-                            } else {
-                                0.0
-                            }
-                        }));
-                    }
-                }
-            }
-            AlignedFloats::from_slice(&out)
-        });
-        panels.as_slice()
-    }
-
     /// `c = self · im2col(im) (+ bias)` in position tiles; the rest as [`PackedA::multiply`].
     pub(super) fn multiply_positions(
         &self,
@@ -219,7 +155,7 @@ impl PackedA {
                     offsets: &img.offsets,
                     starts: &img.starts,
                     prefetch: prefetches(im, self.k),
-                    cells: im.kernel == [1, 1],
+                    cells: im.kernel == [1, 1] && cell_tile::adjacent(&img.starts),
                 };
                 self.run_positions(&operand, c, output, bias, epilogue)
             });
@@ -287,9 +223,10 @@ impl PackedA {
         bias: Option<&[f32]>,
         epilogue: Option<&Epilogue<'_, f32>>,
     ) {
-        let weights = self.transposed();
-        let (m, full) = (self.m, full_panel(self.isa));
-        let mut padded_bias = vec![0.0f32; m.div_ceil(full) * full];
+        let panels = Panels::for_product(self.isa, operand.cells, self.m, self.k);
+        let weights = self.transposed(panels);
+        let m = self.m;
+        let mut padded_bias = vec![0.0f32; panels.count(m) * panels.full()];
         if let Some(b) = bias {
             padded_bias[..m].copy_from_slice(&b[..m]);
         }
@@ -308,7 +245,7 @@ impl PackedA {
             .collect();
         let task = Task {
             a: self,
-            full,
+            panels,
             weights,
             data: operand.data,
             offsets: operand.offsets,
@@ -322,10 +259,10 @@ impl PackedA {
             prefetch: operand.prefetch,
             cells: operand.cells,
         };
-        let panels = m.div_ceil(full);
+        let count_panels = panels.count(m);
         let threads = super::threads();
         if m * self.k * count < super::PARALLEL_WORK || threads < 2 {
-            task.run((0, panels), (0, tiles));
+            task.run((0, count_panels), (0, tiles));
             return;
         }
         // Tasks take equal shares of the channel panels × position tiles, numbered panel
@@ -334,9 +271,8 @@ impl PackedA {
         // made inception_v3's 17×17 1×1 convolutions 5–10 % slower even where the image
         // is the larger operand, and whole panels or tiles per task left one of 2 threads
         // up to 4/7 of a 7×7 image's work (googlenet 0.97×, inception_v3 0.99×, 2 threads).
-        // Shares of equal cost: a last panel half as wide costs less (see `shares`).
-        let half = panel_width(full, m, panels - 1) < full;
-        shares(panels, tiles, half, TASKS_PER_THREAD * threads)
+        // Shares of equal cost: a narrower last panel costs less (see `shares`).
+        shares(panels, m, tiles, TASKS_PER_THREAD * threads)
             .into_par_iter()
             .for_each(|range| {
                 for (p, t) in rectangles(range, tiles).into_iter().flatten() {
@@ -378,8 +314,9 @@ struct Operand<'a> {
     starts: &'a [usize],
     /// Whether each tile prefetches the next tile's cells ([`prefetches`]).
     prefetch: bool,
-    /// Whether the image is blocked and the window 1×1: each block's 16 depth rows are one
-    /// cell's consecutive floats (tiles of adjacent positions run as cell tiles).
+    /// Whether the image is blocked, the window 1×1 and the output positions adjacent cells
+    /// (unit strides, no padding): each block's 16 depth rows are one cell's consecutive
+    /// floats, and every tile runs as a cell tile.
     cells: bool,
 }
 

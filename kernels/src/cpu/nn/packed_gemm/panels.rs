@@ -1,0 +1,193 @@
+//! How the weights of a product in position tiles are cut into channel panels, and the
+//! transposed packings of them that the tiles read ([`TransposedA`]).
+
+use std::sync::OnceLock;
+
+use super::{Isa, KC, PackedA};
+use crate::cpu::aligned::AlignedFloats;
+
+/// Channel panels of `vectors` vectors of `lanes` channels each (a tile's width), the last
+/// one as many whole vectors as the channels left need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Panels {
+    /// Vectors per full panel.
+    pub(super) vectors: usize,
+    /// Channels per vector.
+    pub(super) lanes: usize,
+}
+
+impl Panels {
+    /// The panels of the tiles for an `m × k` product on `isa`: on AVX-512, three vectors
+    /// for cell tiles (`cells`) at least [`THREE_VECTOR_DEPTH`] deep where they take fewer
+    /// tile costs ([`tile_cost`]) than two, else two; on AVX2, two.
+    ///
+    /// A tile of three vectors has 24 accumulators against 16 and broadcasts a third less
+    /// often: 4–5 % faster on NASNet's 1×1 convolutions of blocked images 336 and more deep
+    /// (`conv_rate`, one thread). The general tiles also hold 8 positions in registers: with
+    /// three vectors, Winograd's products and planar 3×3 convolutions ran 5–15 % slower.
+    pub(super) fn for_product(isa: Isa, cells: bool, m: usize, k: usize) -> Panels {
+        let (two, three) = (
+            Panels {
+                vectors: 2,
+                lanes: isa.lanes(),
+            },
+            Panels {
+                vectors: 3,
+                lanes: 16,
+            },
+        );
+        let deep_cells = isa == Isa::Avx512 && cells && k >= THREE_VECTOR_DEPTH;
+        match deep_cells && three.cost(m) < two.cost(m) {
+            true => three,
+            false => two,
+        }
+    }
+
+    /// What a column of tiles across `m` channels costs, in [`tile_cost`]s.
+    fn cost(self, m: usize) -> usize {
+        (0..self.count(m))
+            .map(|jp| tile_cost(self.width(m, jp) / self.lanes))
+            .sum()
+    }
+
+    /// Channels per full panel.
+    pub(super) fn full(self) -> usize {
+        self.vectors * self.lanes
+    }
+
+    /// How many panels `m` channels take.
+    pub(super) fn count(self, m: usize) -> usize {
+        m.div_ceil(self.full())
+    }
+
+    /// The width of panel `jp` of `m` channels: a full panel, or the last one's channels
+    /// rounded up to whole vectors.
+    pub(super) fn width(self, m: usize, jp: usize) -> usize {
+        (m - jp * self.full())
+            .min(self.full())
+            .next_multiple_of(self.lanes)
+    }
+
+    /// Channels of `m` once padded to whole panels.
+    pub(super) fn padded(self, m: usize) -> usize {
+        (0..self.count(m)).map(|jp| self.width(m, jp)).sum()
+    }
+}
+
+/// The shallowest product given panels of three vectors: at 42 to 168 deep they ran from
+/// 8 % faster to 13 % slower than two, node by node in NASNet (one thread).
+const THREE_VECTOR_DEPTH: usize = 256;
+
+/// What a tile of `vectors` vectors of channels costs, in percent of a tile of two (its
+/// broadcasts take the same time whatever its width): one vector 65 (`conv_rate`, 16 against
+/// 32 channels), three 143 (4.5 % less per multiply-add than two).
+pub(super) fn tile_cost(vectors: usize) -> usize {
+    match vectors {
+        1 => 65,
+        2 => 100,
+        _ => 143,
+    }
+}
+
+/// The weights `A` (`m × k`) transposed into channel panels for the position tiles, packed on
+/// first use, once for each cut of [`Panels`] a product asks for: for each `KC` block of
+/// depth, the panels one after the other, `kc` rows of the panel's width each.
+#[derive(Debug, Clone, Default)]
+pub(super) struct TransposedA {
+    /// In panels of two vectors.
+    two: OnceLock<AlignedFloats>,
+    /// In panels of three vectors.
+    three: OnceLock<AlignedFloats>,
+}
+
+/// Derived from the weights; two packings of the same weights are equal whatever was cached.
+impl PartialEq for TransposedA {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl PackedA {
+    /// The weights transposed into `panels`, packed on first use.
+    pub(super) fn transposed(&self, panels: Panels) -> &[f32] {
+        let slot = match panels.vectors {
+            2 => &self.transposed.two,
+            3 => &self.transposed.three,
+            v => unreachable!("panels of {v} vectors"),
+        };
+        let packed = slot.get_or_init(|| {
+            let (m, k) = (self.m, self.k);
+            let (mr, _) = self.isa.tile();
+            let full = panels.full();
+            let mut out = Vec::with_capacity(panels.padded(m) * k);
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                for jp in 0..panels.count(m) {
+                    let width = panels.width(m, jp);
+                    for p in 0..kc {
+                        out.extend((0..width).map(|j| {
+                            let row = jp * full + j;
+                            if row < m {
+                                self.panel(pc, kc, row / mr)[p * mr + row % mr]
+                            } else {
+                                0.0
+                            }
+                        }));
+                    }
+                }
+            }
+            AlignedFloats::from_slice(&out)
+        });
+        packed.as_slice()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Isa, Panels};
+
+    #[test]
+    fn three_vectors_only_for_deep_cell_tiles_they_cut_into_fewer_costs() {
+        let vectors = |cells, m, k| Panels::for_product(Isa::Avx512, cells, m, k).vectors;
+        // 168 channels: 3 + 3 + 3 + 2 vectors against 5 × 2 + 1.
+        assert_eq!(vectors(true, 168, 1008), 3);
+        assert_eq!(vectors(true, 672, 672), 3);
+        // Too shallow, or general tiles.
+        assert_eq!(vectors(true, 168, 168), 2);
+        assert_eq!(vectors(false, 168, 1008), 2);
+        // 64 channels: 3 + 1 vectors cost more than 2 + 2.
+        assert_eq!(vectors(true, 64, 1008), 2);
+        let avx2 = Panels::for_product(Isa::Avx2, true, 168, 1008);
+        assert_eq!((avx2.vectors, avx2.lanes), (2, 8));
+    }
+
+    #[test]
+    fn panels_round_the_last_up_to_whole_vectors() {
+        let three = Panels {
+            vectors: 3,
+            lanes: 16,
+        };
+        let widths = |p: Panels, m: usize| -> Vec<usize> {
+            (0..p.count(m)).map(|jp| p.width(m, jp)).collect()
+        };
+        assert_eq!(widths(three, 168), vec![48, 48, 48, 32]);
+        assert_eq!(widths(three, 150), vec![48, 48, 48, 16]);
+        assert_eq!(widths(three, 96), vec![48, 48]);
+        assert_eq!(three.padded(168), 176);
+        let two = Panels {
+            vectors: 2,
+            lanes: 16,
+        };
+        assert_eq!(
+            widths(two, 168),
+            vec![32; 5].into_iter().chain([16]).collect::<Vec<_>>()
+        );
+        assert_eq!(widths(two, 20), vec![32]);
+        let avx2 = Panels {
+            vectors: 2,
+            lanes: 8,
+        };
+        assert_eq!(widths(avx2, 20), vec![16, 8]);
+        assert_eq!(avx2.padded(20), 24);
+    }
+}
