@@ -23,7 +23,8 @@ impl Panels {
     ///
     /// A tile of three vectors has 24 accumulators against 16 and broadcasts a third less
     /// often: 4–5 % faster on NASNet's 1×1 convolutions of blocked images 336 and more deep
-    /// (`conv_rate`, one thread). The general tiles also hold 8 positions in registers: with
+    /// (`conv_rate`, one thread); resnet50's (64 to 1024 deep, into 128 to 512 channels)
+    /// ran the same. The general tiles also hold 8 positions in registers: with
     /// three vectors, Winograd's products and planar 3×3 convolutions ran 5–15 % slower.
     pub(super) fn for_product(isa: Isa, cells: bool, m: usize, k: usize) -> Panels {
         let (two, three) = (
@@ -74,9 +75,10 @@ impl Panels {
     }
 }
 
-/// The shallowest product given panels of three vectors: at 42 to 168 deep they ran from
-/// 8 % faster to 13 % slower than two, node by node in NASNet (one thread).
-const THREE_VECTOR_DEPTH: usize = 256;
+/// The shallowest product given panels of three vectors (`conv_rate`, one thread, 1×1 on
+/// blocked images): 96 → 42 at 83² ran 7 % faster, 168 → 168 at 42² the same, and 84 → 84
+/// at 42² 1 % slower; in NASNet's traces its 42- and 84-deep ones ran up to 13 % slower.
+const THREE_VECTOR_DEPTH: usize = 96;
 
 /// What a tile of `vectors` vectors of channels costs, in percent of a tile of two (its
 /// broadcasts take the same time whatever its width): one vector 65 (`conv_rate`, 16 against
@@ -153,7 +155,8 @@ mod tests {
         assert_eq!(vectors(true, 168, 1008), 3);
         assert_eq!(vectors(true, 672, 672), 3);
         // Too shallow, or general tiles.
-        assert_eq!(vectors(true, 168, 168), 2);
+        assert_eq!(vectors(true, 168, 168), 3);
+        assert_eq!(vectors(true, 84, 84), 2);
         assert_eq!(vectors(false, 168, 1008), 2);
         // 64 channels: 3 + 1 vectors cost more than 2 + 2.
         assert_eq!(vectors(true, 64, 1008), 2);
