@@ -129,7 +129,8 @@ pub fn kernel_for(vectors: usize, rows: usize, blocked: bool, prefetch: bool) ->
     match vectors {
         3 => avx512_kernel::<Cells, 3>(rows, blocked, prefetch),
         2 => avx512_kernel::<Cells, 2>(rows, blocked, prefetch),
-        _ => avx512_kernel::<Cells, 1>(rows, blocked, prefetch),
+        1 => avx512_kernel::<Cells, 1>(rows, blocked, prefetch),
+        v => unreachable!("cell tiles of {v} vectors"),
     }
 }
 

@@ -478,9 +478,10 @@ pub fn kernel_for(
     match (isa, vectors, blocked) {
         (Isa::Avx2, _, true) => unreachable!("blocked outputs need AVX-512"),
         (Isa::Avx2, 2, false) => position_tile_avx2::<2, AVX2_HEIGHT>,
-        (Isa::Avx2, _, false) => position_tile_avx2::<1, AVX2_HEIGHT>,
+        (Isa::Avx2, 1, false) => position_tile_avx2::<1, AVX2_HEIGHT>,
         (Isa::Avx512, 2, _) => avx512_kernel::<Positions, 2>(rows, blocked, prefetch),
-        (Isa::Avx512, _, _) => avx512_kernel::<Positions, 1>(rows, blocked, prefetch),
+        (Isa::Avx512, 1, _) => avx512_kernel::<Positions, 1>(rows, blocked, prefetch),
+        (_, v, _) => unreachable!("general tiles of {v} vectors"),
     }
 }
 
