@@ -319,6 +319,28 @@ pub(crate) struct ResizePass {
     pub plan: AxisPlan,
 }
 
+/// Outputs of the innermost axis's pass cost this many times an outer axis's: each is a
+/// gather of a few scattered inputs, where an outer axis blends whole rows in vectors.
+const GATHER_COST: usize = 4;
+
+/// The work of resizing `in_shape` to `out_shape` along `order`, pass after pass: each pass's
+/// output size, weighted by [`GATHER_COST`] for the innermost axis.
+fn pass_cost(in_shape: &[usize], out_shape: &[usize], order: &[usize]) -> usize {
+    let mut shape = in_shape.to_vec();
+    order
+        .iter()
+        .map(|&ax| {
+            shape[ax] = out_shape[ax];
+            let weight = if ax + 1 == shape.len() {
+                GATHER_COST
+            } else {
+                1
+            };
+            shape.iter().product::<usize>() * weight
+        })
+        .sum()
+}
+
 impl Resize {
     /// The passes that resize `in_shape` to `out_shape`, in order; identity axes are skipped.
     fn passes(
@@ -341,10 +363,22 @@ impl Resize {
         // Each pass costs about its output's size: the axes that shrink most go first and
         // those that grow most last, so the intermediates stay small. Between equal growths
         // the inner axis goes first: its pass gathers element by element, an outer axis's
-        // copies whole rows.
+        // blends whole rows.
         let growth = |ax: usize| out_shape[ax] as f64 / in_shape[ax].max(1) as f64;
         let mut order: Vec<usize> = axes.iter().copied().filter(|&ax| !identity(ax)).collect();
         order.sort_by(|&a, &b| growth(a).total_cmp(&growth(b)).then(b.cmp(&a)));
+        // The innermost axis's gather costs several times a row blend per output: it goes
+        // last where that is cheaper overall (SSD's 480×640 → 320×320 image: 307 200
+        // gathered outputs instead of 460 800).
+        if let Some(pos) = order.iter().position(|&ax| ax + 1 == in_shape.len()) {
+            let mut inner_last = order.clone();
+            let inner = inner_last.remove(pos);
+            inner_last.push(inner);
+            if pass_cost(in_shape, out_shape, &inner_last) < pass_cost(in_shape, out_shape, &order)
+            {
+                order = inner_last;
+            }
+        }
         let mut shape = in_shape.to_vec();
         order
             .into_iter()

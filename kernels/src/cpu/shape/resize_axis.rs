@@ -319,10 +319,22 @@ pub(crate) fn apply<T: Sample>(
         if inner == 1 {
             taps.gather_row(src, dst, fill)
         } else {
-            taps.blend_rows(src, dst, inner, fill)
+            taps.blend_rows(src, dst, inner, fill, 0)
         }
     };
-    if out.len() >= PAR_OUTPUT && outer > 1 {
+    if out.len() >= PAR_OUTPUT && inner > 1 {
+        // Blocks of output rows, so that few outer rows (an image's 3 channels) still keep
+        // every thread busy.
+        use rayon::prelude::*;
+        let spans = (PAR_OUTPUT / 4 / inner).clamp(1, out_len);
+        out.par_chunks_mut(row_out)
+            .zip(data.par_chunks(row_in))
+            .for_each(|(dst, src)| {
+                dst.par_chunks_mut(spans * inner)
+                    .enumerate()
+                    .for_each(|(t, d)| taps.blend_rows(src, d, inner, fill, t * spans))
+            });
+    } else if out.len() >= PAR_OUTPUT && outer > 1 {
         use rayon::prelude::*;
         let rows = (PAR_OUTPUT / row_out).clamp(1, outer);
         data.par_chunks(rows * row_in)
@@ -408,6 +420,14 @@ impl<T: Sample> CompactTaps<T> {
         for (d, span) in dst.iter_mut().zip(&self.spans) {
             *d = match *span {
                 None => fill,
+                // Linear interpolation's two taps, the same sum unrolled.
+                Some((first, 2)) => {
+                    let (i, c) = (&self.idx[first..first + 2], &self.coef[first..first + 2]);
+                    let mut acc = T::default();
+                    acc += c[0] * src[i[0]];
+                    acc += c[1] * src[i[1]];
+                    acc
+                }
                 Some((first, n)) => {
                     let mut acc = T::default();
                     for (&i, &c) in self.idx[first..first + n]
@@ -423,9 +443,9 @@ impl<T: Sample> CompactTaps<T> {
     }
 
     /// The resized axis has `inner` elements under it: each output row is a weighted sum of a
-    /// few input rows.
-    fn blend_rows(&self, src: &[T], dst: &mut [T], inner: usize, fill: T) {
-        for (span, d) in self.spans.iter().zip(dst.chunks_exact_mut(inner)) {
+    /// few input rows. `dst` holds the output rows from `first`.
+    fn blend_rows(&self, src: &[T], dst: &mut [T], inner: usize, fill: T, first: usize) {
+        for (span, d) in self.spans[first..].iter().zip(dst.chunks_exact_mut(inner)) {
             let Some((first, n)) = *span else {
                 d.fill(fill);
                 continue;

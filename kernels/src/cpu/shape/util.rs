@@ -1,7 +1,7 @@
 //! Helpers shared by the shape kernels: axis normalisation, opset checks and
 //! copying strided views into contiguous buffers.
 
-use ndarray::{ArrayViewD, Axis, IxDyn};
+use ndarray::{ArrayViewD, Axis, Ix2, IxDyn};
 
 use crate::cpu::binary::broadcast::map_into;
 use crate::error::{KernelError, Result};
@@ -60,6 +60,9 @@ pub(crate) fn to_dims(values: &[i64], what: &str) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// Lanes shorter than this are copied element by element ([`contiguous_vec`]).
+const SHORT_LANE: usize = 16;
+
 /// Copies any (strided, permuted, broadcast) view into a row-major `Vec`.
 ///
 /// Trailing axes that are contiguous in memory are merged first, so a view with
@@ -80,6 +83,23 @@ pub(crate) fn contiguous_vec<T: Clone>(view: ArrayViewD<'_, T>) -> Vec<T> {
         }
     }
     let mut out = Vec::with_capacity(v.len());
+    // Short lanes (columns of a detector's boxes) cost more to walk one by one than their
+    // elements do; as a matrix (once unit axes are gone), they are read element by element.
+    if v.shape()[last] < SHORT_LANE {
+        let mut m = v.view();
+        for ax in (0..m.ndim()).rev() {
+            if m.ndim() > 2 && m.shape()[ax] == 1 {
+                m = m.remove_axis(Axis(ax));
+            }
+        }
+        if let Ok(m) = m.into_dimensionality::<Ix2>() {
+            let (rows, cols) = m.dim();
+            for r in 0..rows {
+                out.extend((0..cols).map(|c| m[[r, c]].clone()));
+            }
+            return out;
+        }
+    }
     for lane in v.lanes(Axis(last)) {
         match lane.as_slice() {
             Some(s) => out.extend_from_slice(s),
@@ -142,6 +162,11 @@ mod tests {
         assert_eq!(contiguous_vec(t), exp);
         let r = a.slice(s![.., ..;-1, 1]);
         assert_eq!(contiguous_vec(r.into_dyn()), vec![9, 5, 1, 21, 17, 13]);
+        // Short lanes under unit axes: the first two of every box's four coordinates.
+        let boxes =
+            ArrayD::from_shape_vec(IxDyn(&[1, 3, 1, 4]), (0..12).collect::<Vec<i32>>()).unwrap();
+        let xy = boxes.slice(s![.., .., .., 0..2]);
+        assert_eq!(contiguous_vec(xy.into_dyn()), vec![0, 1, 4, 5, 8, 9]);
     }
 
     #[test]

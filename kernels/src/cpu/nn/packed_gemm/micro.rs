@@ -6,6 +6,10 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
+use super::position_tile::TileFinish;
+#[cfg(target_arch = "x86_64")]
+use super::position_tile::finish_block;
+
 /// The vector instruction set the packed GEMM runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
@@ -133,13 +137,15 @@ const AVX512_MR: usize = 8;
 
 /// One micro-tile. Writes the `mr × nr` top-left corner of the tile to `c` (row stride
 /// `ldc`), adding to what is there when `accumulate`; row `i` starts from `row_init[i]`
-/// (a bias) instead of zero when given.
+/// (a bias) instead of zero when given; `finish`, when given, is applied as the outputs are
+/// stored (in registers in a full AVX-512 tile, else over the stored corner).
 ///
 /// # Safety
 /// The CPU supports `isa`; `a` holds `kc · MR` floats and `b + rows.at(p)` is valid for `NR`
 /// floats for every `p < kc`; `c` is valid for
 /// rows `0..mr` × columns `0..nr` at row stride `ldc`, with `mr ≤ MR`, `nr ≤ NR`;
-/// `row_init`, when given, holds at least `MR` values.
+/// `row_init`, when given, holds at least `MR` values; `finish.z`, when not null, is valid
+/// where `c` is, at the same offsets.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn tile<R: BRows>(
     isa: Isa,
@@ -153,10 +159,11 @@ pub unsafe fn tile<R: BRows>(
     nr: usize,
     accumulate: bool,
     row_init: Option<&[f32]>,
+    finish: Option<TileFinish>,
 ) {
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init);
+        let _ = (kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init, finish);
         unreachable!("Isa::detect never returns {isa:?} off x86-64");
     }
     // SAFETY: forwarded from the caller's contract.
@@ -177,8 +184,14 @@ pub unsafe fn tile<R: BRows>(
                 let (b, c) = (b.add(16), c.add(16));
                 tile_avx512_w8(kc, a, b, rows, c, ldc, mr, nr - 16, accumulate, row_init)
             }
-            Isa::Avx512 => tile_avx512(kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init),
+            // The full kernel finishes in its registers.
+            Isa::Avx512 => {
+                return tile_avx512(kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init, finish);
+            }
             Isa::Avx2 => tile_avx2(kc, a, b, rows, c, ldc, mr, nr, accumulate, row_init),
+        }
+        if let Some(f) = finish {
+            f.apply_in_place(c, ldc, mr, nr);
         }
     }
 }
@@ -222,6 +235,7 @@ unsafe fn tile_avx512<R: BRows>(
     nr: usize,
     accumulate: bool,
     row_init: Option<&[f32]>,
+    finish: Option<TileFinish>,
 ) {
     const MR: usize = AVX512_MR;
     const NR: usize = 32;
@@ -254,6 +268,10 @@ unsafe fn tile_avx512<R: BRows>(
                     v0 = _mm512_add_ps(v0, _mm512_loadu_ps(row));
                     v1 = _mm512_add_ps(v1, _mm512_loadu_ps(row.add(16)));
                 }
+                if let Some(f) = finish {
+                    v0 = finish_block(v0, f, i * ldc);
+                    v1 = finish_block(v1, f, i * ldc + 16);
+                }
                 _mm512_storeu_ps(row, v0);
                 _mm512_storeu_ps(row.add(16), v1);
             }
@@ -265,6 +283,9 @@ unsafe fn tile_avx512<R: BRows>(
             _mm512_storeu_ps(acc.as_mut_ptr().add(i * NR + 16), r1[i]);
         }
         write_back::<NR>(&acc, c, ldc, mr, nr, accumulate);
+        if let Some(f) = finish {
+            f.apply_in_place(c, ldc, mr, nr);
+        }
     }
 }
 

@@ -24,6 +24,8 @@ pub use micro::Isa;
 pub use positions::BlockedInput;
 pub use source::{BSource, Image2d};
 
+use position_tile::TileFinish;
+
 use super::epilogue::Epilogue;
 use super::matrix::SendPtr;
 use crate::cpu::aligned::AlignedFloats;
@@ -365,6 +367,7 @@ impl PackedA {
         (jc, nc): (usize, usize),
     ) {
         let (mr, nr) = self.isa.tile();
+        let in_tiles = self.tile_finish(epilogue, (pc, kc));
         for ic in (rows.0..rows.1).step_by((MC / mr).max(1)) {
             let panels = (ic, (ic + (MC / mr).max(1)).min(rows.1));
             for jp in 0..nc.div_ceil(nr) {
@@ -375,11 +378,14 @@ impl PackedA {
                 // panel holds kc·NR values.
                 unsafe {
                     self.tile_column(panels, (pc, kc), bp.as_ptr(), micro::Panel(nr))
+                        .finishing(in_tiles.map(|f| f.shifted(j0)))
                         .write(c.add(j0), ldc, wide, bias)
                 };
             }
-            // SAFETY: these rows × columns jc..jc + nc are the caller's.
-            unsafe { self.finish_rows(epilogue, panels, (pc, kc), c, ldc, (jc, nc)) };
+            if in_tiles.is_none() {
+                // SAFETY: these rows × columns jc..jc + nc are the caller's.
+                unsafe { self.finish_rows(epilogue, panels, (pc, kc), c, ldc, (jc, nc)) };
+            }
         }
     }
 
@@ -399,7 +405,26 @@ impl PackedA {
             b,
             rows,
             ahead: &[],
+            finish: None,
         }
+    }
+
+    /// The epilogue as the tiles can apply it in their registers, for `C` from its first
+    /// output: a clamp (none, `Relu`, `Clip`, with or without an add) on AVX-512, after the
+    /// last depth block; `None` where the caller finishes the rows itself
+    /// ([`PackedA::finish_rows`]).
+    fn tile_finish(
+        &self,
+        epilogue: Option<&Epilogue<'_, f32>>,
+        (pc, kc): (usize, usize),
+    ) -> Option<TileFinish> {
+        let e = epilogue.filter(|_| self.isa == Isa::Avx512 && pc + kc == self.k)?;
+        let (lo, hi) = e.activation.clamp_bounds()?;
+        Some(TileFinish {
+            z: e.add.map_or(std::ptr::null(), <[f32]>::as_ptr),
+            lo,
+            hi,
+        })
     }
 
     /// After the last depth block (`pc + kc == k`), runs the epilogue over the rows of
@@ -441,9 +466,17 @@ struct TileColumn<'a, R> {
     rows: R,
     /// Weights to bring into L2 meanwhile, a share before each tile.
     ahead: &'a [f32],
+    /// The epilogue the tiles apply as they store, at the column's first output.
+    finish: Option<TileFinish>,
 }
 
 impl<'a, R: micro::BRows> TileColumn<'a, R> {
+    /// Applies `finish` (at the column's first output, when given) as the tiles store.
+    fn finishing(mut self, finish: Option<TileFinish>) -> Self {
+        self.finish = finish;
+        self
+    }
+
     /// Fetches `share` of `ahead` (`count` shares in all) into L2 while the tiles run.
     fn prefetching(mut self, ahead: &'a [f32], share: usize, count: usize) -> Self {
         let per = ahead.len().div_ceil(count.max(1)).next_multiple_of(16);
@@ -493,6 +526,7 @@ impl<'a, R: micro::BRows> TileColumn<'a, R> {
                     wide,
                     pc > 0,
                     row_init,
+                    self.finish.map(|f| f.shifted(i0 * ldc)),
                 )
             };
         }

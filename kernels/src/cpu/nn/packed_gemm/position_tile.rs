@@ -69,6 +69,43 @@ pub struct TileFinish {
     pub hi: f32,
 }
 
+impl TileFinish {
+    /// The finish of the outputs `by` floats further on (`z` moves with them; null stays
+    /// null).
+    pub(super) fn shifted(self, by: usize) -> TileFinish {
+        match self.z.is_null() {
+            true => self,
+            false => TileFinish {
+                z: self.z.wrapping_add(by),
+                ..self
+            },
+        }
+    }
+
+    /// Finishes the `rows × cols` outputs at `c` (row stride `ldc`) where they are, with the
+    /// operations of [`finish_block`] one lane at a time: x86's `max(lo, v)` and `min(hi, v)`
+    /// return `v` when it is NaN or both are zeros, as these comparisons do.
+    ///
+    /// # Safety
+    /// `c`, and `z` when not null, are valid for those outputs.
+    pub(super) unsafe fn apply_in_place(self, c: *mut f32, ldc: usize, rows: usize, cols: usize) {
+        for i in 0..rows {
+            for j in 0..cols {
+                let at = i * ldc + j;
+                // SAFETY: the caller's contract.
+                unsafe {
+                    let mut v = *c.add(at);
+                    if !self.z.is_null() {
+                        v += *self.z.add(at);
+                    }
+                    v = if self.lo > v { self.lo } else { v };
+                    *c.add(at) = if self.hi < v { self.hi } else { v };
+                }
+            }
+        }
+    }
+}
+
 /// One position tile (a transposed micro-tile: output positions broadcast, output channels
 /// in the vectors): for channels `j < NV·16` and positions `i < R`,
 /// `C[j, i] (+)= Σ_p w[p·NV·16 + j] · img[offsets[p] + pos[i]]`, started from `bias[j]` when
@@ -386,7 +423,7 @@ unsafe fn finish_lanes(
 /// `f.z`, when not null, is valid at `at` for 16 floats; the CPU has AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn finish_block(out: __m512, f: TileFinish, at: usize) -> __m512 {
+pub(super) unsafe fn finish_block(out: __m512, f: TileFinish, at: usize) -> __m512 {
     // SAFETY: the caller's contract.
     let out = match f.z.is_null() {
         true => out,

@@ -375,49 +375,90 @@ fn check_image(im: &Image2d, ch: usize, m: usize, pool: &rayon::ThreadPool) {
 
 #[test]
 fn tile_epilogue_equals_the_separate_pass_bit_for_bit() {
-    // The clamp epilogues finish in the position tiles' registers; the result must be what
-    // the separate pass makes of the plain product: the residual holds NaN, −0.0 and values
-    // on the clip's bounds, and the depth spans two blocks (the clamp follows the last one).
-    let (ch, size) = (KC / 9 + 4, [6, 13]);
-    let img = values(ch * size[0] * size[1], 3);
-    let im = Image2d {
-        img: &img,
-        size,
-        kernel: [3, 3],
-        strides: [1, 1],
-        dilations: [1, 1],
-        pads: [1, 1],
-        out: size,
+    // The clamp epilogues finish in the tiles' registers; the result must be what the separate
+    // pass makes of the plain product: the residual holds NaN, −0.0 and values on the clip's
+    // bounds. Position tiles and column tiles (packed, or reading the image in place), on a
+    // padded 3×3 image two depth blocks deep (the clamp follows the last one; in place, the
+    // tiles are cropped first), a pointwise one whose 32² planes are 4 KiB apart (every tile
+    // packed) and one whose last tiles are narrow; 44 rows end in a partial row panel.
+    type Run<'a> = &'a dyn Fn(&PackedA, &Image2d, &mut [f32], Option<&Epilogue<'_, f32>>);
+    let positions: Run = &|p, im, c, e| p.multiply_positions(im, c, c.len() / p.m, Some(&BIAS), e);
+    let packed: Run = &|p, im, c, e| {
+        let n = c.len() / p.m;
+        p.multiply_packed(BSource::Image(im), n, c, n, Some(&BIAS), e)
     };
-    let (m, k, n) = (40, ch * 9, size[0] * size[1]);
-    let a: Vec<f32> = values(m * k, 4).iter().map(|v| v - 0.5).collect();
-    let bias = values(m, 5);
-    let special = [f32::NAN, -0.0, 0.0, -0.25, 0.25];
-    let z: Vec<f32> = values(m * n, 6)
-        .iter()
-        .enumerate()
-        .map(|(i, v)| special.get(i % 11).copied().unwrap_or(v - 0.5))
-        .collect();
-    for activation in [
-        Activation::Identity,
-        Activation::Relu,
-        Activation::Clip(-0.25, 0.25),
-    ] {
-        for add in [None, Some(&z[..])] {
-            let epilogue = Epilogue { add, activation };
-            for isa in isas() {
-                let packed = PackedA::with_isa(&a, m, k, isa);
-                let mut want = vec![0.0f32; m * n];
-                packed.multiply_positions(&im, &mut want, n, Some(&bias), None);
-                epilogue.finish(&mut want, 0);
-                let mut got = vec![0.0f32; m * n];
-                packed.multiply_positions(&im, &mut got, n, Some(&bias), Some(&epilogue));
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "{isa:?} {activation:?} {add:?}");
+    let in_place: Run = &|p, im, c, e| p.multiply_in_place(im, c, c.len() / p.m, Some(&BIAS), e);
+    // (channels, size, kernel, rows, paths)
+    type Case<'a> = (usize, [usize; 2], [usize; 2], usize, &'a [Run<'a>]);
+    let cases: [Case; 3] = [
+        (
+            KC / 9 + 4,
+            [6, 13],
+            [3, 3],
+            40,
+            &[positions, packed, in_place],
+        ),
+        (16, [32, 32], [1, 1], 44, &[packed, in_place]),
+        (5, [3, 47], [1, 1], 44, &[packed, in_place]),
+    ];
+    for (ch, size, kernel, m, runs) in cases {
+        let img = values(ch * size[0] * size[1], 3);
+        let pads = kernel.map(|k| k / 2);
+        let im = Image2d {
+            img: &img,
+            size,
+            kernel,
+            strides: [1, 1],
+            dilations: [1, 1],
+            pads,
+            out: size,
+        };
+        let (k, n) = (ch * kernel[0] * kernel[1], size[0] * size[1]);
+        let a: Vec<f32> = values(m * k, 4).iter().map(|v| v - 0.5).collect();
+        let special = [f32::NAN, -0.0, 0.0, -0.25, 0.25];
+        let z: Vec<f32> = values(m * n, 6)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| special.get(i % 11).copied().unwrap_or(v - 0.5))
+            .collect();
+        for activation in [
+            Activation::Identity,
+            Activation::Relu,
+            Activation::Clip(-0.25, 0.25),
+        ] {
+            for add in [None, Some(&z[..])] {
+                let epilogue = Epilogue { add, activation };
+                for isa in isas() {
+                    let packed = PackedA::with_isa(&a, m, k, isa);
+                    for (path, run) in runs.iter().enumerate() {
+                        let mut want = vec![0.0f32; m * n];
+                        run(&packed, &im, &mut want, None);
+                        epilogue.finish(&mut want, 0);
+                        let mut got = vec![0.0f32; m * n];
+                        run(&packed, &im, &mut got, Some(&epilogue));
+                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(
+                            bits(&got),
+                            bits(&want),
+                            "{size:?} path {path} {isa:?} {activation:?} {add:?}"
+                        );
+                    }
+                }
             }
         }
     }
 }
+
+/// The bias of [`tile_epilogue_equals_the_separate_pass_bit_for_bit`]'s rows.
+const BIAS: [f32; 44] = {
+    let mut b = [0.0f32; 44];
+    let mut i = 0;
+    while i < 44 {
+        b[i] = (i % 7) as f32 * 0.125 - 0.375;
+        i += 1;
+    }
+    b
+};
 
 #[test]
 fn token_major_product_matches_the_definition() {
