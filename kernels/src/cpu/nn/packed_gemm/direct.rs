@@ -7,8 +7,7 @@
 //! padded copy costs one pass over the input instead of `kh · kw`.
 //!
 //! A pointwise convolution (1×1, unit stride, no padding) is its image read as it is: no
-//! copy at all; the one tile that would read past the image's end is packed instead (every
-//! tile, where the image's planes are a multiple of 4 KiB apart: [`crowds_l1`]).
+//! copy at all; the one tile that would read past the image's end is packed instead.
 //!
 //! Tiles run across output rows at the padded width (the columns that padding adds are
 //! computed, then cropped), so that narrow rows do not end in narrow tiles. Where padding
@@ -62,30 +61,6 @@ pub(super) struct PaddedImage<'a> {
     /// Tiles starting at this column (from the first output row's start) or later would read
     /// past `data` at full width: `usize::MAX` when `data` ends in a tile's width of slack.
     tail: usize,
-    /// Whether a tile's rows crowd one set of the L1 cache ([`crowds_l1`]): then every tile
-    /// is packed, as the tail is.
-    crowded: bool,
-}
-
-/// Floats between two addresses that share an L1 set: 4 KiB, on every x86-64 core of the
-/// last decade (64 sets of 64-byte lines).
-const L1_SET_PERIOD: usize = 1024;
-
-/// True when most of the rows that `offsets` start (an im2col block read in place) share
-/// one L1 set, more of them than a set holds lines: each tile's rows then evict each other
-/// between the row panels that reuse them. A pointwise convolution on 160² planes (every
-/// plane 25 pages long) read its image at 70 GFLOP/s so, against 110 packed (one thread,
-/// 64 ← 16 channels); on 80² planes, whose rows fall in 4 sets, packing was 15–30 % slower.
-fn crowds_l1(offsets: &[usize]) -> bool {
-    // The ways of the smallest L1 set in use (8: Zen 3; 12 since Zen 4 and Ice Lake).
-    const WAYS: usize = 8;
-    let rows = &offsets[..offsets.len().min(super::KC)];
-    let mut per_set = [0usize; L1_SET_PERIOD / 16];
-    for &o in rows {
-        per_set[o % L1_SET_PERIOD / 16] += 1;
-    }
-    let most = per_set.iter().copied().max().unwrap_or(0);
-    most > WAYS && 2 * most > rows.len()
 }
 
 /// Where an image row's columns land in a row of column phase `qx` (stride `sw`): columns
@@ -214,7 +189,6 @@ impl<'a> PaddedImage<'a> {
             data: &im.img[..channels * plane],
             width: w,
             out: im.out,
-            crowded: crowds_l1(&offsets),
             offsets,
             tail: (plane - reach + 1).saturating_sub(nr),
         }
@@ -276,7 +250,6 @@ impl<'a> PaddedImage<'a> {
             data,
             width,
             out: im.out,
-            crowded: crowds_l1(&offsets),
             offsets,
             tail: usize::MAX,
         }
@@ -284,7 +257,7 @@ impl<'a> PaddedImage<'a> {
 
     /// Packs the `kc × nr` tile whose rows start at column `start` of the depth block
     /// `(pc, kc)` into `panel` (zeros past the image's end); returns the panel's start.
-    fn pack_tile(
+    fn pack_tail(
         &self,
         panel: &mut Vec<f32>,
         (pc, kc): (usize, usize),
@@ -415,7 +388,7 @@ impl PackedA {
         let panels_per_block = (MC / mr).max(1);
         // Blocks of whole output rows, about as wide as the packed path's column blocks.
         let rows_per_block = (NC / width).max(1);
-        let mut packed = Vec::new();
+        let mut tail = Vec::new();
         WIDE_C.with_borrow_mut(|scratch| {
             for y0 in (out_rows.0..out_rows.1).step_by(rows_per_block) {
                 let y1 = (y0 + rows_per_block).min(out_rows.1);
@@ -444,8 +417,8 @@ impl PackedA {
                         let column_tiles = n.div_ceil(nr);
                         for x0 in (0..n).step_by(nr) {
                             let (start, wide) = (y0 * width + x0, nr.min(n - x0));
-                            if start >= img.tail || img.crowded {
-                                let panel = img.pack_tile(&mut packed, (pc, kc), start, nr);
+                            if start >= img.tail {
+                                let panel = img.pack_tail(&mut tail, (pc, kc), start, nr);
                                 // SAFETY: as below, the packed panel holds kc·NR values.
                                 unsafe {
                                     self.tile_column(panels, (pc, kc), panel, micro::Panel(nr))
@@ -525,22 +498,4 @@ thread_local! {
     static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Each thread's block of `C` at the padded image's width, before cropping.
     static WIDE_C: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::crowds_l1;
-
-    #[test]
-    fn planes_4_kib_apart_crowd_one_set() {
-        let rows = |plane: usize, count: usize| (0..count).map(|c| c * plane).collect::<Vec<_>>();
-        // 160² planes are 25 pages long: every row in one set.
-        assert!(crowds_l1(&rows(160 * 160, 16)));
-        assert!(crowds_l1(&rows(32 * 32, 64)));
-        // Too few rows to fill a set.
-        assert!(!crowds_l1(&rows(160 * 160, 8)));
-        // 80² planes fall in 4 sets, 40² in 16: packing them measured slower.
-        assert!(!crowds_l1(&rows(80 * 80, 72)));
-        assert!(!crowds_l1(&rows(40 * 40, 72)));
-    }
 }

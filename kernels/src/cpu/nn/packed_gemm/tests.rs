@@ -379,8 +379,8 @@ fn tile_epilogue_equals_the_separate_pass_bit_for_bit() {
     // pass makes of the plain product: the residual holds NaN, −0.0 and values on the clip's
     // bounds. Position tiles and column tiles (packed, or reading the image in place), on a
     // padded 3×3 image two depth blocks deep (the clamp follows the last one; in place, the
-    // tiles are cropped first), a pointwise one whose 32² planes are 4 KiB apart (every tile
-    // packed) and one whose last tiles are narrow; 44 rows end in a partial row panel.
+    // tiles are cropped first), a pointwise one read in place and one whose last tiles are
+    // narrow; 44 rows end in a partial row panel.
     type Run<'a> = &'a dyn Fn(&PackedA, &Image2d, &mut [f32], Option<&Epilogue<'_, f32>>);
     let positions: Run = &|p, im, c, e| p.multiply_positions(im, c, c.len() / p.m, Some(&BIAS), e);
     let packed: Run = &|p, im, c, e| {
