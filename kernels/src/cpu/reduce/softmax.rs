@@ -116,12 +116,10 @@ impl SoftmaxKernel {
             .expect("standard layout is contiguous")
             .to_vec();
         let len = n * inner;
-        // Short blocks (SSD's 91 class scores per box) go in groups of about 8K elements, one
-        // task each.
-        if let Some(per_group) = (PAR_THRESHOLD / 4).checked_div(len) {
+        if len > 0 {
             if data.len() >= PAR_THRESHOLD {
-                data.par_chunks_mut(per_group.max(1) * len)
-                    .for_each(|g| g.chunks_mut(len).for_each(|b| block(b, n, inner, self.log)));
+                data.par_chunks_mut(len)
+                    .for_each(|b| block(b, n, inner, self.log));
             } else {
                 data.chunks_mut(len)
                     .for_each(|b| block(b, n, inner, self.log));
