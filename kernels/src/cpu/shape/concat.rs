@@ -226,6 +226,22 @@ mod tests {
     }
 
     #[test]
+    fn many_short_rows_are_joined_in_blocks() {
+        // 40 000 rows of 1 + 12 floats (longer than a short piece): blocks of rows in
+        // parallel, the last one partial; each output row by definition.
+        let rows = 40_000;
+        let a: Vec<f32> = (0..rows).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..rows * 12).map(|i| -(i as f32)).collect();
+        let ta = Tensor::from_shape_vec(&[rows, 1], a.clone()).unwrap();
+        let tb = Tensor::from_shape_vec(&[rows, 12], b.clone()).unwrap();
+        let out = run(1, &[&ta, &tb]).unwrap();
+        let want: Vec<f32> = (0..rows)
+            .flat_map(|r| std::iter::once(a[r]).chain(b[r * 12..(r + 1) * 12].iter().copied()))
+            .collect();
+        assert_eq!(out[0], Tensor::from_shape_vec(&[rows, 13], want).unwrap());
+    }
+
+    #[test]
     fn concat_strings_outer_axis() {
         let a = Tensor::from_shape_vec(&[1], vec!["a".to_string()]).unwrap();
         let b = Tensor::from_shape_vec(&[2], vec!["b".to_string(), "c".to_string()]).unwrap();
