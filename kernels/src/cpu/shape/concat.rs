@@ -140,11 +140,14 @@ fn copy_pieces<T: Copy + Send + Sync + 'static>(pieces: &Pieces<'_, T>, len: usi
     let parallel = len >= 4 * COPY_GRAIN;
     crate::output_buffer::build(0, len, |out| {
         let row = pieces.row();
+        if row == 0 {
+            return;
+        }
         if row < COPY_GRAIN {
-            let rows_per_block = COPY_GRAIN.div_ceil(row.max(1));
+            let rows_per_block = COPY_GRAIN.div_ceil(row);
             let block = |(b, dst): (usize, &mut [MaybeUninit<T>])| {
                 let first = b * rows_per_block;
-                let rows = first..first + dst.len() / row.max(1);
+                let rows = first..first + dst.len() / row;
                 let mut rest = dst;
                 for piece in pieces.of_rows(rows) {
                     let (head, tail) = rest.split_at_mut(piece.len());
@@ -152,7 +155,7 @@ fn copy_pieces<T: Copy + Send + Sync + 'static>(pieces: &Pieces<'_, T>, len: usi
                     rest = tail;
                 }
             };
-            let size = rows_per_block * row.max(1);
+            let size = rows_per_block * row;
             if parallel {
                 out.par_chunks_mut(size).enumerate().for_each(block);
             } else {

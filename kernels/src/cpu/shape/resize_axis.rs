@@ -2,6 +2,8 @@
 //! their application, following `onnx.reference.ops.op_resize` exactly, except that an `f32`
 //! tensor's source coordinates are computed in `f32`, as ONNX Runtime computes them.
 
+use rayon::prelude::*;
+
 /// How an output index maps back to an input coordinate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Coord {
@@ -325,7 +327,6 @@ pub(crate) fn apply<T: Sample>(
     if out.len() >= PAR_OUTPUT && inner > 1 {
         // Blocks of output rows, so that few outer rows (an image's 3 channels) still keep
         // every thread busy.
-        use rayon::prelude::*;
         let spans = (PAR_OUTPUT / 4 / inner).clamp(1, out_len);
         out.par_chunks_mut(row_out)
             .zip(data.par_chunks(row_in))
@@ -335,7 +336,6 @@ pub(crate) fn apply<T: Sample>(
                     .for_each(|(t, d)| taps.blend_rows(src, d, inner, fill, t * spans))
             });
     } else if out.len() >= PAR_OUTPUT && outer > 1 {
-        use rayon::prelude::*;
         let rows = (PAR_OUTPUT / row_out).clamp(1, outer);
         data.par_chunks(rows * row_in)
             .zip(out.par_chunks_mut(rows * row_out))

@@ -6,6 +6,8 @@
 use std::arch::x86_64::*;
 
 use super::Isa;
+use crate::cpu::nn::epilogue::Activation;
+use crate::cpu::nn::epilogue_simd::finish_f32;
 
 /// Positions per AVX2 tile.
 pub const AVX2_HEIGHT: usize = 6;
@@ -82,26 +84,25 @@ impl TileFinish {
         }
     }
 
-    /// Finishes the `rows × cols` outputs at `c` (row stride `ldc`) where they are, with the
-    /// operations of [`finish_block`] one lane at a time: x86's `max(lo, v)` and `min(hi, v)`
-    /// return `v` when it is NaN or both are zeros, as these comparisons do.
+    /// Finishes the `rows × cols` outputs at `c` (row stride `ldc`) where they are, through
+    /// the separate pass's vectorized clamp (the same operations as [`finish_block`]).
     ///
     /// # Safety
     /// `c`, and `z` when not null, are valid for those outputs.
     pub(super) unsafe fn apply_in_place(self, c: *mut f32, ldc: usize, rows: usize, cols: usize) {
+        let clamp = Activation::Clip(self.lo, self.hi);
         for i in 0..rows {
-            for j in 0..cols {
-                let at = i * ldc + j;
-                // SAFETY: the caller's contract.
-                unsafe {
-                    let mut v = *c.add(at);
-                    if !self.z.is_null() {
-                        v += *self.z.add(at);
-                    }
-                    v = if self.lo > v { self.lo } else { v };
-                    *c.add(at) = if self.hi < v { self.hi } else { v };
-                }
-            }
+            // SAFETY: the caller's contract.
+            let (row, add) = unsafe {
+                let add = (!self.z.is_null())
+                    .then(|| std::slice::from_raw_parts(self.z.add(i * ldc), cols));
+                (std::slice::from_raw_parts_mut(c.add(i * ldc), cols), add)
+            };
+            // Tiles finish only on AVX-512, where the vectorized clamp always runs.
+            assert!(
+                finish_f32(row, add, clamp),
+                "tile finish without a vectorized clamp"
+            );
         }
     }
 }
