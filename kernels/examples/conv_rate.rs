@@ -62,6 +62,8 @@ fn main() {
     // COLD=1: 64 MiB are written between runs, so that the weights come from memory, as
     // they do inside a model whose weights outgrow the caches.
     let cold = switch("COLD");
+    // WARM_INPUT=1: the image is read after the flush, so that only the weights are cold.
+    let warm_input = switch("WARM_INPUT");
     // IDLE=US: the threads idle this long before each run, as between nodes of a model.
     let idle: Option<u64> = std::env::var("IDLE")
         .ok()
@@ -77,6 +79,10 @@ fn main() {
                     flush.par_chunks_mut(1 << 16).for_each(|part| {
                         part.iter_mut().for_each(|b| *b = b.wrapping_add(r as u8))
                     });
+                    if warm_input {
+                        let sum: f32 = img.par_chunks(1 << 14).map(|p| p.iter().sum::<f32>()).sum();
+                        std::hint::black_box(sum);
+                    }
                     if let Some(us) = idle {
                         std::thread::sleep(std::time::Duration::from_micros(us));
                     }

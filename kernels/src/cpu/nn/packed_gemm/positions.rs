@@ -22,10 +22,17 @@ use super::panels::Panels;
 use super::position_task::{Output, Task, rectangles, shares};
 use super::position_tile::{AVX2_HEIGHT, POSITIONS};
 use super::source::Image2d;
-use super::{Isa, KC, PackedA, TASKS_PER_THREAD};
+use super::{Isa, KC, PackedA};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
+/// Tasks per thread of a parallel product in position tiles. Each task's first weight panel
+/// comes from memory unprefetched (in a model the weights outgrow the caches): against 2
+/// tasks, one made NASNet's 672 × 672 convolution at 11² with its weights from memory
+/// (`conv_rate`, `COLD=1 WARM_INPUT=1`, 2 threads) 258–275 µs against 284–300, and the
+/// per-node traces of googlenet, inception_v3 and NASNet 0.971×, 0.988× and 0.990×
+/// (resnet50 and SSDlite the same).
+const POSITION_TASKS_PER_THREAD: usize = 1;
 /// What writing one column tile costs, in depth steps of its multiply-adds (each tile is
 /// written once per depth block): its rows are stored as they are.
 const COLUMN_WRITE: usize = 2;
@@ -271,8 +278,9 @@ impl PackedA {
         // made inception_v3's 17×17 1×1 convolutions 5–10 % slower even where the image
         // is the larger operand, and whole panels or tiles per task left one of 2 threads
         // up to 4/7 of a 7×7 image's work (googlenet 0.97×, inception_v3 0.99×, 2 threads).
-        // Shares of equal cost: a narrower last panel costs less (see `shares`).
-        shares(panels, m, tiles, TASKS_PER_THREAD * threads)
+        // Shares of equal cost: a narrower last panel costs less (see `shares`). One per
+        // thread: each task starts on a weight panel that nothing prefetched.
+        shares(panels, m, tiles, POSITION_TASKS_PER_THREAD * threads)
             .into_par_iter()
             .for_each(|range| {
                 for (p, t) in rectangles(range, tiles).into_iter().flatten() {
