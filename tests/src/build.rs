@@ -210,6 +210,18 @@ impl ModelBuilder {
         self
     }
 
+    /// A scalar float initializer.
+    pub fn scalar_float(&mut self, name: &str, value: f32) -> &mut Self {
+        self.graph.initializer.push(TensorProto {
+            name: Some(name.into()),
+            dims: Vec::new(),
+            data_type: Some(1),
+            float_data: vec![value],
+            ..Default::default()
+        });
+        self
+    }
+
     /// An int64 1-D initializer.
     pub fn ints(&mut self, name: &str, values: &[i64]) -> &mut Self {
         self.graph.initializer.push(TensorProto {

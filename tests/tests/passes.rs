@@ -751,3 +751,96 @@ fn optimize_folds_pads_only_at_the_extended_level() {
     passes::optimize(&mut extended, passes::Level::Extended).unwrap();
     assert!(!ops(&extended).contains(&"Pad"), "{:?}", ops(&extended));
 }
+
+/// How a GELU chain is written: `x / √2` or `x · (1/√2)`; constants first or second in `Add`
+/// and `Mul`; `(x · a) · ½` or `(x · ½) · a`.
+#[derive(Clone, Copy)]
+struct GeluForm {
+    divide: bool,
+    constants_first: bool,
+    half_first: bool,
+}
+
+/// `y = GELU(x)` written out op by op in `form`, with `one` as the constant added to `erf`;
+/// `extra_output` also makes the `Erf` output a graph output.
+fn gelu_model(form: GeluForm, one: f32, extra_output: bool) -> Vec<u8> {
+    let mut m = ModelBuilder::new(31);
+    m.input("x", &[2, 3, 40])
+        .scalar_float("sqrt2", std::f32::consts::SQRT_2)
+        .scalar_float("inv_sqrt2", std::f32::consts::FRAC_1_SQRT_2)
+        .scalar_float("one", one)
+        .scalar_float("half", 0.5);
+    let pair = |a: &'static str, k: &'static str| match form.constants_first {
+        true => [k, a],
+        false => [a, k],
+    };
+    match form.divide {
+        true => m.node("Div", &["x", "sqrt2"], &["u"], &[]),
+        false => m.node("Mul", &pair("x", "inv_sqrt2"), &["u"], &[]),
+    };
+    m.node("Erf", &["u"], &["e"], &[])
+        .node("Add", &pair("e", "one"), &["a"], &[]);
+    match form.half_first {
+        true => {
+            m.node("Mul", &pair("x", "half"), &["h"], &[])
+                .node("Mul", &["h", "a"], &["y"], &[])
+        }
+        false => {
+            m.node("Mul", &["x", "a"], &["p"], &[])
+                .node("Mul", &pair("p", "half"), &["y"], &[])
+        }
+    };
+    m.output("y");
+    if extra_output {
+        m.output("e");
+    }
+    m.to_bytes(13)
+}
+
+fn gelu_forms() -> Vec<GeluForm> {
+    let mut forms = Vec::new();
+    for divide in [true, false] {
+        for constants_first in [true, false] {
+            for half_first in [true, false] {
+                forms.push(GeluForm {
+                    divide,
+                    constants_first,
+                    half_first,
+                });
+            }
+        }
+    }
+    forms
+}
+
+#[test]
+fn gelu_written_out_fuses_into_one_gelu() {
+    for form in gelu_forms() {
+        let bytes = gelu_model(form, 1.0, false);
+        let mut g = load(&bytes);
+        shape_inference::infer(&mut g);
+        assert_eq!(passes::fuse_gelu(&mut g), 1);
+        assert_eq!(ops(&g), ["Gelu"]);
+        let node = &g.nodes[0];
+        assert_eq!(node.name, "Erf_1", "the fused node takes the Erf's name");
+        assert_eq!(node.inputs, vec![Some(g.inputs[0])]);
+        assert_eq!(node.outputs, vec![Some(g.outputs[0])]);
+        assert_same_outputs(&bytes, g, input(&[2, 3, 40]), 1e-6);
+    }
+}
+
+#[test]
+fn gelu_chains_that_differ_are_kept() {
+    let form = GeluForm {
+        divide: true,
+        constants_first: false,
+        half_first: false,
+    };
+    // `erf + 2` is not GELU; a value of the chain that is a graph output must survive.
+    for (one, extra_output) in [(2.0, false), (1.0, true)] {
+        let mut g = load(&gelu_model(form, one, extra_output));
+        shape_inference::infer(&mut g);
+        assert_eq!(passes::fuse_gelu(&mut g), 0);
+        assert_eq!(ops(&g), ["Div", "Erf", "Add", "Mul", "Mul"]);
+    }
+}

@@ -7,6 +7,7 @@ mod constant_folding;
 mod dead_code;
 mod fold_pads;
 mod fuse_activation;
+mod fuse_gelu;
 mod identity;
 
 pub use batchnorm::fold_batchnorm_into_conv;
@@ -16,6 +17,7 @@ pub use constant_folding::fold_constants;
 pub use dead_code::remove_dead_nodes;
 pub use fold_pads::fold_pads;
 pub use fuse_activation::fuse_conv_activations;
+pub use fuse_gelu::fuse_gelu;
 pub use identity::remove_identities;
 
 use crate::error::Result;
@@ -29,8 +31,9 @@ pub enum Level {
     Basic,
     /// `Basic`, then rewrites that only the CPU's kernels take: zero `Pad`s folded into the
     /// padding of the `Conv` or `AveragePool` reading them (it may become asymmetric, which
-    /// cuDNN does not take), fusions (`Conv` + activation → `com.microsoft` `FusedConv`) and, on
-    /// AVX-512 CPUs, images in blocks of 16 channels (`spillway.nchw16c`).
+    /// cuDNN does not take), fusions (`Conv` + activation → `com.microsoft` `FusedConv`; GELU
+    /// written out op by op → `Gelu`) and, on AVX-512 CPUs, images in blocks of 16 channels
+    /// (`spillway.nchw16c`).
     Extended,
 }
 
@@ -48,6 +51,7 @@ pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
     if level == Level::Extended {
         fold_pads(graph);
         fuse_conv_activations(graph);
+        fuse_gelu(graph);
         let wanted = std::env::var("SPILLWAY_BLOCKED").map_or(true, |v| v != "0");
         if wanted && spillway_kernels::cpu::nn::blocked::available() {
             // The layout follows each value's readers: the `Shape`s and `Pad`s that the passes

@@ -123,6 +123,9 @@ fn transpose_typed<T: Element>(a: &ArcArray<T, IxDyn>, perm: &[usize]) -> Result
     let merged_out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let st: Vec<usize> = perm.iter().map(|&p| in_strides[p]).collect();
     let total: usize = out_shape.iter().product();
+    if rank >= 2 && st[rank - 1] == 1 && merged_out[rank - 1] >= WHOLE_RUN && total > 0 {
+        return super::util::tensor_from(&out_shape, copy_runs(src, &merged_out, &st));
+    }
     if rank < 2 || st[rank - 1] == 1 || total == 0 {
         let merged = ndarray::ArrayView::from_shape(IxDyn(&shape), src)
             .map_err(|e| KernelError::Shape(e.to_string()))?;
@@ -177,6 +180,37 @@ fn transpose_typed<T: Element>(a: &ArcArray<T, IxDyn>, perm: &[usize]) -> Result
     super::util::tensor_from(&out_shape, out)
 }
 
+/// The shortest contiguous run [`copy_runs`] takes; shorter ones are read element by element
+/// as a matrix (`contiguous_vec`).
+const WHOLE_RUN: usize = 16;
+
+/// The permuted tensor when the output's last axis is contiguous in the input: each output
+/// row of `out[rank − 1]` elements is one run of the input, copied whole into the output's
+/// offered buffer (rows in parallel for large tensors). `out` and `strides` are the merged
+/// output shape and each output axis's input stride. BERT's attention heads
+/// (`[128, 12, 64]` by `[1, 0, 2]`) took 34–38 µs walked lane by lane into new memory.
+fn copy_runs<T: Element>(src: &[T], out: &[usize], strides: &[usize]) -> Vec<T> {
+    let rank = out.len();
+    let run = out[rank - 1];
+    let total: usize = out.iter().product();
+    let mut data = crate::output_buffer::overwritable::<T>(0, total);
+    let copy_run = |(row, dst): (usize, &mut [T])| {
+        // The row's first input element, from its index over the outer output axes.
+        let (mut rest, mut base) = (row, 0);
+        for d in (0..rank - 1).rev() {
+            base += rest % out[d] * strides[d];
+            rest /= out[d];
+        }
+        dst.clone_from_slice(&src[base..base + run]);
+    };
+    if total < PARALLEL_MIN {
+        data.chunks_mut(run).enumerate().for_each(copy_run);
+    } else {
+        data.par_chunks_mut(run).enumerate().for_each(copy_run);
+    }
+    data
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,8 +261,8 @@ mod tests {
     fn permutations_match_ndarray() {
         // Larger than one tile with the last axis moved, RetinaNet's head layout, size-1 axes
         // between merged ones, an identity after merging, a batch of 2-D transposes, empty
-        // axes, and sizes over the parallel threshold: every output against ndarray's
-        // permuted iteration of the same input.
+        // axes, sizes over the parallel threshold, and contiguous runs: every output against
+        // ndarray's permuted iteration of the same input.
         let cases: &[(&[usize], &[i64])] = &[
             (&[37, 3, 70], &[1, 2, 0]),
             (&[1, 3, 5, 7, 11], &[0, 3, 4, 1, 2]),
@@ -240,6 +274,11 @@ mod tests {
             (&[2, 0, 3], &[2, 1, 0]),
             (&[1, 9, 13, 40, 41], &[0, 3, 4, 1, 2]),
             (&[3, 70, 400], &[0, 2, 1]),
+            // Contiguous runs of 16 or more copied whole: BERT's attention heads (over the
+            // parallel threshold), a small batch, and runs under reordered outer axes.
+            (&[1, 128, 12, 64], &[0, 2, 1, 3]),
+            (&[3, 5, 16], &[1, 0, 2]),
+            (&[2, 7, 3, 20], &[2, 0, 1, 3]),
         ];
         for &(shape, perm) in cases {
             let len = shape.iter().product::<usize>() as i32;

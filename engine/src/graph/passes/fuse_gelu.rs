@@ -1,0 +1,185 @@
+//! Fuses the exact GELU that exporters write out op by op, `x · (1 + erf(x / √2)) / 2` (BERT's
+//! `Div → Erf → Add → Mul → Mul`), into one ONNX `Gelu` (opset 20, `approximate = "none"`):
+//! one vectorized pass over the tensor instead of five (ONNX Runtime's `GeluFusion`). The
+//! shapes matched, with constant scalar `f32` operands in either position of `Add` and `Mul`:
+//!
+//! - `u = x / √2` (`Div`) or `u = x · (1/√2)` (`Mul`), then `e = Erf(u)`, `a = e + 1`;
+//! - then `(x · a) · ½`, or `(x · ½) · a`.
+//!
+//! Every intermediate must be read only by the next node of the chain and not be a graph
+//! output; `x` may have other readers. The fused node takes the `Erf` node's name.
+
+use crate::graph::{Graph, Node, ValueId};
+
+/// The opset that defines `Gelu`.
+const GELU_OPSET: i64 = 20;
+/// How far a matched constant may be from the exact one (relative): exporters write `√2` and
+/// `½` as `f32`, `1/√2` rounded either way.
+const CONSTANT_TOLERANCE: f32 = 1e-6;
+
+/// Fuses every GELU chain; returns how many `Gelu` nodes it made.
+pub fn fuse_gelu(graph: &mut Graph) -> usize {
+    let producers = graph.producers();
+    let uses = graph.use_counts();
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); graph.values.len()];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for v in node.present_inputs() {
+            readers[v.index()].push(i);
+        }
+    }
+    // The one node reading `v` (with `v` read once, by one input, and no graph output).
+    let sole_reader = |v: ValueId| -> Option<usize> {
+        (uses[v.index()] == 1 && !graph.outputs.contains(&v)).then(|| readers[v.index()][0])
+    };
+    let mut remove = vec![false; graph.nodes.len()];
+    let mut fused = 0;
+    for erf in 0..graph.nodes.len() {
+        let Some(chain) = match_chain(graph, erf, &producers, &sole_reader) else {
+            continue;
+        };
+        if chain.nodes.iter().any(|&n| remove[n]) {
+            continue;
+        }
+        let mut gelu = graph.nodes[erf].clone();
+        gelu.op_type = "Gelu".into();
+        gelu.domain = String::new();
+        gelu.opset = GELU_OPSET;
+        gelu.attrs = spillway_kernels::Attributes::new();
+        gelu.inputs = vec![Some(chain.x)];
+        gelu.declared_inputs = 1;
+        gelu.outputs = graph.nodes[chain.last].outputs.clone();
+        // At the last node's place: `x` is computed before the chain's first node.
+        graph.nodes[chain.last] = gelu;
+        for &n in &chain.nodes {
+            remove[n] = n != chain.last;
+        }
+        fused += 1;
+    }
+    graph.remove_nodes(&remove);
+    fused
+}
+
+/// One GELU chain: its input, its nodes, and the node that writes its output.
+struct Chain {
+    x: ValueId,
+    nodes: Vec<usize>,
+    last: usize,
+}
+
+/// The GELU chain through the `Erf` node at `erf`, if the nodes around it form one.
+fn match_chain(
+    graph: &Graph,
+    erf: usize,
+    producers: &std::collections::HashMap<ValueId, usize>,
+    sole_reader: &dyn Fn(ValueId) -> Option<usize>,
+) -> Option<Chain> {
+    let node = &graph.nodes[erf];
+    if !plain(node, "Erf", 1) {
+        return None;
+    }
+    let u = node.inputs[0]?;
+    let e = *node.outputs.first()?.as_ref()?;
+    let scale = *producers.get(&u)?;
+    sole_reader(u).filter(|&r| r == erf)?;
+    let x = match graph.nodes[scale].op_type.as_str() {
+        "Div" => divided_by(graph, &graph.nodes[scale], std::f32::consts::SQRT_2)?,
+        "Mul" => scaled_by(graph, &graph.nodes[scale], std::f32::consts::FRAC_1_SQRT_2)?,
+        _ => return None,
+    };
+    let add = sole_reader(e)?;
+    let a = output_of(&graph.nodes[add])?;
+    if !plain(&graph.nodes[add], "Add", 2) || !with_constant(graph, &graph.nodes[add], e, 1.0) {
+        return None;
+    }
+    let mul = sole_reader(a)?;
+    let m = output_of(&graph.nodes[mul])?;
+    if !plain(&graph.nodes[mul], "Mul", 2) {
+        return None;
+    }
+    let other = other_input(&graph.nodes[mul], a)?;
+    // `(x · a) · ½`: the second `Mul` reads `x · a`.
+    if other == x {
+        let last = sole_reader(m)?;
+        scaled_by(graph, &graph.nodes[last], 0.5).filter(|&v| v == m)?;
+        return Some(Chain {
+            x,
+            nodes: vec![scale, erf, add, mul, last],
+            last,
+        });
+    }
+    // `(x · ½) · a`: `other` is `x · ½`, read only here.
+    let half = *producers.get(&other)?;
+    sole_reader(other).filter(|&r| r == mul)?;
+    scaled_by(graph, &graph.nodes[half], 0.5).filter(|&v| v == x)?;
+    Some(Chain {
+        x,
+        nodes: vec![scale, erf, add, half, mul],
+        last: mul,
+    })
+}
+
+/// Whether `node` is a default-domain `op` with `inputs` present inputs, one output and no
+/// attributes.
+fn plain(node: &Node, op: &str, inputs: usize) -> bool {
+    node.op_type == op
+        && (node.domain.is_empty() || node.domain == "ai.onnx")
+        && node.attrs.names().next().is_none()
+        && node.inputs.len() == inputs
+        && node.inputs.iter().all(Option::is_some)
+        && node.outputs.len() == 1
+        && node.subgraphs.is_empty()
+}
+
+fn output_of(node: &Node) -> Option<ValueId> {
+    node.outputs.first().copied().flatten()
+}
+
+/// The input of a two-input `node` other than `v` (`None` if `v` is not one of them, or both).
+fn other_input(node: &Node, v: ValueId) -> Option<ValueId> {
+    match (node.inputs[0]?, node.inputs[1]?) {
+        (l, r) if l == v && r != v => Some(r),
+        (l, r) if r == v && l != v => Some(l),
+        _ => None,
+    }
+}
+
+/// The input `x` of `node` = `x · c` or `c · x` (a `Mul` whose other input is the constant
+/// scalar `c`).
+fn scaled_by(graph: &Graph, node: &Node, c: f32) -> Option<ValueId> {
+    if !plain(node, "Mul", 2) {
+        return None;
+    }
+    let (l, r) = (node.inputs[0]?, node.inputs[1]?);
+    [(l, r), (r, l)]
+        .into_iter()
+        .find(|&(_, k)| is_scalar(graph, k, c))
+        .map(|(x, _)| x)
+}
+
+/// Whether the two-input `node` reads `v` and the constant scalar `c`.
+fn with_constant(graph: &Graph, node: &Node, v: ValueId, c: f32) -> bool {
+    other_input(node, v).is_some_and(|k| is_scalar(graph, k, c))
+}
+
+/// The input `x` of `node` = `x / c` (a `Div` by the constant scalar `c`).
+fn divided_by(graph: &Graph, node: &Node, c: f32) -> Option<ValueId> {
+    if !plain(node, "Div", 2) {
+        return None;
+    }
+    is_scalar(graph, node.inputs[1]?, c).then_some(node.inputs[0]?)
+}
+
+/// Whether `v` is a constant one-element `f32` tensor within [`CONSTANT_TOLERANCE`] of `c`.
+fn is_scalar(graph: &Graph, v: ValueId, c: f32) -> bool {
+    let Some(t) = graph.constants.get(&v) else {
+        return false;
+    };
+    let Ok(view) = t.view::<f32>() else {
+        return false;
+    };
+    view.len() == 1
+        && view
+            .iter()
+            .next()
+            .is_some_and(|&k| (k - c).abs() <= CONSTANT_TOLERANCE * c.abs())
+}
