@@ -2,6 +2,7 @@
 //! optional `B` broadcast to those dims, and the optional `Mean` / `InvStdDev` outputs.
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 use ndarray::IxDyn;
 use rayon::prelude::*;
@@ -149,18 +150,70 @@ fn normalize_f32(
             .zip(stats.par_iter_mut())
             .with_min_len(4)
             .for_each(|((yr, xr), st)| {
-                let mean = lane_sum(xr, |v| v as f64) / inner as f64;
-                let var = lane_sum(xr, |v| (v as f64 - mean).powi(2)) / inner as f64;
-                let inv = 1.0 / (var + epsilon).sqrt();
-                let (m, s) = (mean as f32, inv as f32);
-                for (i, (o, &v)) in yr.iter_mut().zip(xr).enumerate() {
-                    let b = bias.map_or(0.0, |b| b[i]);
-                    o.write((v - m) * s * scale[i] + b);
-                }
-                *st = (m, s);
+                *st = normalize_row_widest(xr, yr, epsilon, scale, bias);
             });
     });
     (y, stats)
+}
+
+/// One row of [`normalize_f32`] compiled for AVX-512 where the CPU has it: the same
+/// operations, so the same results, in 8 `f64` lanes a vector instead of the baseline's 2
+/// (BERT-base's `[128, 768]` rows took 45 µs on 2 threads in the baseline's vectors).
+fn normalize_row_widest(
+    xr: &[f32],
+    yr: &mut [MaybeUninit<f32>],
+    epsilon: f64,
+    scale: &[f32],
+    bias: Option<&[f32]>,
+) -> (f32, f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn avx512(
+            xr: &[f32],
+            yr: &mut [MaybeUninit<f32>],
+            epsilon: f64,
+            scale: &[f32],
+            bias: Option<&[f32]>,
+        ) -> (f32, f32) {
+            normalize_row(xr, yr, epsilon, scale, bias)
+        }
+        if is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { avx512(xr, yr, epsilon, scale, bias) };
+        }
+    }
+    normalize_row(xr, yr, epsilon, scale, bias)
+}
+
+/// Normalises the row `xr` into `yr`: its mean and variance summed in eight `f64` lanes, the
+/// row then normalised in `f32`. Returns the row's (mean, 1 / standard deviation).
+#[inline(always)]
+fn normalize_row(
+    xr: &[f32],
+    yr: &mut [MaybeUninit<f32>],
+    epsilon: f64,
+    scale: &[f32],
+    bias: Option<&[f32]>,
+) -> (f32, f32) {
+    let inner = xr.len();
+    let mean = lane_sum(xr, |v| v as f64) / inner as f64;
+    let var = lane_sum(xr, |v| (v as f64 - mean).powi(2)) / inner as f64;
+    let inv = 1.0 / (var + epsilon).sqrt();
+    let (m, s) = (mean as f32, inv as f32);
+    match bias {
+        Some(b) => {
+            for (((o, &v), &k), &b) in yr.iter_mut().zip(xr).zip(scale).zip(b) {
+                o.write((v - m) * s * k + b);
+            }
+        }
+        None => {
+            for ((o, &v), &k) in yr.iter_mut().zip(xr).zip(scale) {
+                o.write((v - m) * s * k + 0.0);
+            }
+        }
+    }
+    (m, s)
 }
 
 /// `Σ f(x)` over `xs` in eight interleaved `f64` partial sums.
