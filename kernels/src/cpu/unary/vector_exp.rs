@@ -181,7 +181,7 @@ pub fn erf(x: f32) -> f32 {
 /// [`erf`], its polynomials (and its exponential's) in fused multiply-adds where `FUSED`
 /// (see [`madd`]): rounded once a step, so within the same bounds.
 #[inline(always)]
-pub fn erf_with<const FUSED: bool>(x: f32) -> f32 {
+fn erf_with<const FUSED: bool>(x: f32) -> f32 {
     let a = x.abs();
     // 2/√π · (x − x³/3 + x⁵/10 − x⁷/42 + x⁹/216 − x¹¹/1320 + x¹³/9360 − x¹⁵/75600).
     let s = a * a;
