@@ -144,58 +144,54 @@ fn normalize_f32(
 ) -> (Vec<f32>, Vec<(f32, f32)>) {
     let rows = xs.len() / inner;
     let mut stats = vec![(0f32, 0f32); rows];
+    let params = RowParams {
+        epsilon,
+        scale,
+        bias,
+    };
     let y = crate::output_buffer::build(0, xs.len(), |y| {
         y.par_chunks_mut(inner)
             .zip(xs.par_chunks(inner))
             .zip(stats.par_iter_mut())
             .with_min_len(4)
             .for_each(|((yr, xr), st)| {
-                *st = normalize_row_widest(xr, yr, epsilon, scale, bias);
+                *st = normalize_row_widest(xr, yr, &params);
             });
     });
     (y, stats)
 }
 
+/// What every row of a `LayerNormalization` is normalised with.
+#[derive(Clone, Copy)]
+struct RowParams<'a> {
+    epsilon: f64,
+    scale: &'a [f32],
+    bias: Option<&'a [f32]>,
+}
+
 /// One row of [`normalize_f32`] compiled for AVX-512 where the CPU has it: the same
 /// operations, so the same results, in 8 `f64` lanes a vector instead of the baseline's 2
 /// (BERT-base's `[128, 768]` rows took 45 µs on 2 threads in the baseline's vectors).
-fn normalize_row_widest(
-    xr: &[f32],
-    yr: &mut [MaybeUninit<f32>],
-    epsilon: f64,
-    scale: &[f32],
-    bias: Option<&[f32]>,
-) -> (f32, f32) {
+fn normalize_row_widest(xr: &[f32], yr: &mut [MaybeUninit<f32>], p: &RowParams<'_>) -> (f32, f32) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f")]
-        fn avx512(
-            xr: &[f32],
-            yr: &mut [MaybeUninit<f32>],
-            epsilon: f64,
-            scale: &[f32],
-            bias: Option<&[f32]>,
-        ) -> (f32, f32) {
-            normalize_row(xr, yr, epsilon, scale, bias)
+        fn avx512(xr: &[f32], yr: &mut [MaybeUninit<f32>], p: &RowParams<'_>) -> (f32, f32) {
+            normalize_row(xr, yr, p)
         }
         if is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F.
-            return unsafe { avx512(xr, yr, epsilon, scale, bias) };
+            return unsafe { avx512(xr, yr, p) };
         }
     }
-    normalize_row(xr, yr, epsilon, scale, bias)
+    normalize_row(xr, yr, p)
 }
 
 /// Normalises the row `xr` into `yr`: its mean and variance summed in eight `f64` lanes, the
 /// row then normalised in `f32`. Returns the row's (mean, 1 / standard deviation).
 #[inline(always)]
-fn normalize_row(
-    xr: &[f32],
-    yr: &mut [MaybeUninit<f32>],
-    epsilon: f64,
-    scale: &[f32],
-    bias: Option<&[f32]>,
-) -> (f32, f32) {
+fn normalize_row(xr: &[f32], yr: &mut [MaybeUninit<f32>], p: &RowParams<'_>) -> (f32, f32) {
+    let (epsilon, scale, bias) = (p.epsilon, p.scale, p.bias);
     let inner = xr.len();
     let mean = lane_sum(xr, |v| v as f64) / inner as f64;
     let var = lane_sum(xr, |v| (v as f64 - mean).powi(2)) / inner as f64;

@@ -287,6 +287,19 @@ mod tests {
     use crate::Attributes;
     use crate::test_values::uniform;
 
+    /// A `MatMul` kernel (opset 13).
+    fn matmul() -> Box<dyn Kernel> {
+        let spec = NodeSpec {
+            op_type: "MatMul",
+            domain: "",
+            opset: 13,
+            attrs: &Attributes::new(),
+            num_inputs: 2,
+            num_outputs: 1,
+        };
+        build(&spec).unwrap()
+    }
+
     /// `A · B` for `A` of `batch × m × k` and `B` of `k × n`, by the definition in f64.
     fn reference(a: &[f32], b: &[f32], rows: usize, k: usize, n: usize) -> Vec<f64> {
         let mut y = vec![0.0f64; rows * n];
@@ -305,15 +318,7 @@ mod tests {
     /// against the definition for its pair.
     #[test]
     fn batched_products_of_activations_match_the_definition() {
-        let spec = NodeSpec {
-            op_type: "MatMul",
-            domain: "",
-            opset: 13,
-            attrs: &Attributes::new(),
-            num_inputs: 2,
-            num_outputs: 1,
-        };
-        let kernel = build(&spec).unwrap();
+        let kernel = matmul();
         let (m, k, n) = (20, 24, 70);
         assert!(m * k * n >= PACKED_BATCH_WORK, "the packed path runs");
         let a = uniform(2 * 3 * m * k, 11);
@@ -340,15 +345,7 @@ mod tests {
     /// other weights after them (not the cached ones).
     #[test]
     fn products_with_a_weight_matrix_match_the_definition() {
-        let spec = NodeSpec {
-            op_type: "MatMul",
-            domain: "",
-            opset: 13,
-            attrs: &Attributes::new(),
-            num_inputs: 2,
-            num_outputs: 1,
-        };
-        let kernel = build(&spec).unwrap();
+        let kernel = matmul();
         let (batch, m, k) = (2, 20, 24);
         let a = uniform(batch * m * k, 3);
         let x = Tensor::from_shape_vec(&[batch, m, k], a.clone()).unwrap();
