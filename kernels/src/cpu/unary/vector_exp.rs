@@ -30,7 +30,7 @@ macro_rules! widest_loop {
                     $portable::<true>(xs $(, $arg)*)
                 }
                 if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
-                    // SAFETY: the CPU has AVX-512F.
+                    // SAFETY: the CPU has AVX-512F and FMA.
                     return unsafe { avx512(xs $(, $arg)*) };
                 }
                 if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
