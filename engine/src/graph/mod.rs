@@ -73,6 +73,12 @@ impl Graph {
         remove.iter().filter(|&&r| r).count()
     }
 
+    /// The value of `v` when it is a constant one-element `f32` tensor.
+    pub fn constant_f32_scalar(&self, v: ValueId) -> Option<f32> {
+        let view = self.constants.get(&v)?.view::<f32>().ok()?;
+        (view.len() == 1).then(|| view.iter().next().copied())?
+    }
+
     /// For each value, how many node inputs (plus graph outputs) read it.
     pub fn use_counts(&self) -> Vec<usize> {
         let mut counts = vec![0; self.values.len()];

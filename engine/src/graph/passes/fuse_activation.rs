@@ -249,11 +249,7 @@ fn clip_bounds(graph: &Graph, node: &Node) -> Option<(f32, f32)> {
     let bound = |i: usize, unbounded: f32| -> Option<f32> {
         match node.inputs.get(i).copied().flatten() {
             None => Some(unbounded),
-            Some(v) => {
-                let t = graph.constants.get(&v)?;
-                let view = t.view::<f32>().ok()?;
-                (view.len() == 1).then(|| view.iter().next().copied())?
-            }
+            Some(v) => graph.constant_f32_scalar(v),
         }
     };
     Some((bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?))

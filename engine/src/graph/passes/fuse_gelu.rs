@@ -171,15 +171,7 @@ fn divided_by(graph: &Graph, node: &Node, c: f32) -> Option<ValueId> {
 
 /// Whether `v` is a constant one-element `f32` tensor within [`CONSTANT_TOLERANCE`] of `c`.
 fn is_scalar(graph: &Graph, v: ValueId, c: f32) -> bool {
-    let Some(t) = graph.constants.get(&v) else {
-        return false;
-    };
-    let Ok(view) = t.view::<f32>() else {
-        return false;
-    };
-    view.len() == 1
-        && view
-            .iter()
-            .next()
-            .is_some_and(|&k| (k - c).abs() <= CONSTANT_TOLERANCE * c.abs())
+    graph
+        .constant_f32_scalar(v)
+        .is_some_and(|k| (k - c).abs() <= CONSTANT_TOLERANCE * c.abs())
 }

@@ -196,9 +196,8 @@ pub fn batched<T: MatElem>(p: &BatchPlan, a: &[T], b: &[T]) -> Result<Vec<T>> {
     Ok(y)
 }
 
-fn typed<T: MatElem + Element>(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let p = plan(a.shape(), b.shape())?;
-    let y = batched(&p, &contiguous::<T>(a)?, &contiguous::<T>(b)?)?;
+fn typed<T: MatElem + Element>(p: &BatchPlan, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let y = batched(p, &contiguous::<T>(a)?, &contiguous::<T>(b)?)?;
     output(&p.out_shape, y)
 }
 
@@ -210,16 +209,13 @@ const PACKED_BATCH_WORK: usize = 1 << 15;
 /// threads. `matrixmultiply`, which [`batched`] calls, has no AVX-512 kernels: BERT-base's
 /// `[12, 128, 64] · [12, 64, 128]` took 150–157 µs through it on 2 threads. `None` where the
 /// CPU has no packed kernels or the matrices are small.
-fn packed_batches(a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
+fn packed_batches(p: &BatchPlan, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
     let (Tensor::F32(_), Tensor::F32(_)) = (a, b) else {
         return None;
     };
-    let p = match plan(a.shape(), b.shape()) {
-        Ok(p) => p,
-        Err(e) => return Some(Err(e)),
-    };
     let (m, k, n) = (p.m, p.k, p.n);
-    if m * k * n < PACKED_BATCH_WORK || Isa::detect().is_none() {
+    let isa = Isa::detect()?;
+    if m * k * n < PACKED_BATCH_WORK {
         return None;
     }
     let (xs, ws) = match (contiguous::<f32>(a), contiguous::<f32>(b)) {
@@ -232,12 +228,7 @@ fn packed_batches(a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
         .par_iter()
         .zip(y.par_chunks_mut(m * n))
         .for_each(|(&(oa, ob), c)| {
-            let packed = PackedA::with_isa(
-                &xs[oa..oa + m * k],
-                m,
-                k,
-                Isa::detect().expect("checked above"),
-            );
+            let packed = PackedA::with_isa(&xs[oa..oa + m * k], m, k, isa);
             let b = BSource::Dense {
                 data: &ws[ob..ob + k * n],
                 ld: n,
@@ -257,19 +248,25 @@ impl Kernel for MatMul {
                 b.dtype()
             )));
         }
-        if let Some(y) = self.packed_f32(a, b).or_else(|| packed_batches(a, b)) {
+        if let Some(y) = self.packed_f32(a, b) {
             return Ok(vec![y?]);
         }
+        // Planned once a dtype is known to be taken (an unsupported one is the error to report).
+        let planned = || plan(a.shape(), b.shape());
         let dtype = a.dtype();
         let y = match dtype {
             DType::F32 | DType::F16 | DType::BF16 => {
-                typed::<f32>(&widen(a, 0)?, &widen(b, 1)?).and_then(|y| narrow(y, dtype))?
+                let p = planned()?;
+                if let Some(y) = packed_batches(&p, a, b) {
+                    return Ok(vec![y?]);
+                }
+                typed::<f32>(&p, &widen(a, 0)?, &widen(b, 1)?).and_then(|y| narrow(y, dtype))?
             }
-            DType::F64 => typed::<f64>(a, b)?,
-            DType::I32 => typed::<i32>(a, b)?,
-            DType::I64 => typed::<i64>(a, b)?,
-            DType::U32 => typed::<u32>(a, b)?,
-            DType::U64 => typed::<u64>(a, b)?,
+            DType::F64 => typed::<f64>(&planned()?, a, b)?,
+            DType::I32 => typed::<i32>(&planned()?, a, b)?,
+            DType::I64 => typed::<i64>(&planned()?, a, b)?,
+            DType::U32 => typed::<u32>(&planned()?, a, b)?,
+            DType::U64 => typed::<u64>(&planned()?, a, b)?,
             other => {
                 return Err(KernelError::UnsupportedDType {
                     index: 0,
