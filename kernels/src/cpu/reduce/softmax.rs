@@ -9,9 +9,14 @@ use rayon::prelude::*;
 use super::axes::normalize_axis;
 use crate::Tensor;
 use crate::cpu::binary::broadcast::PAR_THRESHOLD;
-use crate::cpu::unary::real::Real;
+use crate::cpu::unary::real::{Real, row_max};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, input};
+use crate::output_buffer;
+
+/// Elements of a block of rows that softmax normalises in one call: its input and output
+/// stay in the first-level cache through the passes over them.
+const BLOCK_ELEMENTS: usize = 4096;
 
 /// A Softmax / LogSoftmax kernel.
 #[derive(Debug)]
@@ -27,7 +32,11 @@ pub struct SoftmaxKernel {
 /// Normalises one `[n, inner]` block in place (`x` holds the inputs on entry).
 fn block<F: Real>(x: &mut [F], n: usize, inner: usize, log: bool) {
     if inner == 1 {
-        return row(x, log);
+        debug_assert!(
+            log,
+            "softmax over the last axis goes through softmax_last_axis"
+        );
+        return log_row(x);
     }
     let mut max = vec![F::neg_infinity(); inner];
     for row in x.chunks_exact(inner) {
@@ -61,47 +70,34 @@ fn block<F: Real>(x: &mut [F], n: usize, inner: usize, log: bool) {
     }
 }
 
-/// Normalises one contiguous row in place: the `inner == 1` case (softmax over the last axis).
-fn row<F: Real>(x: &mut [F], log: bool) {
+/// LogSoftmax of one contiguous row in place: the `inner == 1` case.
+fn log_row<F: Real>(x: &mut [F]) {
     let max = row_max(x);
-    let sum = if log {
-        let mut e = x.to_vec();
-        F::exp_slice(&mut e, -max);
-        x.iter_mut().for_each(|v| *v = *v - max);
-        F::sum_slice(&e)
-    } else {
-        F::exp_slice(x, -max);
-        F::sum_slice(x)
-    };
-    if log {
-        let ln = sum.ln();
-        x.iter_mut().for_each(|v| *v = *v - ln);
-    } else {
-        let inv = F::one() / sum;
-        x.iter_mut().for_each(|v| *v = *v * inv);
-    }
+    let mut e = x.to_vec();
+    F::exp_slice(&mut e, -max);
+    let ln = F::sum_slice(&e).ln();
+    x.iter_mut().for_each(|v| *v = *v - max - ln);
 }
 
-/// The largest element of `x` (NaNs ignored, as `v > max` never holds for them), in eight
-/// interleaved lanes so that it vectorizes.
-fn row_max<F: Real>(x: &[F]) -> F {
-    let mut lanes = [F::neg_infinity(); 8];
-    let mut chunks = x.chunks_exact(8);
-    for c in &mut chunks {
-        for (l, &v) in lanes.iter_mut().zip(c) {
-            if v > *l {
-                *l = v;
-            }
-        }
+/// Softmax over the last axis, rows of `len` elements, into output 0's buffer: blocks of rows
+/// (in parallel when `x` is long) of about [`BLOCK_ELEMENTS`].
+fn softmax_last_axis<F: Real + Default>(x: &[F], len: usize) -> Vec<F> {
+    let mut out = output_buffer::overwritable::<F>(0, x.len());
+    let block = (BLOCK_ELEMENTS / len).max(1) * len;
+    if x.len() >= PAR_THRESHOLD {
+        out.par_chunks_mut(block)
+            .zip(x.par_chunks(block))
+            .for_each(|(o, x)| F::softmax_rows(o, x, len));
+    } else {
+        out.chunks_mut(block)
+            .zip(x.chunks(block))
+            .for_each(|(o, x)| F::softmax_rows(o, x, len));
     }
-    lanes
-        .into_iter()
-        .chain(chunks.remainder().iter().copied())
-        .fold(F::neg_infinity(), |m, v| if v > m { v } else { m })
+    out
 }
 
 impl SoftmaxKernel {
-    fn softmax<F: Real>(&self, a: &ArrayViewD<'_, F>) -> Result<ArrayD<F>> {
+    fn softmax<F: Real + Default>(&self, a: &ArrayViewD<'_, F>) -> Result<ArrayD<F>> {
         let shape = a.shape();
         let axis = normalize_axis(self.axis, shape.len())?;
         let outer: usize = shape[..axis].iter().product();
@@ -111,11 +107,14 @@ impl SoftmaxKernel {
             (shape[axis], shape[axis + 1..].iter().product())
         };
         let standard = a.as_standard_layout();
-        let mut data = standard
-            .as_slice()
-            .expect("standard layout is contiguous")
-            .to_vec();
+        let x = standard.as_slice().expect("standard layout is contiguous");
         let len = n * inner;
+        if inner == 1 && !self.log && len > 0 {
+            let data = softmax_last_axis(x, len);
+            return ArrayD::from_shape_vec(IxDyn(shape), data)
+                .map_err(|e| KernelError::Shape(e.to_string()));
+        }
+        let mut data = x.to_vec();
         if len > 0 {
             if data.len() >= PAR_THRESHOLD {
                 data.par_chunks_mut(len)

@@ -4,6 +4,8 @@ pub mod clip;
 pub mod float_ops;
 pub mod int_ops;
 pub mod real;
+#[cfg(target_arch = "x86_64")]
+pub mod softmax_avx512;
 pub mod vector_exp;
 
 #[cfg(test)]

@@ -35,6 +35,36 @@ pub trait Real: num_traits::Float + Send + Sync + std::fmt::Debug + 'static {
     fn sum_slice(xs: &[Self]) -> Self {
         xs.iter().fold(Self::zero(), |a, &b| a + b)
     }
+    /// Softmax over each row of `len` elements of `x`, written to `out` (as long as `x`):
+    /// `e^(x - max)` over the row's sum.
+    fn softmax_rows(out: &mut [Self], x: &[Self], len: usize) {
+        for (o, r) in out.chunks_exact_mut(len).zip(x.chunks_exact(len)) {
+            let max = row_max(r);
+            o.iter_mut().zip(r).for_each(|(o, &v)| *o = v - max);
+            Self::exp_slice(o, Self::zero());
+            let inv = Self::one() / Self::sum_slice(o);
+            o.iter_mut().for_each(|v| *v = *v * inv);
+        }
+    }
+}
+
+/// The largest element of `x` (NaNs ignored, as `v > max` never holds for them), in eight
+/// interleaved lanes so that it vectorizes.
+#[inline(always)]
+pub fn row_max<F: Real>(x: &[F]) -> F {
+    let mut lanes = [F::neg_infinity(); 8];
+    let mut chunks = x.chunks_exact(8);
+    for c in &mut chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            if v > *l {
+                *l = v;
+            }
+        }
+    }
+    lanes
+        .into_iter()
+        .chain(chunks.remainder().iter().copied())
+        .fold(F::neg_infinity(), |m, v| if v > m { v } else { m })
 }
 
 impl Real for f32 {
@@ -58,6 +88,9 @@ impl Real for f32 {
     }
     fn sum_slice(xs: &[Self]) -> Self {
         vector_exp::sum(xs)
+    }
+    fn softmax_rows(out: &mut [Self], x: &[Self], len: usize) {
+        vector_exp::softmax_rows(out, x, len);
     }
     fn erf_slice(xs: &mut [Self]) {
         vector_exp::erf_in_place(xs);

@@ -7,6 +7,7 @@
 
 use rayon::prelude::*;
 
+use super::real::row_max;
 use crate::cpu::binary::broadcast::PAR_THRESHOLD;
 
 /// Defines `$name(xs, args…)`: `$portable(xs, args…)` (an `#[inline(always)]` loop) compiled
@@ -87,6 +88,7 @@ fn sigmoid_portable<const FUSED: bool>(xs: &mut [f32]) {
 
 /// The sum of `xs`, in eight interleaved partial sums (which vectorizes; a single running sum
 /// cannot, its order being fixed).
+#[inline(always)]
 pub fn sum(xs: &[f32]) -> f32 {
     let mut lanes = [0.0f32; 8];
     let mut chunks = xs.chunks_exact(8);
@@ -97,6 +99,42 @@ pub fn sum(xs: &[f32]) -> f32 {
 }
 
 widest_loop!(exp_chunk(shift: f32) => exp_portable);
+
+/// Softmax over each row of `len` elements of `x`, written to `out` (as long as `x`), on one
+/// thread: [`super::softmax_avx512`] where the CPU has AVX-512, else the same values as
+/// [`exp_in_place`] and [`sum`] row by row.
+pub fn softmax_rows(out: &mut [f32], x: &[f32], len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX-512F and FMA.
+        return unsafe { super::softmax_avx512::softmax_rows(out, x, len) };
+    }
+    softmax_chunk(out, x, len);
+}
+
+widest_loop!(softmax_chunk(x: &[f32], len: usize) => softmax_portable);
+
+// The exponentials of all the rows go through one loop: row by row (128 elements in a
+// transformer's attention), each loop ended on its last vector's whole chain of dependent
+// steps, and the exponentials took 19 cycles a vector.
+#[inline(always)]
+fn softmax_portable<const FUSED: bool>(out: &mut [f32], x: &[f32], len: usize) {
+    for (o, r) in out.chunks_exact_mut(len).zip(x.chunks_exact(len)) {
+        let max = row_max(r);
+        for (o, &v) in o.iter_mut().zip(r) {
+            *o = v - max;
+        }
+    }
+    for v in out.iter_mut() {
+        *v = exp(*v);
+    }
+    for o in out.chunks_exact_mut(len) {
+        let inv = 1.0 / sum(o);
+        for v in o {
+            *v *= inv;
+        }
+    }
+}
 
 #[inline(always)]
 fn exp_portable<const FUSED: bool>(xs: &mut [f32], shift: f32) {
@@ -253,6 +291,35 @@ mod tests {
             assert!((y as f64 - want).abs() <= 1e-6 * want, "{x}: {y} vs {want}");
         }
         assert_eq!(sum(&[1.0; 13]), 13.0);
+    }
+
+    /// Softmax rows, on this CPU's path and on the portable loop, against the definition in
+    /// `f64`: rows shorter than a vector, with a partial last vector, and longer than a block.
+    #[test]
+    fn softmax_rows_match_the_definition() {
+        for len in [1, 7, 16, 91, 128, 300] {
+            let rows = 300;
+            let x: Vec<f32> = (0..rows * len)
+                .map(|i| ((i * 7919) % 1013) as f32 * 0.05 - 25.0)
+                .collect();
+            let mut here = vec![0.0; x.len()];
+            softmax_rows(&mut here, &x, len);
+            let mut portable = vec![0.0; x.len()];
+            softmax_chunk(&mut portable, &x, len);
+            for out in [here, portable] {
+                for (o, r) in out.chunks(len).zip(x.chunks(len)) {
+                    let max = r.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+                    let sum: f64 = r.iter().map(|&v| (v as f64 - max).exp()).sum();
+                    for (&got, &v) in o.iter().zip(r) {
+                        let d = v as f64 - max;
+                        let want = d.exp() / sum;
+                        // `v - max` is rounded to f32: e^d carries |d| ulp of relative error.
+                        let bound = (d.abs() + 8.0) * f32::EPSILON as f64 * want;
+                        assert!((got as f64 - want).abs() <= bound, "{len}: {got} vs {want}");
+                    }
+                }
+            }
+        }
     }
 
     /// The erf that the slices compute on this CPU: in fused multiply-adds where it has them.
