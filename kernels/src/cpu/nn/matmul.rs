@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use super::common::{contiguous, min_opset, narrow, output, widen};
 use super::gemm_op::{ProductA, packed_product};
 use super::matrix::{Layout, MatElem, gemm};
-use super::packed_gemm::{BSource, Isa, PackedA};
+use super::packed_gemm::{self, BSource, Isa, PackedA};
 use super::packed_weights::WeightCache;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
@@ -204,6 +204,9 @@ fn typed<T: MatElem + Element>(p: &BatchPlan, a: &Tensor, b: &Tensor) -> Result<
 /// Per-matrix multiply-adds from which [`packed_batches`] packs each batch's `A`.
 const PACKED_BATCH_WORK: usize = 1 << 15;
 
+/// Batches per thread from which [`packed_batches`] computes each product on one thread.
+const SERIAL_BATCHES_PER_THREAD: usize = 2;
+
 /// `A · B` in `f32` with neither operand a weight (attention's `Q · Kᵀ` and `P · V`): each
 /// batch's `A` packed on the spot for the packed micro-kernels, the batches spread over the
 /// threads. `matrixmultiply`, which [`batched`] calls, has no AVX-512 kernels: BERT-base's
@@ -224,17 +227,25 @@ fn packed_batches(p: &BatchPlan, a: &Tensor, b: &Tensor) -> Option<Result<Tensor
     };
     // Every element is written by its batch's product.
     let mut y = crate::output_buffer::overwritable::<f32>(0, p.offsets.len() * m * n);
+    // With a few batches per thread each product runs on one thread: split again, each
+    // would pack its `B` in parallel pieces and spread its rows, and BERT's 12 products of
+    // [128, 64] · [64, 128] on 2 threads spent more time handing those pieces around.
+    let batches_per_thread = p.offsets.len() / rayon::current_num_threads();
+    let product = |(&(oa, ob), c): (&(usize, usize), &mut [f32])| {
+        let packed = PackedA::with_isa(&xs[oa..oa + m * k], m, k, isa);
+        let b = BSource::Dense {
+            data: &ws[ob..ob + k * n],
+            ld: n,
+        };
+        match batches_per_thread >= SERIAL_BATCHES_PER_THREAD {
+            true => packed_gemm::serially(|| packed.multiply(b, n, c, n, None, None)),
+            false => packed.multiply(b, n, c, n, None, None),
+        }
+    };
     p.offsets
         .par_iter()
         .zip(y.par_chunks_mut(m * n))
-        .for_each(|(&(oa, ob), c)| {
-            let packed = PackedA::with_isa(&xs[oa..oa + m * k], m, k, isa);
-            let b = BSource::Dense {
-                data: &ws[ob..ob + k * n],
-                ld: n,
-            };
-            packed.multiply(b, n, c, n, None, None);
-        });
+        .for_each(product);
     Some(output(&p.out_shape, y))
 }
 
