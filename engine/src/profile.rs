@@ -101,7 +101,9 @@ pub fn device_kind(d: Device) -> DeviceKind {
 /// Whether an op type is compute- or memory-bound (Opara's launch order uses it).
 pub fn boundness(op_type: &str) -> Boundness {
     match op_type {
-        "Conv" | "FusedConv" | "ConvTranspose" | "Gemm" | "MatMul" | "Einsum" => Boundness::Compute,
+        "Conv" | "FusedConv" | "ConvTranspose" | "Gemm" | "MatMul" | "MatMulBias" | "Einsum" => {
+            Boundness::Compute
+        }
         _ => Boundness::Memory,
     }
 }

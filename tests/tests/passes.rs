@@ -844,3 +844,71 @@ fn gelu_chains_that_differ_are_kept() {
         assert_eq!(ops(&g), ["Div", "Erf", "Add", "Mul", "Mul"]);
     }
 }
+
+/// How a `MatMul` + bias model differs from the one that fuses.
+#[derive(Clone, Copy, PartialEq)]
+enum BiasCase {
+    /// `y = x · w + b`, the bias second (or first, in `bias_first`).
+    Fuses { bias_first: bool },
+    /// The product is also a graph output.
+    ProductIsOutput,
+    /// The bias is a graph input, not a constant.
+    BiasIsInput,
+    /// The bias is `[1, n]`, not a vector.
+    BiasIsMatrix,
+}
+
+/// `y = x · w + b` with `x` [2, 3, 40] (a batch axis, as transformers have) and `w` [40, 24].
+fn matmul_bias_model(case: BiasCase) -> Vec<u8> {
+    let mut m = ModelBuilder::new(41);
+    m.input("x", &[2, 3, 40]).weight("w", &[40, 24], 0.3);
+    match case {
+        BiasCase::BiasIsInput => m.input("b", &[24]),
+        BiasCase::BiasIsMatrix => m.weight("b", &[1, 24], 0.5),
+        _ => m.weight("b", &[24], 0.5),
+    };
+    m.node("MatMul", &["x", "w"], &["p"], &[]);
+    match case {
+        BiasCase::Fuses { bias_first: true } => m.node("Add", &["b", "p"], &["y"], &[]),
+        _ => m.node("Add", &["p", "b"], &["y"], &[]),
+    };
+    m.output("y");
+    if case == BiasCase::ProductIsOutput {
+        m.output("p");
+    }
+    m.to_bytes(13)
+}
+
+#[test]
+fn matmul_and_bias_add_fuse_into_matmul_bias() {
+    for bias_first in [false, true] {
+        let bytes = matmul_bias_model(BiasCase::Fuses { bias_first });
+        let mut g = load(&bytes);
+        shape_inference::infer(&mut g);
+        assert_eq!(passes::fuse_matmul_bias(&mut g), 1);
+        assert_eq!(ops(&g), ["MatMulBias"]);
+        let node = &g.nodes[0];
+        assert_eq!(node.domain, "spillway");
+        assert_eq!(
+            node.name, "MatMul_0",
+            "the fused node takes the MatMul's name"
+        );
+        assert_eq!(node.inputs.len(), 3);
+        assert_eq!(node.outputs, vec![Some(g.outputs[0])]);
+        assert_same_outputs(&bytes, g, input(&[2, 3, 40]), 1e-6);
+    }
+}
+
+#[test]
+fn matmul_and_add_that_are_not_a_bias_are_kept() {
+    for case in [
+        BiasCase::ProductIsOutput,
+        BiasCase::BiasIsInput,
+        BiasCase::BiasIsMatrix,
+    ] {
+        let mut g = load(&matmul_bias_model(case));
+        shape_inference::infer(&mut g);
+        assert_eq!(passes::fuse_matmul_bias(&mut g), 0);
+        assert_eq!(ops(&g), ["MatMul", "Add"]);
+    }
+}

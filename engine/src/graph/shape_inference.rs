@@ -184,7 +184,7 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
             };
             (dtype_of(0), one(s))
         }
-        "MatMul" => (dtype_of(0), one(matmul(shape_of(0), shape_of(1)))),
+        "MatMul" | "MatMulBias" => (dtype_of(0), one(matmul(shape_of(0), shape_of(1)))),
         "Flatten" => {
             let s = shape_of(0).and_then(|s| {
                 let axis = attrs.int("axis", 1).ok()?;

@@ -9,6 +9,7 @@
 //! Every intermediate must be read only by the next node of the chain and not be a graph
 //! output; `x` may have other readers. The fused node takes the `Erf` node's name.
 
+use super::matching::{other_input, output_of, plain, sole_readers};
 use crate::graph::{Graph, Node, ValueId};
 
 /// The opset that defines `Gelu`.
@@ -20,17 +21,8 @@ const CONSTANT_TOLERANCE: f32 = 1e-6;
 /// Fuses every GELU chain; returns how many `Gelu` nodes it made.
 pub fn fuse_gelu(graph: &mut Graph) -> usize {
     let producers = graph.producers();
-    let uses = graph.use_counts();
-    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); graph.values.len()];
-    for (i, node) in graph.nodes.iter().enumerate() {
-        for v in node.present_inputs() {
-            readers[v.index()].push(i);
-        }
-    }
-    // The one node reading `v` (with `v` read once, by one input, and no graph output).
-    let sole_reader = |v: ValueId| -> Option<usize> {
-        (uses[v.index()] == 1 && !graph.outputs.contains(&v)).then(|| readers[v.index()][0])
-    };
+    let sole = sole_readers(graph);
+    let sole_reader = |v: ValueId| sole[v.index()];
     let mut remove = vec![false; graph.nodes.len()];
     let mut fused = 0;
     for erf in 0..graph.nodes.len() {
@@ -116,31 +108,6 @@ fn match_chain(
         nodes: vec![scale, erf, add, half, mul],
         last: mul,
     })
-}
-
-/// Whether `node` is a default-domain `op` with `inputs` present inputs, one output and no
-/// attributes.
-fn plain(node: &Node, op: &str, inputs: usize) -> bool {
-    node.op_type == op
-        && (node.domain.is_empty() || node.domain == "ai.onnx")
-        && node.attrs.names().next().is_none()
-        && node.inputs.len() == inputs
-        && node.inputs.iter().all(Option::is_some)
-        && node.outputs.len() == 1
-        && node.subgraphs.is_empty()
-}
-
-fn output_of(node: &Node) -> Option<ValueId> {
-    node.outputs.first().copied().flatten()
-}
-
-/// The input of a two-input `node` other than `v` (`None` if `v` is not one of them, or both).
-fn other_input(node: &Node, v: ValueId) -> Option<ValueId> {
-    match (node.inputs[0]?, node.inputs[1]?) {
-        (l, r) if l == v && r != v => Some(r),
-        (l, r) if r == v && l != v => Some(l),
-        _ => None,
-    }
 }
 
 /// The input `x` of `node` = `x · c` or `c · x` (a `Mul` whose other input is the constant

@@ -8,7 +8,9 @@ mod dead_code;
 mod fold_pads;
 mod fuse_activation;
 mod fuse_gelu;
+mod fuse_matmul_bias;
 mod identity;
+mod matching;
 
 pub use batchnorm::fold_batchnorm_into_conv;
 pub use blocked_layout::block_layouts;
@@ -18,6 +20,7 @@ pub use dead_code::remove_dead_nodes;
 pub use fold_pads::fold_pads;
 pub use fuse_activation::fuse_conv_activations;
 pub use fuse_gelu::fuse_gelu;
+pub use fuse_matmul_bias::fuse_matmul_bias;
 pub use identity::remove_identities;
 
 use crate::error::Result;
@@ -32,7 +35,8 @@ pub enum Level {
     /// `Basic`, then rewrites that only the CPU's kernels take: zero `Pad`s folded into the
     /// padding of the `Conv` or `AveragePool` reading them (it may become asymmetric, which
     /// cuDNN does not take), fusions (`Conv` + activation → `com.microsoft` `FusedConv`; GELU
-    /// written out op by op → `Gelu`) and, on AVX-512 CPUs, images in blocks of 16 channels
+    /// written out op by op → `Gelu`; `MatMul` + bias `Add` → `spillway` `MatMulBias`) and, on
+    /// AVX-512 CPUs, images in blocks of 16 channels
     /// (`spillway.nchw16c`).
     Extended,
 }
@@ -52,6 +56,7 @@ pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
         fold_pads(graph);
         fuse_conv_activations(graph);
         fuse_gelu(graph);
+        fuse_matmul_bias(graph);
         let wanted = std::env::var("SPILLWAY_BLOCKED").map_or(true, |v| v != "0");
         if wanted && spillway_kernels::cpu::nn::blocked::available() {
             // The layout follows each value's readers: the `Shape`s and `Pad`s that the passes

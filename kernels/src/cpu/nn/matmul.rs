@@ -12,11 +12,16 @@ use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
 use crate::{DType, Element, Tensor};
 
-/// A built `MatMul`.
+/// The domain of Spillway's own fused ops: `MatMulBias`.
+pub const DOMAIN: &str = "spillway";
+
+/// A built `MatMul`, or `spillway` `MatMulBias`.
 #[derive(Debug, Default)]
 pub struct MatMul {
     /// `Bᵀ` packed for the packed GEMM, when `B` is an `f32` matrix (a layer's weights).
     packed: WeightCache,
+    /// `MatMulBias`: a third input, `f32` of `B`'s column count, is added to every row.
+    bias: bool,
 }
 
 /// Builds `MatMul`.
@@ -24,6 +29,17 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 1, "MatMul")?;
     spec.attrs.only(&[])?;
     Ok(Box::<MatMul>::default())
+}
+
+/// Builds `spillway` `MatMulBias`: `Y = MatMul(A, B) + bias` in `f32`, `bias` 1-D with one
+/// element per column of `B`, added to every row of `Y` (in the packed GEMM's tiles where `B`
+/// is a weight matrix). The graph passes make it from a `MatMul` and the `Add` of its bias.
+pub fn build_with_bias(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    spec.attrs.only(&[])?;
+    Ok(Box::new(MatMul {
+        packed: WeightCache::default(),
+        bias: true,
+    }))
 }
 
 /// Products with fewer rows than this (all of `A`'s rows, batches included) keep the generic
@@ -36,7 +52,7 @@ impl MatMul {
     /// projections: tokens × features times weights) through the packed GEMM, with `B` packed
     /// once: `A`'s batches are one matrix of all their rows. `None` where it does not apply
     /// (another rank or type, few rows, no AVX2/AVX-512, shapes the generic path rejects).
-    fn packed_f32(&self, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
+    fn packed_f32(&self, a: &Tensor, b: &Tensor, bias: Option<&[f32]>) -> Option<Result<Tensor>> {
         let (Tensor::F32(_), Tensor::F32(_)) = (a, b) else {
             return None;
         };
@@ -51,7 +67,7 @@ impl MatMul {
             Ok(xs) => xs,
             Err(e) => return Some(Err(e)),
         };
-        let y = packed_product(&self.packed, ProductA::Rows(&xs), (m, k, n), b, false, None)?;
+        let y = packed_product(&self.packed, ProductA::Rows(&xs), (m, k, n), b, false, bias)?;
         let mut shape = batch.to_vec();
         shape.push(n);
         Some(output(&shape, y))
@@ -249,6 +265,44 @@ fn packed_batches(p: &BatchPlan, a: &Tensor, b: &Tensor) -> Option<Result<Tensor
     Some(output(&p.out_shape, y))
 }
 
+impl MatMul {
+    /// `MatMulBias`: `A · B + bias`, all `f32`.
+    fn with_bias(&self, a: &Tensor, b: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        let (Tensor::F32(_), Tensor::F32(bias)) = (a, bias) else {
+            let (index, dtype) = match a {
+                Tensor::F32(_) => (2, bias.dtype()),
+                other => (0, other.dtype()),
+            };
+            return Err(KernelError::UnsupportedDType { index, dtype });
+        };
+        let n = b.shape().last().copied().unwrap_or(1);
+        if bias.ndim() != 1 || bias.len() != n || b.shape().len() < 2 {
+            return Err(KernelError::Shape(format!(
+                "MatMulBias: bias of shape {:?} for B of shape {:?} (1-D, one per column)",
+                bias.shape(),
+                b.shape()
+            )));
+        }
+        let bias = bias.as_standard_layout();
+        let bias = bias.as_slice().expect("standard layout is contiguous");
+        if let Some(y) = self.packed_f32(a, b, Some(bias)) {
+            return y;
+        }
+        let p = plan(a.shape(), b.shape())?;
+        let y = match packed_batches(&p, a, b) {
+            Some(y) => y?,
+            None => typed::<f32>(&p, a, b)?,
+        };
+        let Tensor::F32(mut y) = y else {
+            unreachable!("an f32 product is f32")
+        };
+        let rows = y.as_slice_mut().expect("a new product is contiguous");
+        rows.chunks_exact_mut(n)
+            .for_each(|row| row.iter_mut().zip(bias).for_each(|(v, &c)| *v += c));
+        Ok(Tensor::F32(y))
+    }
+}
+
 impl Kernel for MatMul {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let (a, b) = (input(inputs, 0)?, input(inputs, 1)?);
@@ -259,7 +313,10 @@ impl Kernel for MatMul {
                 b.dtype()
             )));
         }
-        if let Some(y) = self.packed_f32(a, b) {
+        if self.bias {
+            return self.with_bias(a, b, input(inputs, 2)?).map(|y| vec![y]);
+        }
+        if let Some(y) = self.packed_f32(a, b, None) {
             return Ok(vec![y?]);
         }
         // Planned once a dtype is known to be taken (an unsupported one is the error to report).
@@ -373,6 +430,54 @@ mod tests {
                     "n {n}: {i} {g} vs {r}"
                 );
             }
+        }
+    }
+
+    /// `MatMulBias`: the packed path (`n` in whole vectors and not, with a batch axis) and the
+    /// generic one (a few rows), each against the definition plus the bias; a bias of the
+    /// wrong shape or type is refused.
+    #[test]
+    fn products_with_a_bias_match_the_definition() {
+        let spec = NodeSpec {
+            op_type: "MatMulBias",
+            domain: DOMAIN,
+            opset: 1,
+            attrs: &Attributes::new(),
+            num_inputs: 3,
+            num_outputs: 1,
+        };
+        let kernel = build_with_bias(&spec).unwrap();
+        let k = 24;
+        for (rows, n) in [(40, 48), (40, 40), (3, 48)] {
+            let a = uniform(rows * k, 3);
+            let w = uniform(k * n, 5);
+            let c = uniform(n, 7);
+            let x = Tensor::from_shape_vec(&[1, rows, k], a.clone()).unwrap();
+            let b = Tensor::from_shape_vec(&[k, n], w.clone()).unwrap();
+            let bias = Tensor::from_shape_vec(&[n], c.clone()).unwrap();
+            let y = kernel
+                .run(&[Some(&x), Some(&b), Some(&bias)])
+                .unwrap()
+                .remove(0);
+            assert_eq!(y.shape(), [1, rows, n]);
+            let want = reference(&a, &w, rows, k, n);
+            for (i, (&g, &r)) in y.to_f64_vec().unwrap().iter().zip(&want).enumerate() {
+                let r = r + c[i % n] as f64;
+                assert!(
+                    (g - r).abs() <= 1e-5 * (1.0 + r.abs()),
+                    "{rows}×{n}: {i} {g} vs {r}"
+                );
+            }
+            let wrong = Tensor::from_shape_vec(&[1, n], c.clone()).unwrap();
+            assert!(matches!(
+                kernel.run(&[Some(&x), Some(&b), Some(&wrong)]),
+                Err(KernelError::Shape(_))
+            ));
+            let ints = Tensor::from_shape_vec(&[n], vec![1i64; n]).unwrap();
+            assert!(matches!(
+                kernel.run(&[Some(&x), Some(&b), Some(&ints)]),
+                Err(KernelError::UnsupportedDType { index: 2, .. })
+            ));
         }
     }
 }
