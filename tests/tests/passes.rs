@@ -912,3 +912,98 @@ fn matmul_and_add_that_are_not_a_bias_are_kept() {
         assert_eq!(ops(&g), ["MatMul", "Add"]);
     }
 }
+
+/// `y = w · (x · 1/√(mean(x²) + ε))` over the last axis, as T5 exports it (`reciprocal`: the
+/// `Div` makes `1 / s` and a `Mul` applies it; else `x / s`), the weight first or second;
+/// `extra_output` also makes the `Sqrt` output a graph output.
+fn rms_norm_model(reciprocal: bool, weight_first: bool, extra_output: bool) -> Vec<u8> {
+    let mut m = ModelBuilder::new(43);
+    m.input("x", &[2, 3, 40])
+        .weight("w", &[40], 0.5)
+        .scalar_float("two", 2.0)
+        .scalar_float("eps", 1e-6)
+        .scalar_float("one", 1.0)
+        .node("Pow", &["x", "two"], &["p"], &[])
+        .node(
+            "ReduceMean",
+            &["p"],
+            &["m"],
+            &[("axes", Attr::Ints(vec![-1])), ("keepdims", Attr::Int(1))],
+        )
+        .node("Add", &["m", "eps"], &["a"], &[])
+        .node("Sqrt", &["a"], &["s"], &[]);
+    match reciprocal {
+        true => m
+            .node("Div", &["one", "s"], &["r"], &[])
+            .node("Mul", &["x", "r"], &["n"], &[]),
+        false => m.node("Div", &["x", "s"], &["n"], &[]),
+    };
+    match weight_first {
+        true => m.node("Mul", &["w", "n"], &["y"], &[]),
+        false => m.node("Mul", &["n", "w"], &["y"], &[]),
+    };
+    m.output("y");
+    if extra_output {
+        m.output("s");
+    }
+    m.to_bytes(13)
+}
+
+#[test]
+fn rms_norm_written_out_fuses_into_one_node() {
+    for (reciprocal, weight_first) in [(true, true), (true, false), (false, true)] {
+        let bytes = rms_norm_model(reciprocal, weight_first, false);
+        let mut g = load(&bytes);
+        shape_inference::infer(&mut g);
+        assert_eq!(passes::fuse_rms_norm(&mut g), 1);
+        assert_eq!(ops(&g), ["RMSNormalization"]);
+        let node = &g.nodes[0];
+        assert_eq!(node.domain, "spillway");
+        assert_eq!(
+            node.name, "ReduceMean_1",
+            "the fused node takes the ReduceMean's name"
+        );
+        assert_eq!(node.inputs[0], Some(g.inputs[0]));
+        assert_eq!(node.outputs, vec![Some(g.outputs[0])]);
+        assert_same_outputs(&bytes, g, input(&[2, 3, 40]), 1e-6);
+    }
+}
+
+#[test]
+fn rms_norm_chains_that_differ_are_kept() {
+    let mut g = load(&rms_norm_model(true, true, true));
+    shape_inference::infer(&mut g);
+    assert_eq!(passes::fuse_rms_norm(&mut g), 0);
+    assert_eq!(g.nodes.len(), 7);
+}
+
+/// `x` (f32) → `Cast(to)` → `Relu`; `cast_is_output` also makes the cast a graph output.
+fn cast_model(to: i64, cast_is_output: bool) -> Vec<u8> {
+    let mut m = ModelBuilder::new(47);
+    m.input("x", &[2, 5])
+        .node("Cast", &["x"], &["c"], &[("to", Attr::Int(to))])
+        .node("Relu", &["c"], &["y"], &[])
+        .output("y");
+    if cast_is_output {
+        m.output("c");
+    }
+    m.to_bytes(13)
+}
+
+#[test]
+fn casts_to_the_type_they_have_are_removed() {
+    let bytes = cast_model(1, false);
+    let mut g = load(&bytes);
+    shape_inference::infer(&mut g);
+    passes::remove_identity_casts(&mut g);
+    assert_eq!(ops(&g), ["Relu"]);
+    assert_eq!(g.nodes[0].inputs, vec![Some(g.inputs[0])]);
+    assert_same_outputs(&bytes, g, input(&[2, 5]), 0.0);
+    // To another type, or writing a graph output: kept.
+    for (to, cast_is_output) in [(11, false), (1, true)] {
+        let mut g = load(&cast_model(to, cast_is_output));
+        shape_inference::infer(&mut g);
+        passes::remove_identity_casts(&mut g);
+        assert_eq!(ops(&g), ["Cast", "Relu"]);
+    }
+}

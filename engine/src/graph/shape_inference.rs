@@ -111,7 +111,9 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
         | "Trilu"
         | "PRelu" => same,
         "BatchNormalization" => (dtype_of(0), vec![shape_of(0)]),
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Mod" | "Max" | "Min" | "Sum" | "Mean" => {
+        // `RMSNormalization`'s scale broadcasts over its input as a `Mul`'s operand does.
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Mod" | "Max" | "Min" | "Sum" | "Mean"
+        | "RMSNormalization" => {
             let shapes: Option<Vec<Shape>> = node
                 .inputs
                 .iter()

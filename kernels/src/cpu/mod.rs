@@ -41,7 +41,8 @@ pub fn supported_ops() -> Vec<&'static str> {
 /// Runtime's contrib ops that the graph passes produce.
 pub const CONTRIB_OPS: &[(&str, &str)] = &[
     (nn::fused_conv::DOMAIN, "FusedConv"),
-    (nn::matmul::DOMAIN, "MatMulBias"),
+    (nn::SPILLWAY_DOMAIN, "MatMulBias"),
+    (nn::SPILLWAY_DOMAIN, "RMSNormalization"),
     (nn::blocked::DOMAIN, "Conv"),
     (nn::blocked::DOMAIN, "MaxPool"),
     (nn::blocked::DOMAIN, "AveragePool"),
@@ -54,8 +55,12 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     if spec.domain == nn::fused_conv::DOMAIN && spec.op_type == "FusedConv" {
         return nn::fused_conv::build(spec);
     }
-    if spec.domain == nn::matmul::DOMAIN && spec.op_type == "MatMulBias" {
-        return nn::matmul::build_with_bias(spec);
+    if spec.domain == nn::SPILLWAY_DOMAIN {
+        match spec.op_type {
+            "MatMulBias" => return nn::matmul::build_with_bias(spec),
+            "RMSNormalization" => return nn::layer_norm::build_rms(spec),
+            _ => {}
+        }
     }
     if spec.domain == nn::blocked::DOMAIN {
         return nn::blocked::build(spec);

@@ -11,7 +11,7 @@
 use super::matching::{other_input, output_of, plain, sole_readers};
 use crate::graph::Graph;
 use spillway_kernels::DType;
-use spillway_kernels::cpu::nn::matmul::DOMAIN;
+use spillway_kernels::cpu::nn::SPILLWAY_DOMAIN;
 
 /// Fuses every `MatMul` + bias `Add`; returns how many `MatMulBias` nodes it made.
 pub fn fuse_matmul_bias(graph: &mut Graph) -> usize {
@@ -43,7 +43,7 @@ pub fn fuse_matmul_bias(graph: &mut Graph) -> usize {
         }
         let mut fused_node = graph.nodes[mm].clone();
         fused_node.op_type = "MatMulBias".into();
-        fused_node.domain = DOMAIN.into();
+        fused_node.domain = SPILLWAY_DOMAIN.into();
         fused_node.opset = 1;
         fused_node.inputs.push(Some(bias));
         fused_node.declared_inputs = 3;

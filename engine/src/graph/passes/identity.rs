@@ -1,5 +1,7 @@
-//! Removes `Identity` nodes and inference-mode `Dropout` nodes by wiring their consumers to
-//! their input.
+//! Removes `Identity` nodes, inference-mode `Dropout` nodes and `Cast`s to the type their input
+//! already has, by wiring their consumers to their input.
+
+use spillway_kernels::DType;
 
 use crate::graph::Graph;
 
@@ -32,6 +34,35 @@ pub fn remove_identities(graph: &mut Graph) {
     }
     graph.nodes = keep;
     for (from, to) in rewires.into_iter().rev() {
+        rewire(graph, from, to);
+    }
+}
+
+/// Removes `Cast` nodes to the element type their input already has (T5's norms cast their
+/// `f32` input to `f32`), once shape inference has given the input its type. A node whose
+/// output is a graph output is kept.
+pub fn remove_identity_casts(graph: &mut Graph) {
+    let same_type = |node: &crate::graph::Node| {
+        let (Some(Some(input)), [Some(output)]) = (node.inputs.first(), node.outputs.as_slice())
+        else {
+            return None;
+        };
+        let to = node
+            .attrs
+            .int("to", 0)
+            .ok()
+            .and_then(|c| DType::from_onnx(c as i32));
+        let identity = node.op_type == "Cast"
+            && node.domain.is_empty()
+            && to.is_some()
+            && graph.value(*input).dtype == to
+            && !graph.outputs.contains(output);
+        identity.then_some((*output, *input))
+    };
+    let rewires: Vec<_> = graph.nodes.iter().map(same_type).collect();
+    let remove: Vec<bool> = rewires.iter().map(Option::is_some).collect();
+    graph.remove_nodes(&remove);
+    for (from, to) in rewires.into_iter().flatten().rev() {
         rewire(graph, from, to);
     }
 }

@@ -9,6 +9,7 @@ mod fold_pads;
 mod fuse_activation;
 mod fuse_gelu;
 mod fuse_matmul_bias;
+mod fuse_rms_norm;
 mod identity;
 mod matching;
 
@@ -21,7 +22,8 @@ pub use fold_pads::fold_pads;
 pub use fuse_activation::fuse_conv_activations;
 pub use fuse_gelu::fuse_gelu;
 pub use fuse_matmul_bias::fuse_matmul_bias;
-pub use identity::remove_identities;
+pub use fuse_rms_norm::fuse_rms_norm;
+pub use identity::{remove_identities, remove_identity_casts};
 
 use crate::error::Result;
 use crate::graph::{Graph, shape_inference};
@@ -29,13 +31,15 @@ use crate::graph::{Graph, shape_inference};
 /// Which rewrites [`optimize`] makes (ONNX Runtime's levels of the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
-    /// Rewrites that keep every node runnable on every device: identity/dropout removal,
-    /// shape inference, constant folding, BatchNorm folding, dead-node removal.
+    /// Rewrites that keep every node runnable on every device: identity, dropout and
+    /// same-type `Cast` removal, shape inference, constant folding, BatchNorm folding,
+    /// dead-node removal.
     Basic,
     /// `Basic`, then rewrites that only the CPU's kernels take: zero `Pad`s folded into the
     /// padding of the `Conv` or `AveragePool` reading them (it may become asymmetric, which
     /// cuDNN does not take), fusions (`Conv` + activation → `com.microsoft` `FusedConv`; GELU
-    /// written out op by op → `Gelu`; `MatMul` + bias `Add` → `spillway` `MatMulBias`) and, on
+    /// written out op by op → `Gelu`; `MatMul` + bias `Add` → `spillway` `MatMulBias`; T5's RMS
+    /// norm → `spillway` `RMSNormalization`) and, on
     /// AVX-512 CPUs, images in blocks of 16 channels
     /// (`spillway.nchw16c`).
     Extended,
@@ -50,6 +54,7 @@ pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
     }
     remove_identities(graph);
     shape_inference::infer(graph);
+    remove_identity_casts(graph);
     fold_constants(graph)?;
     fold_batchnorm_into_conv(graph);
     if level == Level::Extended {
@@ -57,6 +62,7 @@ pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
         fuse_conv_activations(graph);
         fuse_gelu(graph);
         fuse_matmul_bias(graph);
+        fuse_rms_norm(graph);
         let wanted = std::env::var("SPILLWAY_BLOCKED").map_or(true, |v| v != "0");
         if wanted && spillway_kernels::cpu::nn::blocked::available() {
             // The layout follows each value's readers: the `Shape`s and `Pad`s that the passes

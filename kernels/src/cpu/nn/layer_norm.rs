@@ -1,5 +1,7 @@
 //! `LayerNormalization` (opset 17): normalise over the dims from `axis` on, with `Scale` and the
-//! optional `B` broadcast to those dims, and the optional `Mean` / `InvStdDev` outputs.
+//! optional `B` broadcast to those dims, and the optional `Mean` / `InvStdDev` outputs. Also
+//! `spillway` `RMSNormalization` (what ONNX opset 23 names so, over the last axis, in `f32`):
+//! `x / √(mean(x²) + ε) · Scale`, which the graph passes make of T5's norm written out op by op.
 
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
@@ -12,12 +14,31 @@ use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
 use crate::{Element, Tensor};
 
-/// A built `LayerNormalization`.
+/// A built `LayerNormalization` or `RMSNormalization`.
 #[derive(Debug)]
 pub struct LayerNorm {
     axis: i64,
     epsilon: f64,
     outputs: usize,
+    /// `RMSNormalization`: no mean is subtracted (the variance is the mean square).
+    rms: bool,
+}
+
+/// Builds `spillway` `RMSNormalization` (attribute `epsilon`; inputs `X` and `Scale`).
+pub fn build_rms(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    spec.attrs.only(&["epsilon"])?;
+    if spec.num_outputs != 1 {
+        return Err(KernelError::Arity(format!(
+            "{} outputs, expected 1",
+            spec.num_outputs
+        )));
+    }
+    Ok(Box::new(LayerNorm {
+        axis: -1,
+        epsilon: spec.attrs.float("epsilon", 1e-5)? as f64,
+        outputs: 1,
+        rms: true,
+    }))
 }
 
 /// Builds `LayerNormalization`.
@@ -41,6 +62,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         axis: spec.attrs.int("axis", -1)?,
         epsilon: spec.attrs.float("epsilon", 1e-5)? as f64,
         outputs: spec.num_outputs,
+        rms: false,
     }))
 }
 
@@ -135,20 +157,9 @@ impl LayerNorm {
 /// [`LayerNorm::typed`] for `f32` with the parameters already `f32` and the normalised size
 /// long: each row's mean and variance summed in eight `f64` lanes (which vectorize), the row
 /// then normalised in `f32`. Returns the output and each row's (mean, 1 / standard deviation).
-fn normalize_f32(
-    xs: &[f32],
-    inner: usize,
-    epsilon: f64,
-    scale: &[f32],
-    bias: Option<&[f32]>,
-) -> (Vec<f32>, Vec<(f32, f32)>) {
+fn normalize_f32(xs: &[f32], inner: usize, params: RowParams<'_>) -> (Vec<f32>, Vec<(f32, f32)>) {
     let rows = xs.len() / inner;
     let mut stats = vec![(0f32, 0f32); rows];
-    let params = RowParams {
-        epsilon,
-        scale,
-        bias,
-    };
     let y = crate::output_buffer::build(0, xs.len(), |y| {
         y.par_chunks_mut(inner)
             .zip(xs.par_chunks(inner))
@@ -167,6 +178,8 @@ struct RowParams<'a> {
     epsilon: f64,
     scale: &'a [f32],
     bias: Option<&'a [f32]>,
+    /// `RMSNormalization`: the mean is taken as 0.
+    rms: bool,
 }
 
 /// One row of [`normalize_f32`] compiled for AVX-512 where the CPU has it: the same
@@ -193,7 +206,10 @@ fn normalize_row_widest(xr: &[f32], yr: &mut [MaybeUninit<f32>], p: &RowParams<'
 fn normalize_row(xr: &[f32], yr: &mut [MaybeUninit<f32>], p: &RowParams<'_>) -> (f32, f32) {
     let (epsilon, scale, bias) = (p.epsilon, p.scale, p.bias);
     let inner = xr.len();
-    let mean = lane_sum(xr, |v| v as f64) / inner as f64;
+    let mean = match p.rms {
+        true => 0.0,
+        false => lane_sum(xr, |v| v as f64) / inner as f64,
+    };
     let var = lane_sum(xr, |v| (v as f64 - mean).powi(2)) / inner as f64;
     let inv = 1.0 / (var + epsilon).sqrt();
     let (m, s) = (mean as f32, inv as f32);
@@ -225,6 +241,49 @@ fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f64) -> f64 {
     lanes.iter().sum::<f64>() + chunks.remainder().iter().map(|&v| f(v)).sum::<f64>()
 }
 
+impl LayerNorm {
+    /// `RMSNormalization` of the `f32` `x` over its last axis, times the vector `scale`
+    /// broadcast as a `Mul` operand: a last axis of 1 grows to the scale's length.
+    fn rms(&self, x: &Tensor, scale: &Tensor) -> Result<Vec<Tensor>> {
+        let (Tensor::F32(_), Tensor::F32(_)) = (x, scale) else {
+            let index = if x.dtype() == crate::DType::F32 { 1 } else { 0 };
+            let dtype = [x, scale][index].dtype();
+            return Err(KernelError::UnsupportedDType { index, dtype });
+        };
+        let (shape, n) = (x.shape(), scale.len());
+        let d = *shape.last().unwrap_or(&1);
+        if scale.shape().len() != 1 || !(d == n || d == 1 || n == 1) {
+            return Err(not_broadcastable(
+                scale,
+                &shape[shape.len().max(1) - 1..],
+                "Scale",
+            ));
+        }
+        let (xs, w) = (contiguous::<f32>(x)?, contiguous::<f32>(scale)?);
+        if d == 1 && n > 1 {
+            let inv = |v: f32| (1.0 / ((v as f64).powi(2) + self.epsilon).sqrt()) as f32;
+            let y = xs
+                .iter()
+                .flat_map(|&v| w.iter().map(move |&k| v * inv(v) * k))
+                .collect();
+            let mut grown = shape.to_vec();
+            grown[shape.len() - 1] = n;
+            return Ok(vec![output(&grown, y)?]);
+        }
+        if d == 0 {
+            return Ok(vec![output(shape, Vec::<f32>::new())?]);
+        }
+        let scale = param_as::<f32>(scale, &shape[shape.len() - 1..], "Scale")?;
+        let params = RowParams {
+            epsilon: self.epsilon,
+            scale: &scale,
+            bias: None,
+            rms: true,
+        };
+        Ok(vec![output(shape, normalize_f32(&xs, d, params).0)?])
+    }
+}
+
 impl Kernel for LayerNorm {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
@@ -250,6 +309,9 @@ impl Kernel for LayerNorm {
                 scale.dtype()
             )));
         }
+        if self.rms {
+            return self.rms(x, scale);
+        }
         let inner = norm.iter().product::<usize>();
         if let (Tensor::F32(_), true) = (x, inner > 0) {
             let scale = param_as::<f32>(scale, norm, "Scale")?;
@@ -257,7 +319,13 @@ impl Kernel for LayerNorm {
                 .map(|b| param_as::<f32>(b, norm, "B"))
                 .transpose()?;
             let xs = contiguous::<f32>(x)?;
-            let (y, stats) = normalize_f32(&xs, inner, self.epsilon, &scale, bias.as_deref());
+            let params = RowParams {
+                epsilon: self.epsilon,
+                scale: &scale,
+                bias: bias.as_deref(),
+                rms: false,
+            };
+            let (y, stats) = normalize_f32(&xs, inner, params);
             return self.with_stats(x.shape(), axis, y, &stats);
         }
         let scale = param(scale, norm, "Scale")?;
@@ -271,5 +339,83 @@ impl Kernel for LayerNorm {
         };
         outs[0] = narrow(outs[0].clone(), dtype)?;
         Ok(outs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Attributes;
+    use crate::test_values::uniform;
+
+    fn rms_norm(epsilon: f32) -> Box<dyn Kernel> {
+        let attrs = Attributes::new().with("epsilon", crate::AttrValue::Float(epsilon));
+        let spec = NodeSpec {
+            op_type: "RMSNormalization",
+            domain: crate::cpu::nn::SPILLWAY_DOMAIN,
+            opset: 1,
+            attrs: &attrs,
+            num_inputs: 2,
+            num_outputs: 1,
+        };
+        build_rms(&spec).unwrap()
+    }
+
+    /// `w[j] · x / √(mean(x²) + ε)` for row `x`, in f64.
+    fn reference(x: &[f32], w: &[f32], j: usize, v: f32, epsilon: f64) -> f64 {
+        let ms = x.iter().map(|&a| (a as f64).powi(2)).sum::<f64>() / x.len() as f64;
+        w[j % w.len()] as f64 * v as f64 / (ms + epsilon).sqrt()
+    }
+
+    /// Rows against the definition, with a scale per element and one broadcast scalar; a last
+    /// axis of 1 grows to the scale's length (as `Mul` broadcasts it); a scale that does not
+    /// broadcast and a non-`f32` input are refused.
+    #[test]
+    fn rms_rows_match_the_definition() {
+        let kernel = rms_norm(1e-6);
+        let (rows, d) = (6, 40);
+        let xs = uniform(rows * d, 3);
+        let x = Tensor::from_shape_vec(&[2, 3, d], xs.clone()).unwrap();
+        for n in [d, 1] {
+            let w = uniform(n, 5);
+            let scale = Tensor::from_shape_vec(&[n], w.clone()).unwrap();
+            let y = kernel.run(&[Some(&x), Some(&scale)]).unwrap().remove(0);
+            assert_eq!(y.shape(), [2, 3, d]);
+            for (i, &g) in y.to_f64_vec().unwrap().iter().enumerate() {
+                let row = &xs[i / d * d..][..d];
+                let want = reference(row, &w, i % d, xs[i], 1e-6);
+                assert!(
+                    (g - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                    "{i}: {g} vs {want}"
+                );
+            }
+        }
+        let column = Tensor::from_shape_vec(&[3, 1], vec![0.5f32, -2.0, 0.0]).unwrap();
+        let w = vec![1.0f32, 2.0, -1.0, 0.5];
+        let scale = Tensor::from_shape_vec(&[4], w.clone()).unwrap();
+        let y = kernel
+            .run(&[Some(&column), Some(&scale)])
+            .unwrap()
+            .remove(0);
+        assert_eq!(y.shape(), [3, 4]);
+        for (i, &g) in y.to_f64_vec().unwrap().iter().enumerate() {
+            let v = [0.5f32, -2.0, 0.0][i / 4];
+            let want = reference(&[v], &w, i % 4, v, 1e-6);
+            assert!(
+                (g - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                "{i}: {g} vs {want}"
+            );
+        }
+        let wrong = Tensor::from_shape_vec(&[3], vec![1.0f32; 3]).unwrap();
+        assert!(matches!(
+            kernel.run(&[Some(&x), Some(&wrong)]),
+            Err(KernelError::Shape(_))
+        ));
+        let x64 = Tensor::from_shape_vec(&[2, 2], vec![1.0f64; 4]).unwrap();
+        let w64 = Tensor::from_shape_vec(&[2], vec![1.0f64; 2]).unwrap();
+        assert!(matches!(
+            kernel.run(&[Some(&x64), Some(&w64)]),
+            Err(KernelError::UnsupportedDType { index: 0, .. })
+        ));
     }
 }

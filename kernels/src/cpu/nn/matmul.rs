@@ -12,9 +12,6 @@ use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
 use crate::{DType, Element, Tensor};
 
-/// The domain of Spillway's own fused ops: `MatMulBias`.
-pub const DOMAIN: &str = "spillway";
-
 /// A built `MatMul`, or `spillway` `MatMulBias`.
 #[derive(Debug, Default)]
 pub struct MatMul {
@@ -440,7 +437,7 @@ mod tests {
     fn products_with_a_bias_match_the_definition() {
         let spec = NodeSpec {
             op_type: "MatMulBias",
-            domain: DOMAIN,
+            domain: crate::cpu::nn::SPILLWAY_DOMAIN,
             opset: 1,
             attrs: &Attributes::new(),
             num_inputs: 3,

@@ -1,6 +1,10 @@
 //! CPU kernels: nn family — convolutions, matrix products, pooling, normalisation, Einsum, and
 //! ONNX Runtime's `com.microsoft` `FusedConv`.
 
+/// The domain of Spillway's own fused ops, which the graph passes make: `MatMulBias`
+/// ([`matmul::build_with_bias`]) and `RMSNormalization` ([`layer_norm::build_rms`]).
+pub const SPILLWAY_DOMAIN: &str = "spillway";
+
 pub mod blocked;
 pub mod common;
 pub mod conv;
