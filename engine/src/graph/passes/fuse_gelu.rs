@@ -9,7 +9,7 @@
 //! Every intermediate must be read only by the next node of the chain and not be a graph
 //! output; `x` may have other readers. The fused node takes the `Erf` node's name.
 
-use super::matching::{other_input, output_of, plain, sole_readers};
+use super::matching::{ChainFusion, fuse_chains, other_input, output_of, plain, sole_readers};
 use crate::graph::{Graph, Node, ValueId};
 
 /// The opset that defines `Gelu`.
@@ -23,32 +23,20 @@ pub fn fuse_gelu(graph: &mut Graph) -> usize {
     let producers = graph.producers();
     let sole = sole_readers(graph);
     let sole_reader = |v: ValueId| sole[v.index()];
-    let mut remove = vec![false; graph.nodes.len()];
-    let mut fused = 0;
-    for erf in 0..graph.nodes.len() {
-        let Some(chain) = match_chain(graph, erf, &producers, &sole_reader) else {
-            continue;
-        };
-        if chain.nodes.iter().any(|&n| remove[n]) {
-            continue;
-        }
-        let mut gelu = graph.nodes[erf].clone();
-        gelu.op_type = "Gelu".into();
-        gelu.domain = String::new();
-        gelu.opset = GELU_OPSET;
-        gelu.attrs = spillway_kernels::Attributes::new();
-        gelu.inputs = vec![Some(chain.x)];
-        gelu.declared_inputs = 1;
-        gelu.outputs = graph.nodes[chain.last].outputs.clone();
-        // At the last node's place: `x` is computed before the chain's first node.
-        graph.nodes[chain.last] = gelu;
-        for &n in &chain.nodes {
-            remove[n] = n != chain.last;
-        }
-        fused += 1;
-    }
-    graph.remove_nodes(&remove);
-    fused
+    // At the last node's place: `x` is computed before the chain's first node.
+    fuse_chains(graph, |graph, erf| {
+        let chain = match_chain(graph, erf, &producers, &sole_reader)?;
+        Some(ChainFusion {
+            from: erf,
+            op_type: "Gelu",
+            domain: "",
+            opset: GELU_OPSET,
+            attrs: spillway_kernels::Attributes::new(),
+            inputs: vec![chain.x],
+            nodes: chain.nodes,
+            last: chain.last,
+        })
+    })
 }
 
 /// One GELU chain: its input, its nodes, and the node that writes its output.

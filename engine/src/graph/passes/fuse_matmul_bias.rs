@@ -6,9 +6,9 @@
 //!
 //! Matched: `W` a constant `f32` matrix `k × n`, `b` a constant `f32` vector of `n`, and the
 //! product read only by the `Add` (and no graph output). The fused node takes the `MatMul`'s
-//! name and place, and the `Add`'s output.
+//! name, and the `Add`'s place and output.
 
-use super::matching::{other_input, output_of, plain, sole_readers};
+use super::matching::{ChainFusion, fuse_chains, other_input, output_of, plain, sole_readers};
 use crate::graph::Graph;
 use spillway_kernels::DType;
 use spillway_kernels::cpu::nn::SPILLWAY_DOMAIN;
@@ -16,44 +16,31 @@ use spillway_kernels::cpu::nn::SPILLWAY_DOMAIN;
 /// Fuses every `MatMul` + bias `Add`; returns how many `MatMulBias` nodes it made.
 pub fn fuse_matmul_bias(graph: &mut Graph) -> usize {
     let sole = sole_readers(graph);
-    let mut remove = vec![false; graph.nodes.len()];
-    let mut fused = 0;
-    for mm in 0..graph.nodes.len() {
+    fuse_chains(graph, |graph, mm| {
         let node = &graph.nodes[mm];
         if !plain(node, "MatMul", 2) {
-            continue;
+            return None;
         }
-        let Some(y) = output_of(node) else { continue };
-        let Some(add) = sole[y.index()] else { continue };
+        let y = output_of(node)?;
+        let add = sole[y.index()]?;
         if !plain(&graph.nodes[add], "Add", 2) {
-            continue;
+            return None;
         }
-        let Some(n) = node.inputs[1].and_then(|w| weight_columns(graph, w)) else {
-            continue;
-        };
-        let Some(bias) = other_input(&graph.nodes[add], y) else {
-            continue;
-        };
-        let is_bias = graph
-            .constants
-            .get(&bias)
-            .is_some_and(|b| b.dtype() == DType::F32 && b.shape() == [n]);
-        if !is_bias {
-            continue;
-        }
-        let mut fused_node = graph.nodes[mm].clone();
-        fused_node.op_type = "MatMulBias".into();
-        fused_node.domain = SPILLWAY_DOMAIN.into();
-        fused_node.opset = 1;
-        fused_node.inputs.push(Some(bias));
-        fused_node.declared_inputs = 3;
-        fused_node.outputs = graph.nodes[add].outputs.clone();
-        graph.nodes[mm] = fused_node;
-        remove[add] = true;
-        fused += 1;
-    }
-    graph.remove_nodes(&remove);
-    fused
+        let n = weight_columns(graph, node.inputs[1]?)?;
+        let bias = other_input(&graph.nodes[add], y)?;
+        let b = graph.constants.get(&bias)?;
+        (b.dtype() == DType::F32 && b.shape() == [n]).then_some(())?;
+        Some(ChainFusion {
+            from: mm,
+            op_type: "MatMulBias",
+            domain: SPILLWAY_DOMAIN,
+            opset: 1,
+            attrs: node.attrs.clone(),
+            inputs: vec![node.inputs[0]?, node.inputs[1]?, bias],
+            nodes: vec![mm, add],
+            last: add,
+        })
+    })
 }
 
 /// The column count `n` of `w` when it is a constant `f32` matrix (`k × n`).

@@ -12,7 +12,7 @@
 //! output; `x` may have other readers. The fused node takes the `ReduceMean`'s name and the
 //! last `Mul`'s place.
 
-use super::matching::{other_input, output_of, plain, sole_readers};
+use super::matching::{ChainFusion, fuse_chains, other_input, output_of, plain, sole_readers};
 use crate::graph::{Dim, Graph, Node, ValueId};
 use spillway_kernels::cpu::nn::SPILLWAY_DOMAIN;
 use spillway_kernels::{AttrValue, Attributes, DType};
@@ -21,31 +21,19 @@ use spillway_kernels::{AttrValue, Attributes, DType};
 pub fn fuse_rms_norm(graph: &mut Graph) -> usize {
     let producers = graph.producers();
     let sole = sole_readers(graph);
-    let mut remove = vec![false; graph.nodes.len()];
-    let mut fused = 0;
-    for mean in 0..graph.nodes.len() {
-        let Some(chain) = match_chain(graph, mean, &producers, &sole) else {
-            continue;
-        };
-        if chain.nodes.iter().any(|&n| remove[n]) {
-            continue;
-        }
-        let mut norm = graph.nodes[mean].clone();
-        norm.op_type = "RMSNormalization".into();
-        norm.domain = SPILLWAY_DOMAIN.into();
-        norm.opset = 1;
-        norm.attrs = Attributes::new().with("epsilon", AttrValue::Float(chain.epsilon));
-        norm.inputs = vec![Some(chain.x), Some(chain.scale)];
-        norm.declared_inputs = 2;
-        norm.outputs = graph.nodes[chain.last].outputs.clone();
-        graph.nodes[chain.last] = norm;
-        for &n in &chain.nodes {
-            remove[n] = n != chain.last;
-        }
-        fused += 1;
-    }
-    graph.remove_nodes(&remove);
-    fused
+    fuse_chains(graph, |graph, mean| {
+        let chain = match_chain(graph, mean, &producers, &sole)?;
+        Some(ChainFusion {
+            from: mean,
+            op_type: "RMSNormalization",
+            domain: SPILLWAY_DOMAIN,
+            opset: 1,
+            attrs: Attributes::new().with("epsilon", AttrValue::Float(chain.epsilon)),
+            inputs: vec![chain.x, chain.scale],
+            nodes: chain.nodes,
+            last: chain.last,
+        })
+    })
 }
 
 /// One RMS norm chain: its input, scale and ε, its nodes, and the node that writes its output.

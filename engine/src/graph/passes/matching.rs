@@ -1,5 +1,7 @@
-//! What the fusion passes ask of the nodes they match: plain default-domain nodes, and values
-//! that a single node reads.
+//! What the fusion passes ask of the nodes they match (plain default-domain nodes, values that
+//! a single node reads), and how they replace a matched chain with one node.
+
+use spillway_kernels::Attributes;
 
 use crate::graph::{Graph, Node, ValueId};
 
@@ -42,4 +44,52 @@ pub(super) fn sole_readers(graph: &Graph) -> Vec<Option<usize>> {
         }
     }
     sole
+}
+
+/// A node that replaces a chain of nodes: `from`'s copy (its name) with a new op, attributes
+/// and inputs, at the place of `last` (every input of the chain is computed before it),
+/// writing `last`'s outputs.
+pub(super) struct ChainFusion {
+    pub from: usize,
+    pub op_type: &'static str,
+    pub domain: &'static str,
+    pub opset: i64,
+    pub attrs: Attributes,
+    pub inputs: Vec<ValueId>,
+    /// Every node of the chain, `last` included.
+    pub nodes: Vec<usize>,
+    pub last: usize,
+}
+
+/// Replaces every chain that `find` matches at a node (by index) with its fused node; chains
+/// that share a node with one already fused are skipped. Returns how many it fused.
+pub(super) fn fuse_chains(
+    graph: &mut Graph,
+    find: impl Fn(&Graph, usize) -> Option<ChainFusion>,
+) -> usize {
+    let mut remove = vec![false; graph.nodes.len()];
+    let mut fused = 0;
+    for i in 0..graph.nodes.len() {
+        let Some(chain) = find(graph, i) else {
+            continue;
+        };
+        if chain.nodes.iter().any(|&n| remove[n]) {
+            continue;
+        }
+        let mut node = graph.nodes[chain.from].clone();
+        node.op_type = chain.op_type.into();
+        node.domain = chain.domain.into();
+        node.opset = chain.opset;
+        node.attrs = chain.attrs;
+        node.declared_inputs = chain.inputs.len();
+        node.inputs = chain.inputs.into_iter().map(Some).collect();
+        node.outputs = graph.nodes[chain.last].outputs.clone();
+        graph.nodes[chain.last] = node;
+        for &n in &chain.nodes {
+            remove[n] = n != chain.last;
+        }
+        fused += 1;
+    }
+    graph.remove_nodes(&remove);
+    fused
 }
