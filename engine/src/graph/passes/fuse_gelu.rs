@@ -9,14 +9,13 @@
 //! Every intermediate must be read only by the next node of the chain and not be a graph
 //! output; `x` may have other readers. The fused node takes the `Erf` node's name.
 
-use super::matching::{ChainFusion, fuse_chains, other_input, output_of, plain, sole_readers};
+use super::matching::{
+    ChainFusion, fuse_chains, is_scalar, other_input, output_of, plain, sole_readers,
+};
 use crate::graph::{Graph, Node, ValueId};
 
 /// The opset that defines `Gelu`.
 const GELU_OPSET: i64 = 20;
-/// How far a matched constant may be from the exact one (relative): exporters write `√2` and
-/// `½` as `f32`, `1/√2` rounded either way.
-const CONSTANT_TOLERANCE: f32 = 1e-6;
 
 /// Fuses every GELU chain; returns how many `Gelu` nodes it made.
 pub fn fuse_gelu(graph: &mut Graph) -> usize {
@@ -122,11 +121,4 @@ fn divided_by(graph: &Graph, node: &Node, c: f32) -> Option<ValueId> {
         return None;
     }
     is_scalar(graph, node.inputs[1]?, c).then_some(node.inputs[0]?)
-}
-
-/// Whether `v` is a constant one-element `f32` tensor within [`CONSTANT_TOLERANCE`] of `c`.
-fn is_scalar(graph: &Graph, v: ValueId, c: f32) -> bool {
-    graph
-        .constant_f32_scalar(v)
-        .is_some_and(|k| (k - c).abs() <= CONSTANT_TOLERANCE * c.abs())
 }

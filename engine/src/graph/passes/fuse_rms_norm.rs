@@ -12,7 +12,9 @@
 //! output; `x` may have other readers. The fused node takes the `ReduceMean`'s name and the
 //! last `Mul`'s place.
 
-use super::matching::{ChainFusion, fuse_chains, other_input, output_of, plain, sole_readers};
+use super::matching::{
+    ChainFusion, fuse_chains, is_scalar, other_input, output_of, plain, sole_readers,
+};
 use crate::graph::{Dim, Graph, Node, ValueId};
 use spillway_kernels::cpu::nn::SPILLWAY_DOMAIN;
 use spillway_kernels::{AttrValue, Attributes, DType};
@@ -142,9 +144,4 @@ fn over_last_axis(graph: &Graph, node: &Node, x: ValueId) -> bool {
         _ => None,
     };
     matches!(axes.as_deref(), Some(&[a]) if a == -1 || Some(a) == last)
-}
-
-/// Whether `v` is a constant one-element `f32` tensor equal to `c`.
-fn is_scalar(graph: &Graph, v: ValueId, c: f32) -> bool {
-    graph.constant_f32_scalar(v) == Some(c)
 }

@@ -31,6 +31,17 @@ pub(super) fn other_input(node: &Node, v: ValueId) -> Option<ValueId> {
     }
 }
 
+/// How far a matched constant may be from the exact one (relative): exporters write `√2` and
+/// `½` as `f32`, `1/√2` rounded either way.
+const CONSTANT_TOLERANCE: f32 = 1e-6;
+
+/// Whether `v` is a constant one-element `f32` tensor within [`CONSTANT_TOLERANCE`] of `c`.
+pub(super) fn is_scalar(graph: &Graph, v: ValueId, c: f32) -> bool {
+    graph
+        .constant_f32_scalar(v)
+        .is_some_and(|k| (k - c).abs() <= CONSTANT_TOLERANCE * c.abs())
+}
+
 /// For each value (by index), the node that reads it when that node's one input is its only
 /// use and it is not a graph output: a value a fusion may absorb.
 pub(super) fn sole_readers(graph: &Graph) -> Vec<Option<usize>> {

@@ -285,12 +285,7 @@ impl MatMul {
         if let Some(y) = self.packed_f32(a, b, Some(bias)) {
             return y;
         }
-        let p = plan(a.shape(), b.shape())?;
-        let y = match packed_batches(&p, a, b) {
-            Some(y) => y?,
-            None => typed::<f32>(&p, a, b)?,
-        };
-        let Tensor::F32(mut y) = y else {
+        let Tensor::F32(mut y) = product(a, b)? else {
             unreachable!("an f32 product is f32")
         };
         let rows = y.as_slice_mut().expect("a new product is contiguous");
@@ -316,30 +311,33 @@ impl Kernel for MatMul {
         if let Some(y) = self.packed_f32(a, b, None) {
             return Ok(vec![y?]);
         }
-        // Planned once a dtype is known to be taken (an unsupported one is the error to report).
-        let planned = || plan(a.shape(), b.shape());
-        let dtype = a.dtype();
-        let y = match dtype {
-            DType::F32 | DType::F16 | DType::BF16 => {
-                let p = planned()?;
-                if let Some(y) = packed_batches(&p, a, b) {
-                    return Ok(vec![y?]);
-                }
-                typed::<f32>(&p, &widen(a, 0)?, &widen(b, 1)?).and_then(|y| narrow(y, dtype))?
+        Ok(vec![product(a, b)?])
+    }
+}
+
+/// `A · B` of any dtype the kernel takes, off the weight-matrix path: activations on both sides
+/// through [`packed_batches`], else the generic batched GEMM.
+fn product(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    // Planned once a dtype is known to be taken (an unsupported one is the error to report).
+    let planned = || plan(a.shape(), b.shape());
+    let dtype = a.dtype();
+    match dtype {
+        DType::F32 | DType::F16 | DType::BF16 => {
+            let p = planned()?;
+            if let Some(y) = packed_batches(&p, a, b) {
+                return y;
             }
-            DType::F64 => typed::<f64>(&planned()?, a, b)?,
-            DType::I32 => typed::<i32>(&planned()?, a, b)?,
-            DType::I64 => typed::<i64>(&planned()?, a, b)?,
-            DType::U32 => typed::<u32>(&planned()?, a, b)?,
-            DType::U64 => typed::<u64>(&planned()?, a, b)?,
-            other => {
-                return Err(KernelError::UnsupportedDType {
-                    index: 0,
-                    dtype: other,
-                });
-            }
-        };
-        Ok(vec![y])
+            typed::<f32>(&p, &widen(a, 0)?, &widen(b, 1)?).and_then(|y| narrow(y, dtype))
+        }
+        DType::F64 => typed::<f64>(&planned()?, a, b),
+        DType::I32 => typed::<i32>(&planned()?, a, b),
+        DType::I64 => typed::<i64>(&planned()?, a, b),
+        DType::U32 => typed::<u32>(&planned()?, a, b),
+        DType::U64 => typed::<u64>(&planned()?, a, b),
+        other => Err(KernelError::UnsupportedDType {
+            index: 0,
+            dtype: other,
+        }),
     }
 }
 
