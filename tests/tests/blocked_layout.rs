@@ -268,7 +268,7 @@ fn blocked_models_match_onnx_runtime() {
         &[1, 32, 9, 9],
     );
     if !available() {
-        // Without AVX-512 the graph keeps its planar ops; the outputs are checked above.
+        // Without AVX-512 or AVX2 the graph keeps its planar ops; the outputs are checked above.
         for s in [
             &inception,
             &residual,

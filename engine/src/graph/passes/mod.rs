@@ -40,7 +40,7 @@ pub enum Level {
     /// cuDNN does not take), fusions (`Conv` + activation → `com.microsoft` `FusedConv`; GELU
     /// written out op by op → `Gelu`; `MatMul` + bias `Add` → `spillway` `MatMulBias`; T5's RMS
     /// norm → `spillway` `RMSNormalization`) and, on
-    /// AVX-512 CPUs, images in blocks of 16 channels
+    /// CPUs with AVX-512 or AVX2, images in blocks of 16 channels
     /// (`spillway.nchw16c`).
     Extended,
 }

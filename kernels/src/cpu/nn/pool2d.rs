@@ -294,7 +294,7 @@ where
         if hi > lo {
             let len = (hi - lo) * w;
             let first = (lo - top) * w;
-            fold_slices(&mut v[lo * w..hi * w], spare, k, combine, |dy| {
+            fold_slices(&mut v[lo * w..hi * w], spare, k, (init, combine), |dy| {
                 &plane[first + dy * w..first + dy * w + len]
             });
         }
@@ -304,7 +304,7 @@ where
             if r1 == r0 {
                 dst.fill(init);
             } else {
-                fold_slices(dst, &mut spare[..w], r1 - r0, combine, |i| {
+                fold_slices(dst, &mut spare[..w], r1 - r0, (init, combine), |i| {
                     &plane[(r0 + i) * w..(r0 + i + 1) * w]
                 });
             }
@@ -316,7 +316,7 @@ where
         let right = k - 1 - left;
         if n > left + right {
             let len = n - left - right;
-            fold_slices(&mut yp[left..left + len], spare, k, combine, |dx| {
+            fold_slices(&mut yp[left..left + len], spare, k, (init, combine), |dx| {
                 &v[dx..dx + len]
             });
         }
@@ -351,15 +351,16 @@ where
     }
 }
 
-/// `dst[i] = combine(…combine(src(0)[i], src(1)[i])…, src(n - 1)[i])` for `n >= 1` sources as
-/// long as `dst`, never reading the buffer it writes (`spare`, at least as long, holds every
-/// other intermediate).
+/// `dst[i] = combine(…combine(combine(init, src(0)[i]), src(1)[i])…, src(n - 1)[i])` for
+/// `n >= 1` sources as long as `dst`, never reading the buffer it writes (`spare`, at least as
+/// long, holds every other intermediate). Starting from `init` (−∞ for a max) keeps a NaN in
+/// the first source from winning, as it wins no other place in a window.
 #[inline(always)]
 fn fold_slices<'s, T, C>(
     dst: &mut [T],
     spare: &mut [T],
     n: usize,
-    combine: &C,
+    (init, combine): (T, &C),
     src: impl Fn(usize) -> &'s [T],
 ) where
     T: Copy + 's,
@@ -367,11 +368,15 @@ fn fold_slices<'s, T, C>(
 {
     let len = dst.len();
     match n {
-        1 => dst.copy_from_slice(&src(0)[..len]),
+        1 => {
+            for (t, &a) in dst.iter_mut().zip(&src(0)[..len]) {
+                *t = combine(init, a);
+            }
+        }
         3 => {
             let (s0, s1, s2) = (&src(0)[..len], &src(1)[..len], &src(2)[..len]);
             for (((t, &a), &b), &c) in dst.iter_mut().zip(s0).zip(s1).zip(s2) {
-                *t = combine(combine(a, b), c);
+                *t = combine(combine(combine(init, a), b), c);
             }
         }
         _ => {
@@ -384,6 +389,7 @@ fn fold_slices<'s, T, C>(
                     (&mut *spare, if p == 1 { &src(0)[..len] } else { &*dst })
                 };
                 for ((t, &a), &v) in to.iter_mut().zip(from).zip(src(p)) {
+                    let a = if p == 1 { combine(init, a) } else { a };
                     *t = combine(a, v);
                 }
             }

@@ -1,5 +1,6 @@
 //! Moves a CNN's images into blocks of 16 channels (NCHW16c), ONNX Runtime's layout on
-//! AVX-512 CPUs (its `NchwcTransformer`), wherever the kernels of the `spillway.nchw16c`
+//! AVX-512 CPUs (its `NchwcTransformer`; on AVX2 it blocks 8 channels, and we keep 16 there,
+//! two vectors), wherever the kernels of the `spillway.nchw16c`
 //! domain can take them: in that layout a convolution's tiles are stored without a
 //! transpose and pools combine whole vectors of channels.
 //!
@@ -35,7 +36,7 @@
 //! `[N, ⌈C / 16⌉, H, W, 16]` tensors named after their planar value, so shape inference and
 //! the memory plan treat them like any tensor; where `C` leaves padding, `ReorderOutput` and
 //! `GlobalAveragePool` carry it as their attribute `channels`. The pass runs in CPU-only
-//! sessions on CPUs with AVX-512 ([`spillway_kernels::cpu::nn::blocked::available`]);
+//! sessions on CPUs with AVX-512 or AVX2 + FMA ([`spillway_kernels::cpu::nn::blocked::available`]);
 //! `SPILLWAY_BLOCKED=0` turns it off.
 
 use std::collections::{HashMap, HashSet};

@@ -17,9 +17,10 @@ use std::arch::x86_64::*;
 
 use rayon::prelude::*;
 
-use super::{BLOCK, require_avx512, stored_channels, unblocked};
+use super::{BLOCK, require_blocked, stored_channels, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::matrix::SendPtr;
+use crate::cpu::nn::packed_gemm::Isa;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec};
 use crate::{DType, Tensor, output_buffer};
@@ -34,7 +35,7 @@ pub struct BlockedConcat {
 /// Builds the blocked `Concat` (attributes: `channels`, each input's live channels; `relu`,
 /// 0 or 1, default 0).
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
-    require_avx512("Concat")?;
+    require_blocked("Concat")?;
     spec.attrs.only(&["channels", "relu"])?;
     let relu = spec.attrs.flag("relu", false)?;
     let bad = |reason: String| KernelError::UnsupportedAttribute {
@@ -160,13 +161,15 @@ impl Kernel for BlockedConcat {
             work.par_iter()
                 .with_min_len(2)
                 .for_each(|(batch, block, parts)| {
-                    // SAFETY: AVX-512F (checked at build); this output block is this task's
-                    // alone, inside `y`.
+                    // SAFETY: this output block is this task's alone, inside `y`.
+                    let out = unsafe { dst.get().add(batch * image_len + block * BLOCK * plane) };
                     #[cfg(target_arch = "x86_64")]
-                    unsafe {
-                        let out = dst.get().add(batch * image_len + block * BLOCK * plane);
-                        fill_block(parts, out, plane, self.relu)
+                    if Isa::detect() == Some(Isa::Avx512) {
+                        // SAFETY: the CPU has AVX-512F; `out` as above.
+                        return unsafe { fill_block(parts, out, plane, self.relu) };
                     }
+                    // SAFETY: `out` as above.
+                    unsafe { fill_block_portable(parts, out, plane, self.relu) }
                 });
         });
         Ok(vec![output(&[n, stored / BLOCK, h, w, BLOCK], y)?])
@@ -222,5 +225,33 @@ unsafe fn fill_block(parts: &[Segment<'_>], out: *mut f32, plane: usize, relu: b
         }
         // SAFETY: position `p` of the output block.
         unsafe { _mm512_storeu_ps(out.add(p * BLOCK), v) };
+    }
+}
+
+/// [`fill_block`] without AVX-512: each segment's lanes copied position by position, then
+/// `Relu` of the block (the same values: `max(0, v)`, NaN and −0 kept).
+///
+/// # Safety
+/// `out` is valid for `plane · 16` floats; each segment's `src` holds `plane · 16` floats.
+unsafe fn fill_block_portable(parts: &[Segment<'_>], out: *mut f32, plane: usize, relu: bool) {
+    // SAFETY: the caller's contract.
+    let out = unsafe { std::slice::from_raw_parts_mut(out, plane * BLOCK) };
+    if let [whole] = parts
+        && whole.count == BLOCK
+    {
+        out.copy_from_slice(&whole.src[..plane * BLOCK]);
+    } else {
+        for (p, cell) in out.chunks_exact_mut(BLOCK).enumerate() {
+            cell.fill(0.0);
+            for s in parts {
+                let src = &s.src[p * BLOCK + s.from..][..s.count];
+                cell[s.to..s.to + s.count].copy_from_slice(src);
+            }
+        }
+    }
+    if relu {
+        // `v` second, as `_mm512_max_ps(0, v)`: NaN and −0 stay.
+        out.iter_mut()
+            .for_each(|v| *v = if 0.0 > *v { 0.0 } else { *v });
     }
 }

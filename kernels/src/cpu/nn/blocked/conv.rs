@@ -9,12 +9,12 @@
 
 use std::borrow::Cow;
 
-use super::{BLOCK, conv_bias, conv_inputs, require_avx512, stored_channels, unblocked};
+use super::{BLOCK, conv_bias, conv_inputs, require_blocked, stored_channels, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
 use crate::cpu::nn::fused_conv::activation_attrs;
-use crate::cpu::nn::packed_gemm::{BlockedInput, Image2d, Isa, PackedA};
+use crate::cpu::nn::packed_gemm::{BlockedInput, Image2d, PackedA};
 use crate::cpu::nn::packed_weights::WeightCache;
 use crate::cpu::nn::spatial::WindowAttrs;
 use crate::cpu::nn::winograd::line::{self, Along};
@@ -47,7 +47,7 @@ enum Path<'a> {
 /// `activation_params`, and `blocked_output` (default 1); a `group` other than 1 builds the
 /// depthwise kernel ([`super::depthwise::build`]).
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
-    require_avx512("Conv")?;
+    require_blocked("Conv")?;
     if spec.attrs.int("group", 1)? != 1 {
         return super::depthwise::build(spec);
     }
@@ -150,11 +150,10 @@ impl Kernel for BlockedConv {
                 let k = c * kh * kw;
                 let packed = self
                     .packed
-                    .get_or_pack(w, true, || PackedA::new(&ws, m, k).map(|p| vec![p]))
-                    .filter(|p| p[0].isa() == Isa::Avx512);
+                    .get_or_pack(w, true, || PackedA::new(&ws, m, k).map(|p| vec![p]));
                 let Some(packed) = packed else {
-                    return require_avx512("Conv").and(Err(KernelError::InvalidValue(
-                        "the blocked Conv's weights could not be packed for AVX-512".into(),
+                    return require_blocked("Conv").and(Err(KernelError::InvalidValue(
+                        "the blocked Conv's weights could not be packed".into(),
                     )));
                 };
                 Path::Direct(packed)

@@ -1,5 +1,8 @@
 //! Kernels on images in blocks of 16 channels (NCHW16c), ONNX Runtime's layout for
-//! convolutional networks on AVX-512 CPUs. A blocked tensor is an ordinary 5-D tensor
+//! convolutional networks on AVX-512 CPUs. On AVX2 a block is two vectors of 8 (ONNX
+//! Runtime blocks 8 channels there): the convolutions' position tiles store a panel of 16
+//! channels as one block, and the pools and the depthwise convolution are written once for
+//! both instruction sets over `vector16::Vector16`. A blocked tensor is an ordinary 5-D tensor
 //! `[N, C / 16, H, W, 16]`: the graph pass that chooses the layout gives the blocked values
 //! those shapes, so shape inference, the memory plan and `Concat` along axis 1 need nothing
 //! new. In this layout a convolution's position tile stores each accumulator as it is (in
@@ -30,6 +33,7 @@ mod depthwise;
 mod pad;
 mod pool;
 mod reorder;
+mod vector16;
 
 pub use conv::BlockedConv;
 pub use depthwise::BlockedDepthwise;
@@ -62,9 +66,10 @@ pub fn stored_channels(c: usize) -> usize {
     c.div_ceil(BLOCK) * BLOCK
 }
 
-/// True when this CPU runs the blocked kernels (AVX-512F).
+/// True when this CPU runs the blocked kernels: the packed GEMM has an instruction set here
+/// (AVX-512F, or AVX2 with FMA, where a block is two vectors).
 pub fn available() -> bool {
-    Isa::detect() == Some(Isa::Avx512)
+    Isa::detect().is_some()
 }
 
 /// Builds the kernel of a [`DOMAIN`] node.
@@ -165,11 +170,13 @@ fn conv_bias<'a>(
 }
 
 /// Fails unless the CPU runs the blocked kernels.
-fn require_avx512(op: &str) -> Result<()> {
+fn require_blocked(op: &str) -> Result<()> {
     match available() {
         true => Ok(()),
         false => Err(KernelError::UnsupportedOp {
-            op_type: format!("{op} (blocked kernels need AVX-512F, which this CPU lacks)"),
+            op_type: format!(
+                "{op} (blocked kernels need AVX-512F or AVX2 with FMA, which this CPU lacks)"
+            ),
             domain: DOMAIN.into(),
         }),
     }

@@ -11,8 +11,11 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use super::{BLOCK, live_channels, live_channels_attr, require_avx512, unblocked};
+#[cfg(target_arch = "x86_64")]
+use super::vector16::{Vector16, Ymm2, Zmm};
+use super::{BLOCK, live_channels, live_channels_attr, require_blocked, unblocked};
 use crate::cpu::nn::common::{contiguous, min_opset, output};
+use crate::cpu::nn::packed_gemm::Isa;
 use crate::cpu::nn::pool::flag;
 use crate::cpu::nn::pool2d::{AxisWindows, plane_windows};
 use crate::cpu::nn::spatial::WindowAttrs;
@@ -32,7 +35,7 @@ pub struct BlockedPool {
 /// Builds a blocked `MaxPool` or `AveragePool` (one output; `auto_pad`, `kernel_shape`,
 /// `pads`, `strides`, `ceil_mode`, and `count_include_pad` for averages).
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
-    require_avx512(spec.op_type)?;
+    require_blocked(spec.op_type)?;
     let max = spec.op_type == "MaxPool";
     let mut known = vec!["auto_pad", "kernel_shape", "pads", "strides", "ceil_mode"];
     if !max {
@@ -138,20 +141,27 @@ impl RowPool<'_> {
             "blocked pool: operands"
         );
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F; the operands' lengths are checked above, and the
-            // windows' spans lie inside the image.
-            return unsafe {
-                match self.average {
-                    None => self.run_avx512::<true>(image, oy, out, column),
-                    Some(_) => self.run_avx512::<false>(image, oy, out, column),
+        // SAFETY: the CPU has the instruction set; the operands' lengths are checked above,
+        // and the windows' spans lie inside the image.
+        unsafe {
+            match (Isa::detect(), self.average) {
+                (Some(Isa::Avx512), None) => {
+                    return self.run_avx512::<true>(image, oy, out, column);
                 }
-            };
+                (Some(Isa::Avx512), Some(_)) => {
+                    return self.run_avx512::<false>(image, oy, out, column);
+                }
+                (Some(Isa::Avx2), None) => return self.run_avx2::<true>(image, oy, out, column),
+                (Some(Isa::Avx2), Some(_)) => {
+                    return self.run_avx2::<false>(image, oy, out, column);
+                }
+                (None, _) => {}
+            }
         }
         self.run_portable(image, oy, out, column)
     }
 
-    /// [`RowPool::run`] in whole vectors, for a max pool (`MAX`) or an average pool.
+    /// [`RowPool::run_vectors`] on AVX-512.
     ///
     /// # Safety
     /// The CPU has AVX-512F; the operands hold what [`RowPool::run`] checks.
@@ -164,21 +174,48 @@ impl RowPool<'_> {
         out: &mut [MaybeUninit<f32>],
         column: &mut [f32],
     ) {
-        use std::arch::x86_64::*;
+        // SAFETY: the caller's contract.
+        unsafe { self.run_vectors::<Zmm, MAX>(image, oy, out, column) }
+    }
+
+    /// [`RowPool::run_vectors`] on AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2; the operands hold what [`RowPool::run`] checks.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2<const MAX: bool>(
+        &self,
+        image: &[f32],
+        oy: usize,
+        out: &mut [MaybeUninit<f32>],
+        column: &mut [f32],
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe { self.run_vectors::<Ymm2, MAX>(image, oy, out, column) }
+    }
+
+    /// [`RowPool::run`] in whole vectors `V`, for a max pool (`MAX`) or an average pool.
+    /// Inlined into the functions that enable `V`'s instruction set; macros, not closures,
+    /// combine the vectors (a closure would be compiled without that instruction set).
+    ///
+    /// # Safety
+    /// The CPU has `V`'s instruction set and the caller enables it; the operands hold what
+    /// [`RowPool::run`] checks.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn run_vectors<V: Vector16, const MAX: bool>(
+        &self,
+        image: &[f32],
+        oy: usize,
+        out: &mut [MaybeUninit<f32>],
+        column: &mut [f32],
+    ) {
         let (r0, r1) = self.rows.span(oy);
         // `out` is only written through.
         let (img, col) = (image.as_ptr(), column.as_mut_ptr());
         let dst = out.as_mut_ptr().cast::<f32>();
-        let init = match MAX {
-            true => _mm512_set1_ps(f32::NEG_INFINITY),
-            false => _mm512_setzero_ps(),
-        };
-        // Windows of one, two or three cells (every CNN's) in straight-line code: a loop
-        // over the cells cost more in its bookkeeping than in its maxima.
-        let combine = |a: __m512, b: __m512| match MAX {
-            true => _mm512_max_ps(b, a),
-            false => _mm512_add_ps(a, b),
-        };
+        let width = self.width;
         // An average's sum times its window's reciprocal count (the windows of a row differ
         // only at its ends, so the last one is kept): a division per output was 40 % of an
         // average pool's time.
@@ -186,29 +223,58 @@ impl RowPool<'_> {
         // SAFETY (every access): rows r0..r1 of `width` vectors lie in `image`, `column`
         // holds `width` vectors and `out` one per output column (the caller's contract).
         unsafe {
-            let row = |y: usize| img.add(y * self.width * BLOCK);
-            let load = |p: *const f32, x: usize| _mm512_loadu_ps(p.add(x * BLOCK));
+            let init = match MAX {
+                true => V::splat(f32::NEG_INFINITY),
+                false => V::splat(0.0),
+            };
+            // Windows of one, two or three cells (every CNN's) in straight-line code: a loop
+            // over the cells cost more in its bookkeeping than in its maxima.
+            macro_rules! combine {
+                ($a:expr, $b:expr) => {
+                    match MAX {
+                        true => V::max($b, $a),
+                        false => V::add($a, $b),
+                    }
+                };
+            }
+            macro_rules! load {
+                ($p:expr, $x:expr) => {
+                    V::load($p.add($x * BLOCK))
+                };
+            }
+            let row = |y: usize| img.add(y * width * BLOCK);
             if self.same3 && r1 - r0 == 3 {
                 // Each column's rows combined once and kept in registers while the three
                 // outputs that read it are made: no column buffer to store and reload. The
                 // same operations in the same order as below.
                 let (a, b, c) = (row(r0), row(r0 + 1), row(r0 + 2));
-                let down =
-                    |x: usize| combine(combine(combine(init, load(a, x)), load(b, x)), load(c, x));
-                let mut left = None;
-                let mut here = down(0);
-                for ox in 0..self.width {
-                    let right = (ox + 1 < self.width).then(|| down(ox + 1));
-                    let mut acc = left.map_or(init, |l| combine(init, l));
-                    acc = combine(acc, here);
+                macro_rules! down {
+                    ($x:expr) => {
+                        combine!(
+                            combine!(combine!(init, load!(a, $x)), load!(b, $x)),
+                            load!(c, $x)
+                        )
+                    };
+                }
+                let mut left: Option<V> = None;
+                let mut here = down!(0);
+                for ox in 0..width {
+                    let right = match ox + 1 < width {
+                        true => Some(down!(ox + 1)),
+                        false => None,
+                    };
+                    let mut acc = match left {
+                        Some(l) => combine!(init, l),
+                        None => init,
+                    };
+                    acc = combine!(acc, here);
                     if let Some(r) = right {
-                        acc = combine(acc, r);
+                        acc = combine!(acc, r);
                     }
                     if !MAX {
-                        acc =
-                            _mm512_mul_ps(acc, _mm512_set1_ps(self.reciprocal(oy, ox, &mut last)));
+                        acc = V::mul(acc, V::splat(self.reciprocal(oy, ox, &mut last)));
                     }
-                    _mm512_storeu_ps(dst.add(ox * BLOCK), acc);
+                    acc.store(dst.add(ox * BLOCK));
                     left = Some(here);
                     if let Some(r) = right {
                         here = r;
@@ -217,31 +283,41 @@ impl RowPool<'_> {
                 return;
             }
             match r1 - r0 {
-                0 => (0..self.width).for_each(|x| _mm512_storeu_ps(col.add(x * BLOCK), init)),
+                0 => {
+                    for x in 0..width {
+                        init.store(col.add(x * BLOCK));
+                    }
+                }
                 1 => {
                     let a = row(r0);
-                    for x in 0..self.width {
-                        _mm512_storeu_ps(col.add(x * BLOCK), combine(init, load(a, x)));
+                    for x in 0..width {
+                        combine!(init, load!(a, x)).store(col.add(x * BLOCK));
                     }
                 }
                 2 => {
                     let (a, b) = (row(r0), row(r0 + 1));
-                    for x in 0..self.width {
-                        let v = combine(combine(init, load(a, x)), load(b, x));
-                        _mm512_storeu_ps(col.add(x * BLOCK), v);
+                    for x in 0..width {
+                        combine!(combine!(init, load!(a, x)), load!(b, x))
+                            .store(col.add(x * BLOCK));
                     }
                 }
                 3 => {
                     let (a, b, c) = (row(r0), row(r0 + 1), row(r0 + 2));
-                    for x in 0..self.width {
-                        let v = combine(combine(combine(init, load(a, x)), load(b, x)), load(c, x));
-                        _mm512_storeu_ps(col.add(x * BLOCK), v);
+                    for x in 0..width {
+                        let v = combine!(
+                            combine!(combine!(init, load!(a, x)), load!(b, x)),
+                            load!(c, x)
+                        );
+                        v.store(col.add(x * BLOCK));
                     }
                 }
                 _ => {
-                    for x in 0..self.width {
-                        let v = (r0..r1).fold(init, |acc, y| combine(acc, load(row(y), x)));
-                        _mm512_storeu_ps(col.add(x * BLOCK), v);
+                    for x in 0..width {
+                        let mut v = init;
+                        for y in r0..r1 {
+                            v = combine!(v, load!(row(y), x));
+                        }
+                        v.store(col.add(x * BLOCK));
                     }
                 }
             }
@@ -250,18 +326,24 @@ impl RowPool<'_> {
                 let (c0, c1) = self.cols.span(ox);
                 let mut acc = match c1 - c0 {
                     0 => init,
-                    1 => combine(init, load(col, c0)),
-                    2 => combine(combine(init, load(col, c0)), load(col, c0 + 1)),
-                    3 => combine(
-                        combine(combine(init, load(col, c0)), load(col, c0 + 1)),
-                        load(col, c0 + 2),
+                    1 => combine!(init, load!(col, c0)),
+                    2 => combine!(combine!(init, load!(col, c0)), load!(col, c0 + 1)),
+                    3 => combine!(
+                        combine!(combine!(init, load!(col, c0)), load!(col, c0 + 1)),
+                        load!(col, c0 + 2)
                     ),
-                    _ => (c0..c1).fold(init, |acc, x| combine(acc, load(col, x))),
+                    _ => {
+                        let mut acc = init;
+                        for x in c0..c1 {
+                            acc = combine!(acc, load!(col, x));
+                        }
+                        acc
+                    }
                 };
                 if !MAX {
-                    acc = _mm512_mul_ps(acc, _mm512_set1_ps(self.reciprocal(oy, ox, &mut last)));
+                    acc = V::mul(acc, V::splat(self.reciprocal(oy, ox, &mut last)));
                 }
-                _mm512_storeu_ps(dst.add(ox * BLOCK), acc);
+                acc.store(dst.add(ox * BLOCK));
             }
         }
     }
@@ -377,9 +459,12 @@ impl Kernel for BlockedGlobalAverage {
 /// The mean of `plane` vectors of 16 (NaN for none, as 0 / 0).
 fn mean_of_cells(block: &[f32], plane: usize, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx512f") {
+    match Isa::detect() {
         // SAFETY: the CPU has AVX-512F.
-        return unsafe { mean_avx512(block, plane, out) };
+        Some(Isa::Avx512) => return unsafe { mean_avx512(block, plane, out) },
+        // SAFETY: the CPU has AVX2.
+        Some(Isa::Avx2) => return unsafe { mean_avx2(block, plane, out) },
+        None => {}
     }
     mean_portable(block, plane, out)
 }
@@ -387,6 +472,12 @@ fn mean_of_cells(block: &[f32], plane: usize, out: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn mean_avx512(block: &[f32], plane: usize, out: &mut [f32]) {
+    mean_portable(block, plane, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn mean_avx2(block: &[f32], plane: usize, out: &mut [f32]) {
     mean_portable(block, plane, out)
 }
 

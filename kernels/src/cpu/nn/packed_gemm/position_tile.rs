@@ -306,24 +306,32 @@ pub(super) unsafe fn tile_with<const NV: usize, const BLOCKED: bool>(
 
 /// [`position_tile`] on AVX2 + FMA: `NV` vectors of 8 channels × `R ≤ 8` positions (`NV · R ≤
 /// 12`: with the weights and the broadcast, every register but one), the weights `w` in rows
-/// of `NV · 8` channels; the same contract otherwise, with AVX2 + FMA for AVX-512F.
+/// of `NV · 8` channels; the same contract otherwise, with AVX2 + FMA for AVX-512F. When
+/// `BLOCKED`, vector `v` of position `i` is stored at `(v / 2)·ldc + (v % 2)·8 + i·step`: a
+/// panel of two vectors is one block of 16 channels; a panel of one vector (the last, of at
+/// most 8 channels) is a block whose other 8 lanes are padding, and those are written as zeros.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn position_tile_avx2<const NV: usize, const R: usize>(
+pub unsafe fn position_tile_avx2<
+    const NV: usize,
+    const R: usize,
+    const BLOCKED: bool,
+    const PREFETCH: bool,
+>(
     kc: usize,
     w: *const f32,
     img: *const f32,
     offsets: *const usize,
     pos: &TilePositions,
     c: *mut f32,
-    (ldc, _): (usize, usize),
+    (ldc, step): (usize, usize),
     (live_ch, live_pos): (usize, usize),
     accumulate: bool,
     bias: Option<&[f32]>,
     finish: Option<TileFinish>,
 ) {
-    let pos = pos.now;
+    let (next, pos) = (pos.next, pos.now);
     let mut acc = [[_mm256_setzero_ps(); R]; NV];
     // SAFETY: every read stays inside the operands (caller's contract).
     unsafe {
@@ -334,6 +342,9 @@ pub unsafe fn position_tile_avx2<const NV: usize, const R: usize>(
         }
         for p in 0..kc {
             let base = img.add(*offsets.add(p));
+            if PREFETCH {
+                _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(next[p % POSITIONS]).cast::<i8>());
+            }
             let wp = w.add(p * NV * 8);
             let wv: [__m256; NV] = std::array::from_fn(|v| _mm256_loadu_ps(wp.add(v * 8)));
             for i in 0..R {
@@ -342,6 +353,26 @@ pub unsafe fn position_tile_avx2<const NV: usize, const R: usize>(
                     acc[v][i] = _mm256_fmadd_ps(x, wv[v], acc[v][i]);
                 }
             }
+        }
+        if BLOCKED {
+            for (v, row) in acc.iter().enumerate().take(live_ch.div_ceil(8)) {
+                for (i, &out) in row.iter().enumerate().take(live_pos) {
+                    let at = (v / 2) * ldc + (v % 2) * 8 + i * step;
+                    let dst = c.add(at);
+                    let mut out = out;
+                    if accumulate {
+                        out = _mm256_add_ps(out, _mm256_loadu_ps(dst));
+                    }
+                    if let Some(f) = finish {
+                        out = finish_lanes(out, f, at, true, _mm256_setzero_si256());
+                    }
+                    _mm256_storeu_ps(dst, out);
+                    if NV == 1 {
+                        _mm256_storeu_ps(dst.add(8), _mm256_setzero_ps());
+                    }
+                }
+            }
+            return;
         }
         for (v, row) in acc.iter().enumerate() {
             let first = v * 8;
@@ -500,8 +531,7 @@ fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
 }
 
 /// The kernel for `isa`, `vectors` (1 or 2) vectors of channels, `rows` positions in the
-/// tile, and channel rows or, when `blocked`, 16-channel blocks (AVX-512 only: on AVX2 the
-/// blocked layout is not offered), prefetching the next tile's cells when `prefetch` (AVX-512
+/// tile, and channel rows or, when `blocked`, 16-channel blocks, prefetching the next tile's cells when `prefetch` (AVX-512
 /// only). On AVX-512 a tile computes exactly its `rows` (1 to 8): the last tile of an 11×11
 /// image (121 positions, 15 tiles of 8 and one of 1) would otherwise compute 8 positions for
 /// 1, 5.5 % of the product. AVX2 tiles always compute [`AVX2_HEIGHT`].
@@ -514,12 +544,23 @@ pub fn kernel_for(
     prefetch: bool,
 ) -> PositionTile {
     match (isa, vectors, blocked) {
-        (Isa::Avx2, _, true) => unreachable!("blocked outputs need AVX-512"),
-        (Isa::Avx2, 2, false) => position_tile_avx2::<2, AVX2_HEIGHT>,
-        (Isa::Avx2, 1, false) => position_tile_avx2::<1, AVX2_HEIGHT>,
+        (Isa::Avx2, 2, _) => avx2_kernel::<2>(blocked, prefetch),
+        (Isa::Avx2, 1, _) => avx2_kernel::<1>(blocked, prefetch),
         (Isa::Avx512, 2, _) => avx512_kernel::<Positions, 2>(rows, blocked, prefetch),
         (Isa::Avx512, 1, _) => avx512_kernel::<Positions, 1>(rows, blocked, prefetch),
         (_, v, _) => unreachable!("general tiles of {v} vectors"),
+    }
+}
+
+/// The AVX2 tile of `NV` vectors of channels, storing blocks or channel rows (`blocked`),
+/// prefetching the next tile's cells when `prefetch`.
+#[cfg(target_arch = "x86_64")]
+fn avx2_kernel<const NV: usize>(blocked: bool, prefetch: bool) -> PositionTile {
+    match (blocked, prefetch) {
+        (false, false) => position_tile_avx2::<NV, AVX2_HEIGHT, false, false>,
+        (true, false) => position_tile_avx2::<NV, AVX2_HEIGHT, true, false>,
+        (false, true) => position_tile_avx2::<NV, AVX2_HEIGHT, false, true>,
+        (true, true) => position_tile_avx2::<NV, AVX2_HEIGHT, true, true>,
     }
 }
 

@@ -113,16 +113,15 @@ impl PackedA {
 
     /// `c = self · im2col(input) (+ bias)`, then `epilogue`, from an image in channel planes or
     /// in blocks of 16 channels ([`BlockedInput`]), with `c` in such blocks (NCHW16c:
-    /// `[⌈m / 16⌉][positions][16]`) when `blocked_output`, else in channel rows. Needs
-    /// AVX-512. The last block of a blocked input or output may be partly filled: the input's
+    /// `[⌈m / 16⌉][positions][16]`) when `blocked_output`, else in channel rows. The last block of a blocked input or output may be partly filled: the input's
     /// lanes past its `k / window` channels are never read, and the output's past `m` are
     /// written as the product of zero weights (the bias is zero there).
     ///
     /// `c` may start uninitialized: every element is written before any is read.
     ///
     /// # Panics
-    /// If the packing is not for AVX-512, or an operand is too short (internal contracts: the
-    /// blocked convolution checks them first).
+    /// If an operand is too short (an internal contract: the blocked convolution checks them
+    /// first).
     pub fn multiply_blocked(
         &self,
         input: &BlockedInput<'_>,
@@ -131,7 +130,6 @@ impl PackedA {
         bias: Option<&[f32]>,
         epilogue: Option<&Epilogue<'_, f32>>,
     ) {
-        assert!(self.isa == Isa::Avx512, "multiply_blocked: AVX-512");
         let im = &input.image;
         let count = im.out[0] * im.out[1];
         let stored = match blocked_output {
@@ -162,7 +160,9 @@ impl PackedA {
                     offsets: &img.offsets,
                     starts: &img.starts,
                     prefetch: prefetches(im, self.k),
-                    cells: im.kernel == [1, 1] && cell_tile::adjacent(&img.starts),
+                    cells: self.isa == Isa::Avx512
+                        && im.kernel == [1, 1]
+                        && cell_tile::adjacent(&img.starts),
                 };
                 self.run_positions(&operand, c, output, bias, epilogue)
             });

@@ -9,17 +9,17 @@
 //! convolutions: NASNet's separable convolutions start so), the same values as the `Relu`
 //! kernel's: NaN and −0 stay as they are.
 
-#[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::*;
-
 use rayon::prelude::*;
 
-use super::{BLOCK, DOMAIN, conv_bias, conv_inputs, require_avx512, stored_channels, unblocked};
+#[cfg(target_arch = "x86_64")]
+use super::vector16::{Vector16, Ymm2, Zmm};
+use super::{BLOCK, DOMAIN, conv_bias, conv_inputs, require_blocked, stored_channels, unblocked};
 use crate::cpu::nn::common::{contiguous, output};
 use crate::cpu::nn::conv::ATTRIBUTES;
 use crate::cpu::nn::epilogue::{Activation, Epilogue};
 use crate::cpu::nn::fused_conv::activation_attrs;
 use crate::cpu::nn::matrix::SendPtr;
+use crate::cpu::nn::packed_gemm::Isa;
 use crate::cpu::nn::spatial::WindowAttrs;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec};
@@ -46,7 +46,7 @@ pub struct BlockedDepthwise {
 /// and `activation_params`, and `relu_input` (0 or 1, default 0); `group` must be the image's
 /// channel count (checked per run).
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
-    require_avx512("Conv")?;
+    require_blocked("Conv")?;
     let mut known = ATTRIBUTES.to_vec();
     known.extend(["activation", "activation_params", "relu_input"]);
     spec.attrs.only(&known)?;
@@ -166,8 +166,10 @@ impl Kernel for BlockedDepthwise {
         let (blocks, plane, out_plane) = (stored / BLOCK, h * wd * BLOCK, oh * ow * BLOCK);
         let xs = contiguous::<f32>(x)?;
         let groups = blocks.div_ceil(TOGETHER);
+        let avx512 = Isa::detect() == Some(Isa::Avx512);
+        // Sliding runs hold more vectors than AVX2's 16 registers.
         #[cfg(target_arch = "x86_64")]
-        let sliding = sliding::slides(&columns);
+        let sliding = sliding::slides(&columns).filter(|_| avx512);
         #[cfg(not(target_arch = "x86_64"))]
         let sliding = None;
         // Every element is written below: no zeros first.
@@ -200,14 +202,24 @@ impl Kernel for BlockedDepthwise {
                         out: unsafe { dst.get().add(at) },
                         out_plane,
                     };
-                    // SAFETY: the blocked kernels were checked available (AVX-512F) at build;
-                    // `planes` holds `count` blocks of the image and of the output.
+                    // SAFETY: the blocked kernels were checked available at build (AVX-512F,
+                    // else AVX2 with FMA); `planes` holds `count` blocks of the image and of
+                    // the output.
                     unsafe {
-                        match count {
-                            4 => row::<4>(&planes, &rows, &columns, &filter, sliding),
-                            3 => row::<3>(&planes, &rows, &columns, &filter, sliding),
-                            2 => row::<2>(&planes, &rows, &columns, &filter, sliding),
-                            _ => row::<1>(&planes, &rows, &columns, &filter, sliding),
+                        match (avx512, count) {
+                            (true, 4) => {
+                                row_avx512::<4>(&planes, &rows, &columns, &filter, sliding)
+                            }
+                            (true, 3) => {
+                                row_avx512::<3>(&planes, &rows, &columns, &filter, sliding)
+                            }
+                            (true, 2) => {
+                                row_avx512::<2>(&planes, &rows, &columns, &filter, sliding)
+                            }
+                            (true, _) => {
+                                row_avx512::<1>(&planes, &rows, &columns, &filter, sliding)
+                            }
+                            (false, _) => row_avx2(&planes, count, &rows, &columns, &filter),
                         }
                     }
                     if let Some(e) = &rest {
@@ -290,17 +302,67 @@ struct Sliding {
     edges: Slide,
 }
 
+/// [`row`] on AVX-512.
+///
+/// # Safety
+/// As [`row`]'s, with AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn row_avx512<const NB: usize>(
+    planes: &Planes<'_>,
+    window: &Window<'_>,
+    columns: &Columns,
+    filter: &Filter<'_>,
+    sliding: Option<Sliding>,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { row::<Zmm, NB>(planes, window, columns, filter, sliding) }
+}
+
+/// [`row`] on AVX2 for `count` blocks, one at a time: a block is two of AVX2's 16 registers,
+/// and one block's `RUN` accumulators, its weights and an image vector take twelve.
+///
+/// # Safety
+/// As [`row`]'s for `NB` = `count`, with AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_avx2(
+    planes: &Planes<'_>,
+    count: usize,
+    window: &Window<'_>,
+    columns: &Columns,
+    filter: &Filter<'_>,
+) {
+    let taps = filter.taps;
+    for k in 0..count {
+        let block = Planes {
+            image: &planes.image[k * planes.plane..],
+            plane: planes.plane,
+            // SAFETY: block `k` of the output (the caller's contract).
+            out: unsafe { planes.out.add(k * planes.out_plane) },
+            out_plane: planes.out_plane,
+        };
+        let filter = Filter {
+            weights: &filter.weights[k * taps * BLOCK..],
+            bias: &filter.bias[k * BLOCK..],
+            ..*filter
+        };
+        // SAFETY: the caller's contract, for block `k` alone.
+        unsafe { row::<Ymm2, 1>(&block, window, columns, &filter, None) }
+    }
+}
+
 /// One output row (`window` says which) of `NB` blocks together: each tap's multiply-adds
 /// for the blocks are independent, so one output at a time still fills the pipeline.
 ///
 /// # Safety
-/// The CPU supports AVX-512F; `planes.image` holds `NB` blocks of `height × width` vectors,
+/// The CPU has `V`'s instruction set and the caller enables it; `planes.image` holds `NB` blocks of `height × width` vectors,
 /// `window`'s rows are the image's, `filter.weights` holds `NB × kernel rows × columns.kernel`
 /// vectors and `filter.bias` `NB`; `planes.out` is valid for `columns.out` vectors in each of
 /// the `NB` blocks.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn row<const NB: usize>(
+#[inline(always)]
+unsafe fn row<V: Vector16, const NB: usize>(
     planes: &Planes<'_>,
     window: &Window<'_>,
     columns: &Columns,
@@ -339,7 +401,7 @@ unsafe fn row<const NB: usize>(
     // `lo..hi` inside the row, and `edge` checks each tap of the others.
     unsafe {
         while ox < lo {
-            edge::<NB>(planes, window, columns, filter, ox);
+            edge::<V, NB>(planes, window, columns, filter, ox);
             ox += 1;
         }
         // With the stride a constant, each output's taps lie at fixed offsets from its
@@ -347,33 +409,39 @@ unsafe fn row<const NB: usize>(
         // pointer per block and output (16), spilled to the stack.
         while ox + RUN <= hi {
             match (columns.stride, columns.dilation, columns.kernel) {
-                (1, ..) => run::<NB, RUN, 1>(planes, window, columns, filter, ox),
-                (2, ..) => run::<NB, RUN, 2>(planes, window, columns, filter, ox),
-                _ => run::<NB, RUN, 0>(planes, window, columns, filter, ox),
+                (1, ..) => run::<V, NB, RUN, 1>(planes, window, columns, filter, ox),
+                (2, ..) => run::<V, NB, RUN, 2>(planes, window, columns, filter, ox),
+                _ => run::<V, NB, RUN, 0>(planes, window, columns, filter, ox),
             }
             ox += RUN;
         }
         while ox < hi {
-            run::<NB, 1, 0>(planes, window, columns, filter, ox);
+            run::<V, NB, 1, 0>(planes, window, columns, filter, ox);
             ox += 1;
         }
         while ox < columns.out {
-            edge::<NB>(planes, window, columns, filter, ox);
+            edge::<V, NB>(planes, window, columns, filter, ox);
             ox += 1;
         }
     }
 }
 
-/// Off x86-64 the blocked kernels are never built ([`require_avx512`]).
+/// Off x86-64 the blocked kernels are never built ([`require_blocked`]).
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn row<const NB: usize>(
+unsafe fn row_avx512<const NB: usize>(
     _: &Planes<'_>,
     _: &Window<'_>,
     _: &Columns,
     _: &Filter<'_>,
     _: Option<Sliding>,
 ) {
-    unreachable!("the blocked depthwise Conv needs AVX-512F")
+    unreachable!("the blocked depthwise Conv needs AVX-512F or AVX2")
+}
+
+/// Off x86-64 the blocked kernels are never built ([`require_blocked`]).
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn row_avx2(_: &Planes<'_>, _: usize, _: &Window<'_>, _: &Columns, _: &Filter<'_>) {
+    unreachable!("the blocked depthwise Conv needs AVX-512F or AVX2")
 }
 
 /// Outputs `ox..ox + R` of the `NB` blocks, every tap inside the image; `S` is the column
@@ -382,8 +450,8 @@ unsafe fn row<const NB: usize>(
 /// # Safety
 /// As [`row`]'s, and `ox + R` is at most the interior's end; `S` is 0 or `columns.stride`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn run<const NB: usize, const R: usize, const S: usize>(
+#[inline(always)]
+unsafe fn run<V: Vector16, const NB: usize, const R: usize, const S: usize>(
     planes: &Planes<'_>,
     window: &Window<'_>,
     columns: &Columns,
@@ -394,8 +462,8 @@ unsafe fn run<const NB: usize, const R: usize, const S: usize>(
     let step = if S == 0 { columns.stride } else { S } * BLOCK;
     // SAFETY: the caller's contract: every tap of these outputs lies inside the image.
     unsafe {
-        let mut acc = biases::<NB, R>(filter.bias.as_ptr());
-        let floor = _mm512_set1_ps(filter.floor);
+        let mut acc = biases::<V, NB, R>(filter.bias.as_ptr());
+        let floor = V::splat(filter.floor);
         let first = ox * columns.stride - columns.pad;
         for (ky, iy) in window.inside() {
             let line = img.add((iy * columns.width + first) * BLOCK);
@@ -403,11 +471,11 @@ unsafe fn run<const NB: usize, const R: usize, const S: usize>(
                 let tap = ky * columns.kernel + kx;
                 let at = line.add(kx * columns.dilation * BLOCK);
                 for (k, acc) in acc.iter_mut().enumerate() {
-                    let wv = _mm512_loadu_ps(w.add((k * taps + tap) * BLOCK));
+                    let wv = V::load(w.add((k * taps + tap) * BLOCK));
                     let at = at.add(k * planes.plane);
                     for (j, a) in acc.iter_mut().enumerate() {
-                        let x = _mm512_max_ps(floor, _mm512_loadu_ps(at.add(j * step)));
-                        *a = _mm512_fmadd_ps(x, wv, *a);
+                        let x = floor.max(V::load(at.add(j * step)));
+                        *a = x.mul_add(wv, *a);
                     }
                 }
             }
@@ -421,8 +489,8 @@ unsafe fn run<const NB: usize, const R: usize, const S: usize>(
 /// # Safety
 /// As [`row`]'s, and `ox` is below the output width.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn edge<const NB: usize>(
+#[inline(always)]
+unsafe fn edge<V: Vector16, const NB: usize>(
     planes: &Planes<'_>,
     window: &Window<'_>,
     columns: &Columns,
@@ -432,8 +500,8 @@ unsafe fn edge<const NB: usize>(
     let (img, w, taps) = (planes.image.as_ptr(), filter.weights.as_ptr(), filter.taps);
     // SAFETY: each tap is checked to lie inside the row before it is read.
     unsafe {
-        let mut acc = biases::<NB, 1>(filter.bias.as_ptr());
-        let floor = _mm512_set1_ps(filter.floor);
+        let mut acc = biases::<V, NB, 1>(filter.bias.as_ptr());
+        let floor = V::splat(filter.floor);
         for (ky, iy) in window.inside() {
             for kx in 0..columns.kernel {
                 let Some(ix) =
@@ -447,9 +515,9 @@ unsafe fn edge<const NB: usize>(
                 let tap = ky * columns.kernel + kx;
                 let at = img.add((iy * columns.width + ix) * BLOCK);
                 for (k, acc) in acc.iter_mut().enumerate() {
-                    let wv = _mm512_loadu_ps(w.add((k * taps + tap) * BLOCK));
-                    let x = _mm512_max_ps(floor, _mm512_loadu_ps(at.add(k * planes.plane)));
-                    acc[0] = _mm512_fmadd_ps(x, wv, acc[0]);
+                    let wv = V::load(w.add((k * taps + tap) * BLOCK));
+                    let x = floor.max(V::load(at.add(k * planes.plane)));
+                    acc[0] = x.mul_add(wv, acc[0]);
                 }
             }
         }
@@ -460,15 +528,16 @@ unsafe fn edge<const NB: usize>(
 /// vector per block).
 ///
 /// # Safety
-/// The CPU supports AVX-512F; `b` holds `NB` vectors.
+/// The CPU has `V`'s instruction set and the caller enables it; `b` holds `NB` vectors.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn biases<const NB: usize, const R: usize>(b: *const f32) -> [[__m512; R]; NB] {
-    // Loops, not `array::from_fn`: its closure is compiled without AVX-512.
-    let mut acc = [[_mm512_setzero_ps(); R]; NB];
+#[inline(always)]
+unsafe fn biases<V: Vector16, const NB: usize, const R: usize>(b: *const f32) -> [[V; R]; NB] {
+    // Loops, not `array::from_fn`: its closure is compiled without the instruction set.
+    // SAFETY: the caller's contract.
+    let mut acc = [[unsafe { V::splat(0.0) }; R]; NB];
     for (k, acc) in acc.iter_mut().enumerate() {
         // SAFETY: the caller's contract.
-        *acc = [unsafe { _mm512_loadu_ps(b.add(k * BLOCK)) }; R];
+        *acc = [unsafe { V::load(b.add(k * BLOCK)) }; R];
     }
     acc
 }
@@ -477,23 +546,25 @@ unsafe fn biases<const NB: usize, const R: usize>(b: *const f32) -> [[__m512; R]
 /// `min`, the accumulator second: NaN stays NaN, as in the planar epilogue).
 ///
 /// # Safety
-/// The CPU supports AVX-512F; `planes.out` is valid for those outputs of every block.
+/// The CPU has `V`'s instruction set and the caller enables it; `planes.out` is valid for
+/// those outputs of every block.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn store<const NB: usize, const R: usize>(
-    acc: &[[__m512; R]; NB],
+#[inline(always)]
+unsafe fn store<V: Vector16, const NB: usize, const R: usize>(
+    acc: &[[V; R]; NB],
     (lo, hi): (f32, f32),
     planes: &Planes<'_>,
     ox: usize,
 ) {
-    let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+    // SAFETY: the caller's contract.
+    let (lo, hi) = unsafe { (V::splat(lo), V::splat(hi)) };
     for (k, acc) in acc.iter().enumerate() {
         for (j, &a) in acc.iter().enumerate() {
-            let v = _mm512_min_ps(hi, _mm512_max_ps(lo, a));
             // SAFETY: the caller's contract.
             unsafe {
+                let v = hi.min(lo.max(a));
                 let dst = planes.out.add(k * planes.out_plane + (ox + j) * BLOCK);
-                _mm512_storeu_ps(dst, v)
+                v.store(dst)
             };
         }
     }

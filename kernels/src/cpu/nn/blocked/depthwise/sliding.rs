@@ -3,8 +3,7 @@
 //! registers, for strides 1 and 2 and windows up to 7 wide; and the run width a row's
 //! geometry takes ([`slides`]).
 
-use std::arch::x86_64::*;
-
+use super::super::vector16::{Vector16, Zmm};
 use super::{BLOCK, Columns, Filter, Planes, Slide, Sliding, Window, biases, store};
 
 /// The run widths [`sliding`] has instances for at unit stride, widest first.
@@ -105,11 +104,11 @@ pub(super) unsafe fn sliding<const R: usize, const KW: usize, const S: usize, co
     unsafe {
         let img = planes.image.as_ptr().add(k * planes.plane);
         let w = filter.weights.as_ptr().add(k * taps * BLOCK);
-        let [mut acc] = biases::<1, R>(filter.bias.as_ptr().add(k * BLOCK));
-        let floor = _mm512_set1_ps(filter.floor);
+        let [mut acc] = biases::<Zmm, 1, R>(filter.bias.as_ptr().add(k * BLOCK));
+        let floor = Zmm::splat(filter.floor);
         for (ky, iy) in window.inside() {
             let line = img.add(iy * columns.width * BLOCK);
-            let mut xs = [_mm512_setzero_ps(); WINDOW_VECTORS];
+            let mut xs = [Zmm::splat(0.0); WINDOW_VECTORS];
             for (i, x) in xs.iter_mut().enumerate().take(S * (R - 1) + KW) {
                 let ix = first + i as isize;
                 let at = line.wrapping_offset(ix * BLOCK as isize);
@@ -119,12 +118,12 @@ pub(super) unsafe fn sliding<const R: usize, const KW: usize, const S: usize, co
                     true => ZEROS.0.as_ptr(),
                     false => at,
                 };
-                *x = _mm512_max_ps(floor, _mm512_loadu_ps(at));
+                *x = floor.max(Zmm::load(at));
             }
             for kx in 0..KW {
-                let wv = _mm512_loadu_ps(w.add((ky * KW + kx) * BLOCK));
+                let wv = Zmm::load(w.add((ky * KW + kx) * BLOCK));
                 for (j, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(xs[S * j + kx], wv, *a);
+                    *a = xs[S * j + kx].mul_add(wv, *a);
                 }
             }
         }
