@@ -327,11 +327,8 @@ impl Pool {
         if pool2d::applies(&geo) {
             let (rows, cols) = pool2d::plane_windows(&geo, image);
             let hw = (image[0], image[1]);
-            // A window of one image cell is that cell, unless padding cells count too.
-            let one_cell = |a: &pool2d::AxisWindows| (0..a.len()).all(|o| a.padded_cells(o) == 1);
-            let copies = !include_pad || (one_cell(&rows) && one_cell(&cols));
             if T::average_fast(&xs, hw, (&rows, &cols), include_pad, &mut y)
-                || (copies && pool2d::one_cell_windows(&xs, hw, &rows, &cols, &mut y))
+                || pool2d::one_cell_windows(&xs, hw, (&rows, &cols), include_pad, &mut y)
             {
                 return output(&oshape, y);
             }

@@ -111,16 +111,19 @@ pub fn same_window(
 /// Pools windows of exactly one image cell each (a 1×1 window without padding at any
 /// stride: a subsample, as NASNet's strided shortcut paths use) by copying that cell into `y`
 /// (`rows.len()`×`cols.len()` per `h`×`w` plane of `x`): the average of one cell and its
-/// largest are the cell. Returns false, having written nothing, when some window holds
-/// another number of cells.
+/// largest are the cell. With `count_pad` (AveragePool's `count_include_pad`) a window's
+/// padding cells count too, so a window is one cell only when it also covers no padding.
+/// Returns false, having written nothing, when some window holds another number of cells.
 pub fn one_cell_windows<T: Copy + Send + Sync>(
     x: &[T],
     (h, w): (usize, usize),
-    rows: &AxisWindows,
-    cols: &AxisWindows,
+    (rows, cols): (&AxisWindows, &AxisWindows),
+    count_pad: bool,
     y: &mut [T],
 ) -> bool {
-    let one = |a: &AxisWindows| a.spans.iter().all(|&(b, e)| e == b + 1);
+    let one = |a: &AxisWindows| {
+        a.spans.iter().all(|&(b, e)| e == b + 1) && (!count_pad || a.padded.iter().all(|&p| p == 1))
+    };
     let (oh, ow) = (rows.len(), cols.len());
     if !one(rows) || !one(cols) || oh * ow == 0 || h * w == 0 {
         return false;
@@ -458,7 +461,7 @@ mod tests {
                 let (oh, ow) = (rows.len(), cols.len());
                 let x = crate::test_values::uniform(3 * h * w, (h * w + stride) as u64);
                 let mut y = vec![f32::NAN; 3 * oh * ow];
-                assert!(one_cell_windows(&x, (h, w), &rows, &cols, &mut y));
+                assert!(one_cell_windows(&x, (h, w), (&rows, &cols), true, &mut y));
                 for (idx, &got) in y.iter().enumerate() {
                     let (plane, i, j) = (idx / (oh * ow), idx / ow % oh, idx % ow);
                     let want = x[plane * h * w + i * stride * w + j * stride];
@@ -472,7 +475,45 @@ mod tests {
         }
         let two = AxisWindows::stride2(9, 2, 0, 4);
         let mut y = vec![0.0f32; 16];
-        assert!(!one_cell_windows(&[0.0; 81], (9, 9), &two, &two, &mut y));
+        assert!(!one_cell_windows(
+            &[0.0; 81],
+            (9, 9),
+            (&two, &two),
+            false,
+            &mut y
+        ));
         assert!(y.iter().all(|&v| v == 0.0), "wrote nothing");
+    }
+
+    #[test]
+    fn one_cell_windows_refuse_counted_padding() {
+        // A 3×3 window over a 1×1 image with padding 1 holds one image cell and eight
+        // padding cells: its average counting padding is the cell / 9, not the cell.
+        let geo = Geometry {
+            kernel: vec![3, 3],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pad_begin: vec![1, 1],
+            pad_end: vec![1, 1],
+            out: vec![1, 1],
+        };
+        let (rows, cols) = plane_windows(&geo, &[1, 1]);
+        let mut y = [0.0f32];
+        assert!(!one_cell_windows(
+            &[2.0],
+            (1, 1),
+            (&rows, &cols),
+            true,
+            &mut y
+        ));
+        assert_eq!(y, [0.0], "wrote nothing");
+        assert!(one_cell_windows(
+            &[2.0],
+            (1, 1),
+            (&rows, &cols),
+            false,
+            &mut y
+        ));
+        assert_eq!(y, [2.0]);
     }
 }
