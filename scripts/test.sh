@@ -13,10 +13,11 @@ scripts/system-deps.sh
 scripts/venv.sh
 cargo test --workspace --all-targets --no-fail-fast \
   --features spillway-tests/cuda,spillway-placement/highs -- --nocapture
-# On a CPU with AVX-512 the run above takes it; the blocked kernels' AVX2 paths run again here,
-# with the packed GEMM held to AVX2 (SPILLWAY_GEMM), so that every machine tests both.
+# On a CPU with AVX-512 the run above takes it; the blocked kernels' and Winograd's AVX2 paths
+# run again here, with the packed GEMM held to AVX2 (SPILLWAY_GEMM), so that every machine
+# tests both.
 if grep -qw avx512f /proc/cpuinfo; then
   SPILLWAY_GEMM=avx2 cargo test --workspace --all-targets --no-fail-fast \
-    --features spillway-tests/cuda,spillway-placement/highs -- blocked packed_gemm
+    --features spillway-tests/cuda,spillway-placement/highs -- blocked packed_gemm winograd
 fi
 scripts/miri.sh

@@ -3,7 +3,7 @@
 
 use super::common::{contiguous, min_opset, narrow, output, widen};
 use super::matrix::{Layout, MatElem, gemm};
-use super::packed_gemm::{BSource, PackedA};
+use super::packed_gemm::{BSource, Isa, PackedA};
 use super::packed_weights::WeightCache;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
@@ -219,7 +219,8 @@ pub(super) fn packed_product(
     })?;
     let weights = &packed[0];
     let a_t = match a {
-        ProductA::Rows(x) if weights.takes_token_major() => {
+        // Token-major on AVX-512, where it was measured against the transposed product.
+        ProductA::Rows(x) if weights.takes_token_major() && weights.isa() == Isa::Avx512 => {
             return Some(crate::output_buffer::build(0, m * n, |y| {
                 weights.multiply_token_major(x, m, y, bias)
             }));

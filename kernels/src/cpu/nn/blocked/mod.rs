@@ -33,7 +33,7 @@ mod depthwise;
 mod pad;
 mod pool;
 mod reorder;
-mod vector16;
+pub(crate) mod vector16;
 
 pub use conv::BlockedConv;
 pub use depthwise::BlockedDepthwise;

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 /// Sixteen `f32` lanes. Every method's safety contract: the CPU has the type's instruction
 /// set, the caller enables it, and pointers are valid for 16 floats.
 #[cfg(target_arch = "x86_64")]
-pub(super) trait Vector16: Copy {
+pub(crate) trait Vector16: Copy {
     /// Loads 16 floats from `p` (unaligned).
     unsafe fn load(p: *const f32) -> Self;
     /// Stores the lanes at `p` (unaligned).
@@ -24,21 +24,25 @@ pub(super) trait Vector16: Copy {
     unsafe fn min(self, other: Self) -> Self;
     /// `self + other`.
     unsafe fn add(self, other: Self) -> Self;
+    /// `self − other`.
+    unsafe fn sub(self, other: Self) -> Self;
     /// `self · other`.
     unsafe fn mul(self, other: Self) -> Self;
     /// `self · b + c`, rounded once.
     unsafe fn mul_add(self, b: Self, c: Self) -> Self;
+    /// `c − self · b`, rounded once.
+    unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self;
 }
 
 /// One zmm register (AVX-512F).
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
-pub(super) struct Zmm(__m512);
+pub(crate) struct Zmm(__m512);
 
 /// Two ymm registers (AVX2 + FMA): lanes 0–7 and 8–15.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
-pub(super) struct Ymm2([__m256; 2]);
+pub(crate) struct Ymm2([__m256; 2]);
 
 #[cfg(target_arch = "x86_64")]
 impl Vector16 for Zmm {
@@ -73,6 +77,11 @@ impl Vector16 for Zmm {
         Zmm(unsafe { _mm512_add_ps(self.0, other.0) })
     }
     #[inline(always)]
+    unsafe fn sub(self, other: Self) -> Self {
+        // SAFETY: the trait's contract.
+        Zmm(unsafe { _mm512_sub_ps(self.0, other.0) })
+    }
+    #[inline(always)]
     unsafe fn mul(self, other: Self) -> Self {
         // SAFETY: the trait's contract.
         Zmm(unsafe { _mm512_mul_ps(self.0, other.0) })
@@ -82,6 +91,11 @@ impl Vector16 for Zmm {
         // SAFETY: the trait's contract.
         Zmm(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
     }
+    #[inline(always)]
+    unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: the trait's contract.
+        Zmm(unsafe { _mm512_fnmadd_ps(self.0, b.0, c.0) })
+    }
 }
 
 /// `Ymm2` lane by lane: `f` on each half.
@@ -89,6 +103,9 @@ impl Vector16 for Zmm {
 macro_rules! halves {
     ($a:expr, $b:expr, $f:ident) => {
         Ymm2([$f($a.0[0], $b.0[0]), $f($a.0[1], $b.0[1])])
+    };
+    ($a:expr, $b:expr, $c:expr, $f:ident) => {
+        Ymm2([$f($a.0[0], $b.0[0], $c.0[0]), $f($a.0[1], $b.0[1], $c.0[1])])
     };
 }
 
@@ -129,6 +146,11 @@ impl Vector16 for Ymm2 {
         unsafe { halves!(self, other, _mm256_add_ps) }
     }
     #[inline(always)]
+    unsafe fn sub(self, other: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { halves!(self, other, _mm256_sub_ps) }
+    }
+    #[inline(always)]
     unsafe fn mul(self, other: Self) -> Self {
         // SAFETY: the trait's contract.
         unsafe { halves!(self, other, _mm256_mul_ps) }
@@ -136,11 +158,11 @@ impl Vector16 for Ymm2 {
     #[inline(always)]
     unsafe fn mul_add(self, b: Self, c: Self) -> Self {
         // SAFETY: the trait's contract.
-        unsafe {
-            Ymm2([
-                _mm256_fmadd_ps(self.0[0], b.0[0], c.0[0]),
-                _mm256_fmadd_ps(self.0[1], b.0[1], c.0[1]),
-            ])
-        }
+        unsafe { halves!(self, b, c, _mm256_fmadd_ps) }
+    }
+    #[inline(always)]
+    unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: the trait's contract.
+        unsafe { halves!(self, b, c, _mm256_fnmadd_ps) }
     }
 }

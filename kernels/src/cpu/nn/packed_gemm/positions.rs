@@ -190,7 +190,7 @@ impl PackedA {
     ) {
         assert!(
             self.takes_token_major(),
-            "multiply_token_major: AVX-512 and whole vectors"
+            "multiply_token_major: whole blocks of 16 features"
         );
         let (m, k) = (self.m, self.k);
         assert!(
@@ -213,10 +213,10 @@ impl PackedA {
         self.run_positions(&operand, c, Output::Positions(m), bias, None);
     }
 
-    /// Whether [`PackedA::multiply_token_major`] takes this packing: AVX-512, and rows (the
-    /// product's output features) in whole vectors of 16.
+    /// Whether [`PackedA::multiply_token_major`] takes this packing: rows (the product's
+    /// output features) in whole blocks of 16 (one AVX-512 vector or two AVX2 vectors).
     pub fn takes_token_major(&self) -> bool {
-        self.isa == Isa::Avx512 && self.m.is_multiple_of(16)
+        self.m.is_multiple_of(16)
     }
 
     /// The product in position tiles over `operand`, written as `output` says.

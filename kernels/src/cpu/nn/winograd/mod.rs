@@ -14,8 +14,9 @@
 //! 3. every tile's products are transformed back into its outputs, 16 output channels at a
 //!    time, with the bias, then the epilogue (a residual and the activation).
 //!
-//! Needs AVX-512 (the token-major product and the transforms' vectors), and channel counts in
-//! whole blocks of 16. The transformed filters are 4× (F(4×4)) or 16/9 (F(2×2)) the size of
+//! Needs AVX2 + FMA or AVX-512 (the token-major product and the transforms' 16-channel vectors:
+//! two ymm or one zmm), and channel counts in whole blocks of 16 (the 1-D F(4, r) needs
+//! AVX-512). The transformed filters are 4× (F(4×4)) or 16/9 (F(2×2)) the size of
 //! the original ones, so a block holds enough tiles that the filters are streamed a few times
 //! per image at most.
 
@@ -27,12 +28,11 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-#[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::*;
-
 use super::epilogue::Epilogue;
 use super::matrix::SendPtr;
 use super::packed_gemm::{self, Isa, PackedA};
+#[cfg(target_arch = "x86_64")]
+use crate::cpu::nn::blocked::vector16::{Vector16, Ymm2, Zmm};
 /// One Winograd tiling of 3×3 convolutions, F(`OUTPUT`×`OUTPUT`, 3×3) on input tiles of
 /// `INPUT`×`INPUT` cells: F(4×4, 3×3) ([`transform::F4x4`]) where an image has tiles
 /// enough to stream its filters (four times the original ones) over, F(2×2, 3×3)
@@ -50,24 +50,28 @@ trait Tiling {
     fn filter(g: &[f32], u: &mut [f32]);
 
     /// `Bᵀ d B` for one input tile of 16-channel vectors: `cell(r, c)` loads row `r`, column
-    /// `c`; `store(i, v)` receives product `i` (row-major).
+    /// `c`; `store(i, v)` receives product `i` (row-major). Inlined into its caller, which
+    /// enables `V`'s instruction set.
     ///
     /// # Safety
-    /// The CPU has AVX-512F and FMA.
+    /// The CPU has `V`'s instruction set and the caller enables it.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn input_tile(cell: impl Fn(usize, usize) -> __m512, store: impl FnMut(usize, __m512));
+    unsafe fn input_tile<V: Vector16>(
+        cell: impl Fn(usize, usize) -> V,
+        store: impl FnMut(usize, V),
+    );
 
     /// `Aᵀ m A + bias` for one product tile of 16-channel vectors: `product(i)` loads product
     /// `i` (row-major); returns the outputs, row-major, in the first `OUTPUT` rows and
-    /// columns.
+    /// columns. Inlined like [`Tiling::input_tile`].
     ///
     /// # Safety
-    /// The CPU has AVX-512F and FMA.
+    /// The CPU has `V`'s instruction set and the caller enables it.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn output_tile(
-        product: impl Fn(usize) -> __m512,
-        bias: __m512,
-    ) -> [[__m512; MOST_OUTPUT]; MOST_OUTPUT];
+    unsafe fn output_tile<V: Vector16>(
+        product: impl Fn(usize) -> V,
+        bias: V,
+    ) -> [[V; MOST_OUTPUT]; MOST_OUTPUT];
 }
 
 /// The largest `OUTPUT` of the tilings.
@@ -118,7 +122,7 @@ pub struct WinogradImage<'a> {
 }
 
 /// Whether a convolution can run here: a 3×3 window with unit strides and dilations, group 1,
-/// input and output channels in whole blocks of 16, on a CPU with AVX-512.
+/// input and output channels in whole blocks of 16, on a CPU with AVX2 + FMA or AVX-512.
 pub fn applies(
     kernel: [usize; 2],
     strides: [usize; 2],
@@ -133,12 +137,18 @@ pub fn applies(
         && m.is_multiple_of(LANES)
         && c > 0
         && m > 0
-        && avx512()
+        && isa().is_some()
 }
 
-/// True on a CPU with AVX-512 (never off x86-64, where the transforms do not exist).
+/// The packed GEMM's instruction set, which the transforms' vectors follow (never off x86-64,
+/// where the transforms do not exist).
+fn isa() -> Option<Isa> {
+    Isa::detect().filter(|_| cfg!(target_arch = "x86_64"))
+}
+
+/// True on a CPU with AVX-512 (the 1-D F(4, r) of [`mod@line`] needs it).
 fn avx512() -> bool {
-    cfg!(target_arch = "x86_64") && Isa::detect() == Some(Isa::Avx512)
+    isa() == Some(Isa::Avx512)
 }
 
 /// Whether Winograd beats the position tiles on a convolution that [`applies`]: enough
@@ -173,7 +183,7 @@ fn switch() -> Option<bool> {
 }
 
 /// The filters `w` (`m × c × 3 × 3`) transformed and packed for the tiling of outputs `out`
-/// (see `wide`): `U_ξ` for each of its products (36 or 16). `None` without AVX-512. (Filters
+/// (see `wide`): `U_ξ` for each of its products (36 or 16). `None` without AVX2 or AVX-512. (Filters
 /// packed for one size serve any other: [`convolve`] takes the tiling they were packed for.)
 pub fn pack_filters(w: &[f32], m: usize, c: usize, out: [usize; 2]) -> Option<Vec<PackedA>> {
     match wide(out) {
@@ -184,7 +194,8 @@ pub fn pack_filters(w: &[f32], m: usize, c: usize, out: [usize; 2]) -> Option<Ve
 
 /// [`pack_filters`] for tiling `T`.
 fn pack<T: Tiling>(w: &[f32], m: usize, c: usize) -> Option<Vec<PackedA>> {
-    if !avx512() || w.len() < m * c * 9 {
+    let isa = isa()?;
+    if w.len() < m * c * 9 {
         return None;
     }
     let mut u = vec![0f32; T::PRODUCTS * m * c];
@@ -197,7 +208,7 @@ fn pack<T: Tiling>(w: &[f32], m: usize, c: usize) -> Option<Vec<PackedA>> {
     }
     Some(
         u.chunks_exact(m * c)
-            .map(|u| PackedA::with_isa(u, m, c, Isa::Avx512))
+            .map(|u| PackedA::with_isa(u, m, c, isa))
             .collect(),
     )
 }
@@ -207,7 +218,7 @@ fn pack<T: Tiling>(w: &[f32], m: usize, c: usize) -> Option<Vec<PackedA>> {
 /// `blocked_output`, else in planes. `y` may start uninitialized; every element is written.
 ///
 /// # Panics
-/// If the filters are not 36 AVX-512 packings, the channels are not whole blocks of 16, or an
+/// If the filters are not 36 or 16 packings for this CPU, the channels are not whole blocks of 16, or an
 /// operand is too short (internal contracts: callers check [`applies`] and the shapes).
 pub fn convolve(
     filters: &[PackedA],
@@ -270,9 +281,10 @@ fn convolve_in<T: Tiling>(
                 &mut v[..tiles * T::PRODUCTS * c],
                 &mut products[..tiles * T::PRODUCTS * m],
             );
-            transform_inputs::<T>(image, rows, tw, v);
+            transform_inputs::<T>(image, rows, tw, v, filters[0].isa());
             multiply(filters, v, products, tiles);
             let out = Outputs {
+                isa: filters[0].isa(),
                 y,
                 m,
                 out: image.out,
@@ -285,8 +297,8 @@ fn convolve_in<T: Tiling>(
     });
 }
 
-/// Asserts what a Winograd convolution's caller promises (`what` names it): AVX-512, the
-/// filters packed for it, all `m × c` with `c` the image's channels, whole blocks of 16
+/// Asserts what a Winograd convolution's caller promises (`what` names it): filters packed
+/// for one instruction set this CPU has, all `m × c` with `c` the image's channels, whole blocks of 16
 /// channels in and out, and the image, `y_len` outputs, the bias and the epilogue's residual
 /// long enough.
 fn check_operands(
@@ -299,14 +311,16 @@ fn check_operands(
 ) {
     let (c, m) = (image.channels, filters[0].rows());
     let ([h, w], [oh, ow]) = (image.size, image.out);
+    let isa = filters[0].isa();
     assert!(
-        avx512()
+        cfg!(target_arch = "x86_64")
+            && Isa::supported().contains(&isa)
             && filters
                 .iter()
-                .all(|f| f.isa() == Isa::Avx512 && f.rows() == m && f.cols() == c)
+                .all(|f| f.isa() == isa && f.rows() == m && f.cols() == c)
             && c.is_multiple_of(LANES)
             && m.is_multiple_of(LANES),
-        "{what}: AVX-512 filters, whole blocks of channels"
+        "{what}: filters packed for this CPU, whole blocks of channels"
     );
     assert!(
         image.x.len() >= c * h * w
@@ -379,12 +393,13 @@ fn row_blocks(
 }
 
 /// Transforms the input tiles of tile rows `rows.0..rows.1` (`tw` tiles each) into `v`:
-/// `v[ξ][t][channel]`, `t` counted from the block's first tile.
+/// `v[ξ][t][channel]`, `t` counted from the block's first tile, in vectors of `isa`.
 fn transform_inputs<T: Tiling>(
     image: &WinogradImage<'_>,
     rows: (usize, usize),
     tw: usize,
     v: &mut [f32],
+    isa: Isa,
 ) {
     let blocks = image.channels / LANES;
     let band_width = T::OUTPUT * tw + 2;
@@ -393,21 +408,24 @@ fn transform_inputs<T: Tiling>(
         || vec![0f32; T::INPUT * band_width * LANES],
         |band, (ty, cb)| {
             fill_band(image, T::OUTPUT * ty, cb, band_width, band);
-            let first = (ty - rows.0) * tw;
-            let tiles = (rows.1 - rows.0) * tw;
-            // SAFETY: AVX-512F (checked by `convolve`); each (tile row, channel block)
-            // writes its own entries of `v`.
+            let band = Band {
+                band,
+                width: band_width,
+                tw,
+                v: v_ptr.get(),
+                first: (ty - rows.0) * tw,
+                tiles: (rows.1 - rows.0) * tw,
+                channels: image.channels,
+                cb,
+            };
+            // SAFETY: the CPU has `isa` (checked by `convolve`); each (tile row, channel
+            // block) writes its own entries of `v`.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                transform_band::<T>(
-                    band,
-                    band_width,
-                    tw,
-                    v_ptr.get(),
-                    (first, tiles),
-                    image.channels,
-                    cb,
-                )
+                match isa {
+                    Isa::Avx512 => band.transform_avx512::<T>(),
+                    Isa::Avx2 => band.transform_avx2::<T>(),
+                }
             };
         },
     );
@@ -452,40 +470,79 @@ fn fill_band(image: &WinogradImage<'_>, oy: usize, cb: usize, band_width: usize,
     }
 }
 
-/// The input transform of every tile of one band (one tile row, one channel block).
-///
-/// # Safety
-/// The CPU has AVX-512F; `v` holds `T::PRODUCTS · tiles.1 · channels` floats;
-/// `tiles.0 + tw ≤ tiles.1`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn transform_band<T: Tiling>(
-    band: &[f32],
-    band_width: usize,
+/// One band's input transform: its input rows (one tile row, one channel block) and where its
+/// tiles go in `v`.
+struct Band<'a> {
+    /// `[rows][width][16]`, from [`fill_band`].
+    band: &'a [f32],
+    width: usize,
+    /// Tiles in the band.
     tw: usize,
+    /// The transformed inputs, `v[ξ][t][channel]` for `tiles` tiles.
     v: *mut f32,
-    (first, tiles): (usize, usize),
+    /// The band's first tile in `v`.
+    first: usize,
+    tiles: usize,
     channels: usize,
+    /// The band's channel block.
     cb: usize,
-) {
-    let band = band.as_ptr();
-    for tx in 0..tw {
-        let t = first + tx;
-        // SAFETY: band cells `(r, OUTPUT·tx + c)` lie inside the band; `v`'s entries
-        // `[ξ][t][cb·16..]` inside `v`.
-        unsafe {
-            T::input_tile(
-                |r, col| _mm512_loadu_ps(band.add((r * band_width + T::OUTPUT * tx + col) * LANES)),
-                |xi, value| {
-                    _mm512_storeu_ps(v.add((xi * tiles + t) * channels + cb * LANES), value)
-                },
-            )
-        };
+}
+
+impl Band<'_> {
+    /// [`Band::transform`] on AVX-512.
+    ///
+    /// # Safety
+    /// As [`Band::transform`], on a CPU with AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,fma")]
+    unsafe fn transform_avx512<T: Tiling>(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.transform::<T, Zmm>() }
+    }
+
+    /// [`Band::transform`] on AVX2.
+    ///
+    /// # Safety
+    /// As [`Band::transform`], on a CPU with AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn transform_avx2<T: Tiling>(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.transform::<T, Ymm2>() }
+    }
+
+    /// The input transform of every tile of the band, in vectors `V`; inlined into the
+    /// functions that enable their instruction set.
+    ///
+    /// # Safety
+    /// The caller enables `V`'s instruction set; `v` holds `T::PRODUCTS · tiles · channels`
+    /// floats; `first + tw ≤ tiles`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn transform<T: Tiling, V: Vector16>(&self) {
+        let (band, width, v) = (self.band.as_ptr(), self.width, self.v);
+        let (tiles, channels, cb) = (self.tiles, self.channels, self.cb);
+        for tx in 0..self.tw {
+            let t = self.first + tx;
+            // SAFETY: band cells `(r, OUTPUT·tx + c)` lie inside the band; `v`'s entries
+            // `[ξ][t][cb·16..]` inside `v`.
+            unsafe {
+                T::input_tile(
+                    |r, col| V::load(band.add((r * width + T::OUTPUT * tx + col) * LANES)),
+                    |xi, value: V| value.store(v.add((xi * tiles + t) * channels + cb * LANES)),
+                )
+            };
+        }
     }
 }
 
+/// A tile row of a block: the block's tile rows, tiles per row, the row, its channel block.
+type TileRow = ((usize, usize), usize, usize, usize);
+
 /// Where a block's products go: the output image and what finishes it.
 struct Outputs<'a> {
+    /// The instruction set of the transform's vectors.
+    isa: Isa,
     y: SendPtr<f32>,
     m: usize,
     out: [usize; 2],
@@ -500,28 +557,53 @@ impl Outputs<'_> {
     fn transform<T: Tiling>(&self, products: &[f32], rows: (usize, usize), tw: usize) {
         let blocks = self.m / LANES;
         row_blocks(rows, blocks).for_each(|(ty, cb)| {
-            // SAFETY: AVX-512F (checked by `convolve`); each task writes its own rows of
-            // its own channels.
+            let row = (rows, tw, ty, cb);
+            // SAFETY: the CPU has `isa` (checked by `convolve`); each task writes its own
+            // rows of its own channels.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                self.tile_row::<T>(products, rows, tw, ty, cb)
+                match self.isa {
+                    Isa::Avx512 => self.tile_row_avx512::<T>(products, row),
+                    Isa::Avx2 => self.tile_row_avx2::<T>(products, row),
+                }
             };
         });
     }
 
-    /// The outputs of tile row `ty` for output channel block `cb`, then their epilogue.
+    /// [`Outputs::tile_row`] on AVX-512.
     ///
     /// # Safety
-    /// The CPU has AVX-512F; no other thread writes these outputs.
+    /// As [`Outputs::tile_row`], on a CPU with AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,fma")]
-    unsafe fn tile_row<T: Tiling>(
+    unsafe fn tile_row_avx512<T: Tiling>(&self, products: &[f32], row: TileRow) {
+        // SAFETY: the caller's contract.
+        unsafe { self.tile_row::<T, Zmm>(products, row) }
+    }
+
+    /// [`Outputs::tile_row`] on AVX2.
+    ///
+    /// # Safety
+    /// As [`Outputs::tile_row`], on a CPU with AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn tile_row_avx2<T: Tiling>(&self, products: &[f32], row: TileRow) {
+        // SAFETY: the caller's contract.
+        unsafe { self.tile_row::<T, Ymm2>(products, row) }
+    }
+
+    /// The outputs of tile row `ty` (of the block's `rows`, `tw` tiles each) for output
+    /// channel block `cb`, then their epilogue, in vectors `V`; inlined into the functions
+    /// that enable their instruction set.
+    ///
+    /// # Safety
+    /// The caller enables `V`'s instruction set; no other thread writes these outputs.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn tile_row<T: Tiling, V: Vector16>(
         &self,
         products: &[f32],
-        rows: (usize, usize),
-        tw: usize,
-        ty: usize,
-        cb: usize,
+        (rows, tw, ty, cb): TileRow,
     ) {
         let [oh, ow] = self.out;
         let (m, plane) = (self.m, oh * ow);
@@ -533,26 +615,21 @@ impl Outputs<'_> {
         // SAFETY: products `[ξ][t][cb·16..]` lie inside `products`; outputs are written
         // only at cells inside the image and channels of this block.
         unsafe {
-            let bias = _mm512_loadu_ps(self.bias.as_ptr().add(cb * LANES));
+            let bias = V::load(self.bias.as_ptr().add(cb * LANES));
             for tx in 0..tw {
                 let t = first + tx;
-                let tile = T::output_tile(
-                    |xi| _mm512_loadu_ps(p.add((xi * tiles + t) * m + cb * LANES)),
-                    bias,
-                );
+                let tile =
+                    T::output_tile(|xi| V::load(p.add((xi * tiles + t) * m + cb * LANES)), bias);
                 for (i, row) in tile.iter().enumerate().take(oy.1 - oy.0) {
                     let yy = oy.0 + i;
                     let columns = T::OUTPUT.min(ow - (T::OUTPUT * tx).min(ow));
                     for (j, &value) in row.iter().enumerate().take(columns) {
                         let xx = T::OUTPUT * tx + j;
                         match self.blocked {
-                            true => _mm512_storeu_ps(
-                                y.add(cb * LANES * plane + (yy * ow + xx) * LANES),
-                                value,
-                            ),
+                            true => value.store(y.add(cb * LANES * plane + (yy * ow + xx) * LANES)),
                             false => {
                                 let mut lanes = [0f32; LANES];
-                                _mm512_storeu_ps(lanes.as_mut_ptr(), value);
+                                value.store(lanes.as_mut_ptr());
                                 for (l, &v) in lanes.iter().enumerate() {
                                     *y.add((cb * LANES + l) * plane + yy * ow + xx) = v;
                                 }

@@ -79,7 +79,7 @@ fn from_blocks(x: &[f32], c: usize, plane: usize) -> Vec<f32> {
 #[test]
 fn winograd_convolutions_match_the_direct_sum() {
     if !applies([3, 3], [1, 1], [1, 1], 16, 16) {
-        eprintln!("no AVX-512: the Winograd path does not run on this CPU");
+        eprintln!("neither AVX2 nor AVX-512: the Winograd path does not run on this CPU");
         assert!(pack_filters(&[0.0; 16 * 16 * 9], 16, 16, [8, 8]).is_none());
         return;
     }
@@ -106,7 +106,7 @@ fn winograd_convolutions_match_the_direct_sum() {
         // Outputs of these sizes pack for F(4×4, 3×3) and for F(2×2, 3×3) ([`wide`]); the
         // filters serve any image.
         for (tiles, products) in [([32, 32], 36), ([14, 14], 16)] {
-            let filters = pack_filters(&wt, m, c, tiles).expect("AVX-512");
+            let filters = pack_filters(&wt, m, c, tiles).expect("AVX2 or AVX-512");
             assert_eq!(filters.len(), products);
             for (blocked_in, blocked_out, with_epilogue) in [
                 (false, false, false),

@@ -3,14 +3,14 @@
 //! and 0, ±1 and ∞: `Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A` for an input tile `d` (6×6 or 4×4), a
 //! 3×3 filter `g` and an output tile `Y` (4×4 or 2×2). Each 1-D transform is written out as
 //! its few additions; the 2-D ones apply it down the columns, then along the rows. The input
-//! and output transforms work on 16 channels at once, one AVX-512 vector per tile cell.
-
-#[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::*;
+//! and output transforms work on 16 channels at once, one [`Vector16`] per tile cell (a zmm
+//! register on AVX-512, two ymm on AVX2).
 
 #[cfg(target_arch = "x86_64")]
 use super::MOST_OUTPUT;
 use super::Tiling;
+#[cfg(target_arch = "x86_64")]
+use crate::cpu::nn::blocked::vector16::Vector16;
 
 /// F(4×4, 3×3): 36 products per 16 outputs.
 pub(super) struct F4x4;
@@ -49,47 +49,53 @@ fn filter_1d([g0, g1, g2]: [f64; 3]) -> [f64; 6] {
 /// `Bᵀ d` for one column `d` of an input tile:
 /// `Bᵀ = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
 /// [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]`.
+///
+/// # Safety
+/// The CPU has `V`'s instruction set and the caller enables it.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-#[inline]
-fn input_1d(d: [__m512; 6]) -> [__m512; 6] {
-    let (four, five, two) = (
-        _mm512_set1_ps(4.0),
-        _mm512_set1_ps(-5.0),
-        _mm512_set1_ps(2.0),
-    );
-    let d12 = _mm512_add_ps(d[1], d[2]);
-    let d34 = _mm512_add_ps(d[3], d[4]);
-    let m12 = _mm512_sub_ps(d[1], d[2]);
-    let m43 = _mm512_sub_ps(d[4], d[3]);
-    let d42 = _mm512_sub_ps(d[4], d[2]);
-    let m31 = _mm512_sub_ps(d[3], d[1]);
-    [
-        _mm512_fmadd_ps(four, d[0], _mm512_fmadd_ps(five, d[2], d[4])),
-        _mm512_fnmadd_ps(four, d12, d34),
-        _mm512_fmadd_ps(four, m12, m43),
-        _mm512_fmadd_ps(two, m31, d42),
-        _mm512_fnmadd_ps(two, m31, d42),
-        _mm512_fmadd_ps(four, d[1], _mm512_fmadd_ps(five, d[3], d[5])),
-    ]
+#[inline(always)]
+unsafe fn input_1d<V: Vector16>(d: [V; 6]) -> [V; 6] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let (four, five, two) = (V::splat(4.0), V::splat(-5.0), V::splat(2.0));
+        let d12 = d[1].add(d[2]);
+        let d34 = d[3].add(d[4]);
+        let m12 = d[1].sub(d[2]);
+        let m43 = d[4].sub(d[3]);
+        let d42 = d[4].sub(d[2]);
+        let m31 = d[3].sub(d[1]);
+        [
+            four.mul_add(d[0], five.mul_add(d[2], d[4])),
+            four.neg_mul_add(d12, d34),
+            four.mul_add(m12, m43),
+            two.mul_add(m31, d42),
+            two.neg_mul_add(m31, d42),
+            four.mul_add(d[1], five.mul_add(d[3], d[5])),
+        ]
+    }
 }
 
 /// `Aᵀ m` for one column `m` of a product tile:
 /// `Aᵀ = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]`.
+///
+/// # Safety
+/// The CPU has `V`'s instruction set and the caller enables it.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-#[inline]
-fn output_1d(m: [__m512; 6]) -> [__m512; 4] {
-    let s12 = _mm512_add_ps(m[1], m[2]);
-    let s34 = _mm512_add_ps(m[3], m[4]);
-    let d12 = _mm512_sub_ps(m[1], m[2]);
-    let d34 = _mm512_sub_ps(m[3], m[4]);
-    [
-        _mm512_add_ps(_mm512_add_ps(m[0], s12), s34),
-        _mm512_fmadd_ps(_mm512_set1_ps(2.0), d34, d12),
-        _mm512_fmadd_ps(_mm512_set1_ps(4.0), s34, s12),
-        _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0), d34, d12), m[5]),
-    ]
+#[inline(always)]
+unsafe fn output_1d<V: Vector16>(m: [V; 6]) -> [V; 4] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let s12 = m[1].add(m[2]);
+        let s34 = m[3].add(m[4]);
+        let d12 = m[1].sub(m[2]);
+        let d34 = m[3].sub(m[4]);
+        [
+            m[0].add(s12).add(s34),
+            V::splat(2.0).mul_add(d34, d12),
+            V::splat(4.0).mul_add(s34, s12),
+            V::splat(8.0).mul_add(d34, d12).add(m[5]),
+        ]
+    }
 }
 
 impl Tiling for F4x4 {
@@ -100,62 +106,68 @@ impl Tiling for F4x4 {
         filter_2d(g, u, filter_1d);
     }
 
-    // Loops, not `array::from_fn`: closures defined here would be compiled without
-    // AVX-512, each intrinsic an outlined call.
+    // Loops, not `array::from_fn`: closures defined here would be compiled without the
+    // caller's instruction set, each intrinsic an outlined call.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,fma")]
-    #[inline]
-    unsafe fn input_tile(
-        cell: impl Fn(usize, usize) -> __m512,
-        mut store: impl FnMut(usize, __m512),
+    #[inline(always)]
+    unsafe fn input_tile<V: Vector16>(
+        cell: impl Fn(usize, usize) -> V,
+        mut store: impl FnMut(usize, V),
     ) {
-        let mut cols = [[_mm512_setzero_ps(); 6]; 6];
-        for (c, col) in cols.iter_mut().enumerate() {
-            let mut d = [_mm512_setzero_ps(); 6];
-            for (r, cell_value) in d.iter_mut().enumerate() {
-                *cell_value = cell(r, c);
+        // SAFETY: the caller's contract.
+        unsafe {
+            let zero = V::splat(0.0);
+            let mut cols = [[zero; 6]; 6];
+            for (c, col) in cols.iter_mut().enumerate() {
+                let mut d = [zero; 6];
+                for (r, cell_value) in d.iter_mut().enumerate() {
+                    *cell_value = cell(r, c);
+                }
+                *col = input_1d(d);
             }
-            *col = input_1d(d);
-        }
-        // `r` indexes the inner axis of `cols`: row `r` gathers one cell of each column.
-        #[allow(clippy::needless_range_loop)]
-        for r in 0..6 {
-            let mut d = [_mm512_setzero_ps(); 6];
-            for (c, value) in d.iter_mut().enumerate() {
-                *value = cols[c][r];
-            }
-            for (c, v) in input_1d(d).into_iter().enumerate() {
-                store(r * 6 + c, v);
+            // `r` indexes the inner axis of `cols`: row `r` gathers one cell of each column.
+            #[allow(clippy::needless_range_loop)]
+            for r in 0..6 {
+                let mut d = [zero; 6];
+                for (c, value) in d.iter_mut().enumerate() {
+                    *value = cols[c][r];
+                }
+                for (c, v) in input_1d(d).into_iter().enumerate() {
+                    store(r * 6 + c, v);
+                }
             }
         }
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,fma")]
-    #[inline]
-    unsafe fn output_tile(
-        product: impl Fn(usize) -> __m512,
-        bias: __m512,
-    ) -> [[__m512; MOST_OUTPUT]; MOST_OUTPUT] {
-        let mut cols = [[_mm512_setzero_ps(); 4]; 6];
-        for (c, col) in cols.iter_mut().enumerate() {
-            let mut m = [_mm512_setzero_ps(); 6];
-            for (r, value) in m.iter_mut().enumerate() {
-                *value = product(r * 6 + c);
+    #[inline(always)]
+    unsafe fn output_tile<V: Vector16>(
+        product: impl Fn(usize) -> V,
+        bias: V,
+    ) -> [[V; MOST_OUTPUT]; MOST_OUTPUT] {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let zero = V::splat(0.0);
+            let mut cols = [[zero; 4]; 6];
+            for (c, col) in cols.iter_mut().enumerate() {
+                let mut m = [zero; 6];
+                for (r, value) in m.iter_mut().enumerate() {
+                    *value = product(r * 6 + c);
+                }
+                *col = output_1d(m);
             }
-            *col = output_1d(m);
+            let mut out = [[zero; 4]; 4];
+            for (r, row) in out.iter_mut().enumerate() {
+                let mut m = [zero; 6];
+                for (c, value) in m.iter_mut().enumerate() {
+                    *value = cols[c][r];
+                }
+                for (o, v) in row.iter_mut().zip(output_1d(m)) {
+                    *o = v.add(bias);
+                }
+            }
+            out
         }
-        let mut out = [[_mm512_setzero_ps(); 4]; 4];
-        for (r, row) in out.iter_mut().enumerate() {
-            let mut m = [_mm512_setzero_ps(); 6];
-            for (c, value) in m.iter_mut().enumerate() {
-                *value = cols[c][r];
-            }
-            for (o, v) in row.iter_mut().zip(output_1d(m)) {
-                *o = _mm512_add_ps(v, bias);
-            }
-        }
-        out
     }
 }
 
@@ -167,28 +179,26 @@ fn filter_1d_small([g0, g1, g2]: [f64; 3]) -> [f64; 4] {
 
 /// `Bᵀ d` of F(2×2, 3×3) for one column `d` of an input tile:
 /// `Bᵀ = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]`.
+///
+/// # Safety
+/// The CPU has `V`'s instruction set and the caller enables it.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn input_1d_small([d0, d1, d2, d3]: [__m512; 4]) -> [__m512; 4] {
-    [
-        _mm512_sub_ps(d0, d2),
-        _mm512_add_ps(d1, d2),
-        _mm512_sub_ps(d2, d1),
-        _mm512_sub_ps(d1, d3),
-    ]
+#[inline(always)]
+unsafe fn input_1d_small<V: Vector16>([d0, d1, d2, d3]: [V; 4]) -> [V; 4] {
+    // SAFETY: the caller's contract.
+    unsafe { [d0.sub(d2), d1.add(d2), d2.sub(d1), d1.sub(d3)] }
 }
 
 /// `Aᵀ m` of F(2×2, 3×3) for one column `m` of a product tile:
 /// `Aᵀ = [[1, 1, 1, 0], [0, 1, -1, -1]]`.
+///
+/// # Safety
+/// The CPU has `V`'s instruction set and the caller enables it.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn output_1d_small([m0, m1, m2, m3]: [__m512; 4]) -> [__m512; 2] {
-    [
-        _mm512_add_ps(_mm512_add_ps(m0, m1), m2),
-        _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3),
-    ]
+#[inline(always)]
+unsafe fn output_1d_small<V: Vector16>([m0, m1, m2, m3]: [V; 4]) -> [V; 2] {
+    // SAFETY: the caller's contract.
+    unsafe { [m0.add(m1).add(m2), m1.sub(m2).sub(m3)] }
 }
 
 impl Tiling for F2x2 {
@@ -200,57 +210,63 @@ impl Tiling for F2x2 {
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,fma")]
-    #[inline]
-    unsafe fn input_tile(
-        cell: impl Fn(usize, usize) -> __m512,
-        mut store: impl FnMut(usize, __m512),
+    #[inline(always)]
+    unsafe fn input_tile<V: Vector16>(
+        cell: impl Fn(usize, usize) -> V,
+        mut store: impl FnMut(usize, V),
     ) {
-        let mut cols = [[_mm512_setzero_ps(); 4]; 4];
-        for (c, col) in cols.iter_mut().enumerate() {
-            let mut d = [_mm512_setzero_ps(); 4];
-            for (r, cell_value) in d.iter_mut().enumerate() {
-                *cell_value = cell(r, c);
+        // SAFETY: the caller's contract.
+        unsafe {
+            let zero = V::splat(0.0);
+            let mut cols = [[zero; 4]; 4];
+            for (c, col) in cols.iter_mut().enumerate() {
+                let mut d = [zero; 4];
+                for (r, cell_value) in d.iter_mut().enumerate() {
+                    *cell_value = cell(r, c);
+                }
+                *col = input_1d_small(d);
             }
-            *col = input_1d_small(d);
-        }
-        #[allow(clippy::needless_range_loop)]
-        for r in 0..4 {
-            let mut d = [_mm512_setzero_ps(); 4];
-            for (c, value) in d.iter_mut().enumerate() {
-                *value = cols[c][r];
-            }
-            for (c, v) in input_1d_small(d).into_iter().enumerate() {
-                store(r * 4 + c, v);
+            #[allow(clippy::needless_range_loop)]
+            for r in 0..4 {
+                let mut d = [zero; 4];
+                for (c, value) in d.iter_mut().enumerate() {
+                    *value = cols[c][r];
+                }
+                for (c, v) in input_1d_small(d).into_iter().enumerate() {
+                    store(r * 4 + c, v);
+                }
             }
         }
     }
 
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,fma")]
-    #[inline]
-    unsafe fn output_tile(
-        product: impl Fn(usize) -> __m512,
-        bias: __m512,
-    ) -> [[__m512; MOST_OUTPUT]; MOST_OUTPUT] {
-        let mut cols = [[_mm512_setzero_ps(); 2]; 4];
-        for (c, col) in cols.iter_mut().enumerate() {
-            let mut m = [_mm512_setzero_ps(); 4];
-            for (r, value) in m.iter_mut().enumerate() {
-                *value = product(r * 4 + c);
+    #[inline(always)]
+    unsafe fn output_tile<V: Vector16>(
+        product: impl Fn(usize) -> V,
+        bias: V,
+    ) -> [[V; MOST_OUTPUT]; MOST_OUTPUT] {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let zero = V::splat(0.0);
+            let mut cols = [[zero; 2]; 4];
+            for (c, col) in cols.iter_mut().enumerate() {
+                let mut m = [zero; 4];
+                for (r, value) in m.iter_mut().enumerate() {
+                    *value = product(r * 4 + c);
+                }
+                *col = output_1d_small(m);
             }
-            *col = output_1d_small(m);
+            let mut out = [[zero; MOST_OUTPUT]; MOST_OUTPUT];
+            for (r, row) in out.iter_mut().take(2).enumerate() {
+                let mut m = [zero; 4];
+                for (c, value) in m.iter_mut().enumerate() {
+                    *value = cols[c][r];
+                }
+                for (o, v) in row.iter_mut().zip(output_1d_small(m)) {
+                    *o = v.add(bias);
+                }
+            }
+            out
         }
-        let mut out = [[_mm512_setzero_ps(); MOST_OUTPUT]; MOST_OUTPUT];
-        for (r, row) in out.iter_mut().take(2).enumerate() {
-            let mut m = [_mm512_setzero_ps(); 4];
-            for (c, value) in m.iter_mut().enumerate() {
-                *value = cols[c][r];
-            }
-            for (o, v) in row.iter_mut().zip(output_1d_small(m)) {
-                *o = _mm512_add_ps(v, bias);
-            }
-        }
-        out
     }
 }
