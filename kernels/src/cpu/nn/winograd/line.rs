@@ -14,11 +14,10 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-#[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::*;
-
 use super::toom_cook::{OUTPUT, Transform, transform};
-use super::{BLOCK_FLOATS, BLOCK_TILES, LANES, WinogradImage, avx512, row_blocks, switch};
+use super::{BLOCK_FLOATS, BLOCK_TILES, LANES, WinogradImage, isa, row_blocks, switch};
+#[cfg(target_arch = "x86_64")]
+use crate::cpu::nn::blocked::vector16::{Vector16, Ymm2, Zmm};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 use crate::cpu::nn::packed_gemm::{Isa, PackedA};
@@ -40,7 +39,7 @@ pub enum Along {
 
 /// The window's axis and length when a convolution can run here: a 1×r or r×1 window with
 /// r of 3 or 7, unit strides and dilations, input and output channels in whole blocks of
-/// 16, on a CPU with AVX-512.
+/// 16, on a CPU with AVX2 + FMA or AVX-512.
 pub fn applies(
     kernel: [usize; 2],
     strides: [usize; 2],
@@ -60,7 +59,7 @@ pub fn applies(
         && m.is_multiple_of(LANES)
         && c > 0
         && m > 0
-        && avx512())
+        && isa().is_some())
     .then_some((along, r))
 }
 
@@ -97,10 +96,11 @@ pub fn chooses(
 
 /// The filters `w` (`m × c × r`: a 1×r or r×1 window's taps, which lie the same way in
 /// both) transformed and packed: `U_ξ = G g` for each of the `r + 3` products. `None`
-/// without AVX-512 or for an `r` F(4, r) does not take.
+/// without AVX2 or AVX-512, or for an `r` F(4, r) does not take.
 pub fn pack_filters(w: &[f32], m: usize, c: usize, r: usize) -> Option<Vec<PackedA>> {
     let t = transform(r)?;
-    if !avx512() || w.len() < m * c * r {
+    let isa = isa()?;
+    if w.len() < m * c * r {
         return None;
     }
     let mut u = vec![0f32; t.n * m * c];
@@ -112,7 +112,7 @@ pub fn pack_filters(w: &[f32], m: usize, c: usize, r: usize) -> Option<Vec<Packe
     }
     Some(
         u.chunks_exact(m * c)
-            .map(|u| PackedA::with_isa(u, m, c, Isa::Avx512))
+            .map(|u| PackedA::with_isa(u, m, c, isa))
             .collect(),
     )
 }
@@ -192,7 +192,7 @@ impl Strips {
 /// `[M / 16][OH][OW][16]`. `y` may start uninitialized; every element is written.
 ///
 /// # Panics
-/// If the filters are not `r + 3` AVX-512 packings for an `r` of 3 or 7, the image is not
+/// If the filters are not `r + 3` packings for this CPU for an `r` of 3 or 7, the image is not
 /// blocked, the channels are not whole blocks of 16, or an operand is too short (internal
 /// contracts: callers check [`applies`] and the shapes).
 pub fn convolve(
@@ -237,9 +237,10 @@ pub fn convolve(
             let block = (s0, (s0 + per_block).min(strips.count));
             let tiles = (block.1 - block.0) * strips.per_strip;
             let (v, products) = (&mut v[..tiles * t.n * c], &mut products[..tiles * t.n * m]);
-            transform_inputs(t, &strips, image, block, v);
+            transform_inputs(t, &strips, image, block, v, filters[0].isa());
             super::multiply(filters, v, products, tiles);
             let out = Outputs {
+                isa: filters[0].isa(),
                 t,
                 strips: &strips,
                 y,
@@ -253,13 +254,14 @@ pub fn convolve(
 }
 
 /// Transforms the input tiles of strips `block.0..block.1` into `v`: `v[ξ][t][channel]`, `t`
-/// counted from the block's first tile.
+/// counted from the block's first tile, in vectors of `isa`.
 fn transform_inputs(
     t: &Transform,
     strips: &Strips,
     image: &WinogradImage<'_>,
     block: (usize, usize),
     v: &mut [f32],
+    isa: Isa,
 ) {
     let blocks = image.channels / LANES;
     let ([rows, width], _) = strips.band(block.0);
@@ -271,20 +273,24 @@ fn transform_inputs(
             let (_, first_cell) = strips.band(s);
             fill_band(image, cb, first_cell, [rows, width], band);
             let first = (s - block.0) * strips.per_strip;
-            // SAFETY: AVX-512F (checked by `convolve`); each (strip, channel block) writes
-            // its own entries of `v`.
+            let at = (
+                &band[..],
+                width,
+                v_ptr.get(),
+                (first, tiles),
+                image.channels,
+                cb,
+            );
+            // SAFETY: the CPU has `isa` (checked by `convolve`); each (strip, channel block)
+            // writes its own entries of `v`.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                transform_band(
-                    t,
-                    strips,
-                    band,
-                    width,
-                    v_ptr.get(),
-                    (first, tiles),
-                    image,
-                    cb,
-                )
+                match (isa, t.n) {
+                    (Isa::Avx512, 6) => transform_band_avx512::<6>(t, strips, at),
+                    (Isa::Avx512, _) => transform_band_avx512::<10>(t, strips, at),
+                    (Isa::Avx2, 6) => transform_band_avx2::<6>(t, strips, at),
+                    (Isa::Avx2, _) => transform_band_avx2::<10>(t, strips, at),
+                }
             };
         },
     );
@@ -319,73 +325,73 @@ fn fill_band(
     }
 }
 
-/// The input transform of every tile of one band (one strip, one channel block).
+/// Where one band's transformed tiles go: the band (`[rows][width][16]`), its width, `v`,
+/// the band's first tile and the tiles in `v`, the channels and the band's channel block.
+type BandAt<'a> = (&'a [f32], usize, *mut f32, (usize, usize), usize, usize);
+
+/// [`transform_band`] on AVX-512.
 ///
 /// # Safety
-/// The CPU has AVX-512F; `v` holds `n · tiles.1 · channels` floats; `tiles.0 + per_strip ≤
-/// tiles.1`.
+/// As [`transform_band`]'s, on a CPU with AVX-512F.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn transform_band(
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn transform_band_avx512<const N: usize>(t: &Transform, strips: &Strips, at: BandAt<'_>) {
+    // SAFETY: the caller's contract.
+    unsafe { transform_band::<N, Zmm>(t, strips, at) }
+}
+
+/// [`transform_band`] on AVX2.
+///
+/// # Safety
+/// As [`transform_band`]'s, on a CPU with AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn transform_band_avx2<const N: usize>(t: &Transform, strips: &Strips, at: BandAt<'_>) {
+    // SAFETY: the caller's contract.
+    unsafe { transform_band::<N, Ymm2>(t, strips, at) }
+}
+
+/// The input transform of every tile of one band (one strip, one channel block), `N` inputs
+/// per tile (`t.n`), in vectors `V`: for each input, its multiple added to each of the `N`
+/// transformed values (`N` accumulators, no chain of dependent additions). Inlined into the
+/// functions that enable `V`'s instruction set.
+///
+/// # Safety
+/// The caller enables `V`'s instruction set; `v` holds `n · tiles.1 · channels` floats;
+/// `tiles.0 + per_strip ≤ tiles.1`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn transform_band<const N: usize, V: Vector16>(
     t: &Transform,
     strips: &Strips,
-    band: &[f32],
-    width: usize,
-    v: *mut f32,
-    tiles: (usize, usize),
-    image: &WinogradImage<'_>,
-    cb: usize,
+    (band, width, v, (first, tiles), channels, cb): BandAt<'_>,
 ) {
-    let at = (band, width, v, tiles, image.channels, cb);
-    // SAFETY: as this function's.
+    // SAFETY: every tile's cells lie inside its band; entry `[ξ][first + i][cb·16..]` lies
+    // inside `v`.
     unsafe {
-        match t.n {
-            6 => transform_band_n::<6>(t, strips, at),
-            _ => transform_band_n::<10>(t, strips, at),
+        for i in 0..strips.per_strip {
+            let mut sums = [V::splat(0.0); N];
+            for j in 0..N {
+                let (row, col) = strips.band_cell(i, j);
+                let d = V::load(band.as_ptr().add((row * width + col) * LANES));
+                for (xi, sum) in sums.iter_mut().enumerate() {
+                    *sum = V::splat(t.bt[xi][j]).mul_add(d, *sum);
+                }
+            }
+            for (xi, &sum) in sums.iter().enumerate() {
+                sum.store(v.add((xi * tiles + first + i) * channels + cb * LANES));
+            }
         }
     }
 }
 
-/// [`transform_band`] for `N` inputs per tile: for each input, its multiple added to each of
-/// the `N` transformed values (`N` accumulators, no chain of dependent additions).
-///
-/// # Safety
-/// As [`transform_band`]'s; `N` is `t.n`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn transform_band_n<const N: usize>(
-    t: &Transform,
-    strips: &Strips,
-    (band, width, v, (first, tiles), channels, cb): (
-        &[f32],
-        usize,
-        *mut f32,
-        (usize, usize),
-        usize,
-        usize,
-    ),
-) {
-    for i in 0..strips.per_strip {
-        let mut sums = [_mm512_setzero_ps(); N];
-        for j in 0..N {
-            let (row, col) = strips.band_cell(i, j);
-            // SAFETY: every tile's cells lie inside its band.
-            let d = unsafe { _mm512_loadu_ps(band.as_ptr().add((row * width + col) * LANES)) };
-            for (xi, sum) in sums.iter_mut().enumerate() {
-                *sum = _mm512_fmadd_ps(_mm512_set1_ps(t.bt[xi][j]), d, *sum);
-            }
-        }
-        for (xi, &sum) in sums.iter().enumerate() {
-            // SAFETY: entry `[ξ][first + i][cb·16..]` lies inside `v`.
-            unsafe {
-                _mm512_storeu_ps(v.add((xi * tiles + first + i) * channels + cb * LANES), sum)
-            };
-        }
-    }
-}
+/// One strip of a block's outputs: the block's strips, the strip, its output channel block.
+type StripAt = ((usize, usize), usize, usize);
 
 /// Where a block's products go: the output image and what finishes it.
 struct Outputs<'a> {
+    /// The instruction set of the transform's vectors.
+    isa: Isa,
     t: &'a Transform,
     strips: &'a Strips,
     y: SendPtr<f32>,
@@ -399,44 +405,54 @@ impl Outputs<'_> {
     /// outputs, each (strip, output channel block) on its own task.
     fn transform(&self, products: &[f32], block: (usize, usize)) {
         row_blocks(block, self.m / LANES).for_each(|(s, cb)| {
-            // SAFETY: AVX-512F (checked by `convolve`); each task writes its own rows of its
-            // own channels.
+            let strip = (block, s, cb);
+            // SAFETY: the CPU has `isa` (checked by `convolve`); each task writes its own
+            // rows of its own channels.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                self.strip(products, block, s, cb)
+                match (self.isa, self.t.n) {
+                    (Isa::Avx512, 6) => self.strip_avx512::<6>(products, strip),
+                    (Isa::Avx512, _) => self.strip_avx512::<10>(products, strip),
+                    (Isa::Avx2, 6) => self.strip_avx2::<6>(products, strip),
+                    (Isa::Avx2, _) => self.strip_avx2::<10>(products, strip),
+                }
             };
         });
     }
 
-    /// The outputs of strip `s` for output channel block `cb`, then their epilogue.
+    /// [`Outputs::strip`] on AVX-512.
     ///
     /// # Safety
-    /// The CPU has AVX-512F; no other thread writes these outputs.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn strip(&self, products: &[f32], block: (usize, usize), s: usize, cb: usize) {
-        // SAFETY: as this function's.
-        unsafe {
-            match self.t.n {
-                6 => self.strip_n::<6>(products, block, s, cb),
-                _ => self.strip_n::<10>(products, block, s, cb),
-            }
-        }
-    }
-
-    /// [`Outputs::strip`] for `N` products per tile. A clamp (none, `Relu`, `Clip`) and its
-    /// residual finish in registers; other activations in a pass over the strip after.
-    ///
-    /// # Safety
-    /// As [`Outputs::strip`]'s; `N` is `self.t.n`.
+    /// As [`Outputs::strip`]'s, on a CPU with AVX-512F.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,fma")]
-    unsafe fn strip_n<const N: usize>(
-        &self,
-        products: &[f32],
-        block: (usize, usize),
-        s: usize,
-        cb: usize,
-    ) {
+    unsafe fn strip_avx512<const N: usize>(&self, products: &[f32], strip: StripAt) {
+        // SAFETY: the caller's contract.
+        unsafe { self.strip::<N, Zmm>(products, strip) }
+    }
+
+    /// [`Outputs::strip`] on AVX2.
+    ///
+    /// # Safety
+    /// As [`Outputs::strip`]'s, on a CPU with AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn strip_avx2<const N: usize>(&self, products: &[f32], strip: StripAt) {
+        // SAFETY: the caller's contract.
+        unsafe { self.strip::<N, Ymm2>(products, strip) }
+    }
+
+    /// The outputs of strip `s` (of the block's strips `block`) for output channel block
+    /// `cb`, then their epilogue, `N` products per tile (`self.t.n`), in vectors `V`. A clamp
+    /// (none, `Relu`, `Clip`) and its residual finish in registers; other activations in a
+    /// pass over the strip after. Inlined into the functions that enable `V`'s instruction
+    /// set.
+    ///
+    /// # Safety
+    /// The caller enables `V`'s instruction set; no other thread writes these outputs.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn strip<const N: usize, V: Vector16>(&self, products: &[f32], (block, s, cb): StripAt) {
         let (m, strips) = (self.m, self.strips);
         let [oh, ow] = strips.out;
         let plane = oh * ow;
@@ -446,26 +462,20 @@ impl Outputs<'_> {
         let clamp = self
             .epilogue
             .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
-        let (lo, hi, add) = match clamp {
-            Some(((lo, hi), add)) => (_mm512_set1_ps(lo), _mm512_set1_ps(hi), add),
-            None => (
-                _mm512_set1_ps(f32::NEG_INFINITY),
-                _mm512_set1_ps(f32::INFINITY),
-                None,
-            ),
-        };
+        let ((lo, hi), add) = clamp.unwrap_or(((f32::NEG_INFINITY, f32::INFINITY), None));
         // SAFETY: products `[ξ][t][cb·16..]` lie inside `products`; outputs (and residuals,
         // which cover the output) are touched only at cells inside the image and channels of
         // this block.
         unsafe {
-            let bias = _mm512_loadu_ps(self.bias.as_ptr().add(cb * LANES));
+            let (lo, hi) = (V::splat(lo), V::splat(hi));
+            let bias = V::load(self.bias.as_ptr().add(cb * LANES));
             for i in 0..strips.per_strip {
                 let t = first + i;
                 let mut sums = [bias; OUTPUT];
                 for xi in 0..N {
-                    let product = _mm512_loadu_ps(p.add((xi * tiles + t) * m + cb * LANES));
+                    let product = V::load(p.add((xi * tiles + t) * m + cb * LANES));
                     for (k, sum) in sums.iter_mut().enumerate() {
-                        *sum = _mm512_fmadd_ps(_mm512_set1_ps(self.t.at[k][xi]), product, *sum);
+                        *sum = V::splat(self.t.at[k][xi]).mul_add(product, *sum);
                     }
                 }
                 for (k, &sum) in sums.iter().enumerate() {
@@ -475,10 +485,9 @@ impl Outputs<'_> {
                     let at = cb * LANES * plane + (yy * ow + xx) * LANES;
                     let mut value = sum;
                     if let Some(z) = add {
-                        value = _mm512_add_ps(value, _mm512_loadu_ps(z.as_ptr().add(at)));
+                        value = value.add(V::load(z.as_ptr().add(at)));
                     }
-                    value = _mm512_min_ps(_mm512_max_ps(value, lo), hi);
-                    _mm512_storeu_ps(y.add(at), value);
+                    value.max(lo).min(hi).store(y.add(at));
                 }
             }
             let Some(e) = self.epilogue.filter(|_| clamp.is_none()) else {

@@ -15,8 +15,7 @@
 //!    time, with the bias, then the epilogue (a residual and the activation).
 //!
 //! Needs AVX2 + FMA or AVX-512 (the token-major product and the transforms' 16-channel vectors:
-//! two ymm or one zmm), and channel counts in whole blocks of 16 (the 1-D F(4, r) needs
-//! AVX-512). The transformed filters are 4× (F(4×4)) or 16/9 (F(2×2)) the size of
+//! two ymm or one zmm), and channel counts in whole blocks of 16. The transformed filters are 4× (F(4×4)) or 16/9 (F(2×2)) the size of
 //! the original ones, so a block holds enough tiles that the filters are streamed a few times
 //! per image at most.
 
@@ -144,11 +143,6 @@ pub fn applies(
 /// where the transforms do not exist).
 fn isa() -> Option<Isa> {
     Isa::detect().filter(|_| cfg!(target_arch = "x86_64"))
-}
-
-/// True on a CPU with AVX-512 (the 1-D F(4, r) of [`mod@line`] needs it).
-fn avx512() -> bool {
-    isa() == Some(Isa::Avx512)
 }
 
 /// Whether Winograd beats the position tiles on a convolution that [`applies`]: enough
