@@ -192,9 +192,9 @@ impl Strips {
 /// `[M / 16][OH][OW][16]`. `y` may start uninitialized; every element is written.
 ///
 /// # Panics
-/// If the filters are not `r + 3` packings for this CPU for an `r` of 3 or 7, the image is not
-/// blocked, the channels are not whole blocks of 16, or an operand is too short (internal
-/// contracts: callers check [`applies`] and the shapes).
+/// If the filters are not `r + 3` packings for this CPU for an `r` of 3 or 7, the image is
+/// not blocked, the channels are not whole blocks of 16, or an operand is too short
+/// (internal contracts: callers check [`applies`] and the shapes).
 pub fn convolve(
     filters: &[PackedA],
     along: Along,

@@ -14,10 +14,10 @@
 //! 3. every tile's products are transformed back into its outputs, 16 output channels at a
 //!    time, with the bias, then the epilogue (a residual and the activation).
 //!
-//! Needs AVX2 + FMA or AVX-512 (the token-major product and the transforms' 16-channel vectors:
-//! two ymm or one zmm), and channel counts in whole blocks of 16. The transformed filters are 4× (F(4×4)) or 16/9 (F(2×2)) the size of
-//! the original ones, so a block holds enough tiles that the filters are streamed a few times
-//! per image at most.
+//! Needs AVX2 + FMA or AVX-512 (the token-major product and the transforms' 16-channel
+//! vectors: two ymm or one zmm), and channel counts in whole blocks of 16. The transformed
+//! filters are 4× (F(4×4)) or 16/9 (F(2×2)) the size of the original ones, so a block holds
+//! enough tiles that the filters are streamed a few times per image at most.
 
 pub mod line;
 mod toom_cook;
@@ -177,8 +177,9 @@ fn switch() -> Option<bool> {
 }
 
 /// The filters `w` (`m × c × 3 × 3`) transformed and packed for the tiling of outputs `out`
-/// (see `wide`): `U_ξ` for each of its products (36 or 16). `None` without AVX2 or AVX-512. (Filters
-/// packed for one size serve any other: [`convolve`] takes the tiling they were packed for.)
+/// (see `wide`): `U_ξ` for each of its products (36 or 16). `None` without AVX2 or AVX-512.
+/// (Filters packed for one size serve any other: [`convolve`] takes the tiling they were
+/// packed for.)
 pub fn pack_filters(w: &[f32], m: usize, c: usize, out: [usize; 2]) -> Option<Vec<PackedA>> {
     match wide(out) {
         true => pack::<transform::F4x4>(w, m, c),
@@ -212,8 +213,8 @@ fn pack<T: Tiling>(w: &[f32], m: usize, c: usize) -> Option<Vec<PackedA>> {
 /// `blocked_output`, else in planes. `y` may start uninitialized; every element is written.
 ///
 /// # Panics
-/// If the filters are not 36 or 16 packings for this CPU, the channels are not whole blocks of 16, or an
-/// operand is too short (internal contracts: callers check [`applies`] and the shapes).
+/// If the filters are not 36 or 16 packings for this CPU, the channels are not whole blocks of
+/// 16, or an operand is too short (internal contracts: callers check [`applies`] and the shapes).
 pub fn convolve(
     filters: &[PackedA],
     image: &WinogradImage<'_>,
@@ -292,9 +293,9 @@ fn convolve_in<T: Tiling>(
 }
 
 /// Asserts what a Winograd convolution's caller promises (`what` names it): filters packed
-/// for one instruction set this CPU has, all `m × c` with `c` the image's channels, whole blocks of 16
-/// channels in and out, and the image, `y_len` outputs, the bias and the epilogue's residual
-/// long enough.
+/// for one instruction set this CPU has, all `m × c` with `c` the image's channels, whole
+/// blocks of 16 channels in and out, and the image, `y_len` outputs, the bias and the
+/// epilogue's residual long enough.
 fn check_operands(
     what: &str,
     filters: &[PackedA],
