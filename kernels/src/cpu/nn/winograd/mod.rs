@@ -32,49 +32,7 @@ use super::matrix::SendPtr;
 use super::packed_gemm::{self, Isa, PackedA};
 #[cfg(target_arch = "x86_64")]
 use crate::cpu::nn::blocked::vector16::{Vector16, Ymm2, Zmm};
-/// One Winograd tiling of 3×3 convolutions, F(`OUTPUT`×`OUTPUT`, 3×3) on input tiles of
-/// `INPUT`×`INPUT` cells: F(4×4, 3×3) ([`transform::F4x4`]) where an image has tiles
-/// enough to stream its filters (four times the original ones) over, F(2×2, 3×3)
-/// ([`transform::F2x2`], filters 16/9 the size) on smaller images ([`wide`]).
-trait Tiling {
-    /// Cells along each side of an input tile.
-    const INPUT: usize;
-    /// Cells along each side of an output tile.
-    const OUTPUT: usize;
-    /// Products per tile: one per cell of a transformed input tile.
-    const PRODUCTS: usize = Self::INPUT * Self::INPUT;
-
-    /// `G g Gᵀ` for a row-major 3×3 filter `g`, row-major, into `u` (`PRODUCTS` values),
-    /// rounded to `f32` once at the end.
-    fn filter(g: &[f32], u: &mut [f32]);
-
-    /// `Bᵀ d B` for one input tile of 16-channel vectors: `cell(r, c)` loads row `r`, column
-    /// `c`; `store(i, v)` receives product `i` (row-major). Inlined into its caller, which
-    /// enables `V`'s instruction set.
-    ///
-    /// # Safety
-    /// The CPU has `V`'s instruction set and the caller enables it.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn input_tile<V: Vector16>(
-        cell: impl Fn(usize, usize) -> V,
-        store: impl FnMut(usize, V),
-    );
-
-    /// `Aᵀ m A + bias` for one product tile of 16-channel vectors: `product(i)` loads product
-    /// `i` (row-major); returns the outputs, row-major, in the first `OUTPUT` rows and
-    /// columns. Inlined like [`Tiling::input_tile`].
-    ///
-    /// # Safety
-    /// The CPU has `V`'s instruction set and the caller enables it.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn output_tile<V: Vector16>(
-        product: impl Fn(usize) -> V,
-        bias: V,
-    ) -> [[V; MOST_OUTPUT]; MOST_OUTPUT];
-}
-
-/// The largest `OUTPUT` of the tilings.
-const MOST_OUTPUT: usize = 4;
+use transform::Tiling;
 
 /// Whether F(4×4, 3×3) rather than F(2×2, 3×3) runs a convolution with outputs `out`: where
 /// its products take at most 2/3 of F(2×2)'s multiply-adds (the last tiles counted whole).
