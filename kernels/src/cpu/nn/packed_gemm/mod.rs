@@ -9,6 +9,7 @@
 //! each packing its own part of `B`; the packed `A` is shared read-only.
 
 mod blocked_image;
+mod cell_strip;
 mod cell_tile;
 mod direct;
 mod micro;

@@ -1,10 +1,10 @@
 //! The tile loop of a product in position tiles: a [`Task`] holds one product's packed
 //! weights, image operand and output, and runs rectangles of channel panels × position tiles.
 
-use super::cell_tile;
 use super::panels::{Panels, tile_cost};
 use super::position_tile::{self, POSITIONS, TileFinish, TilePositions};
 use super::{Isa, KC, PackedA};
+use super::{cell_strip, cell_tile};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
@@ -96,8 +96,8 @@ pub(super) struct Task<'a> {
     pub(super) output: Output,
     /// Whether tiles prefetch the next tile's image cells.
     pub(super) prefetch: bool,
-    /// Whether the tiles run as cell tiles ([`cell_tile`]): every tile's positions are
-    /// adjacent cells.
+    /// Whether the tiles run as cell tiles ([`cell_tile`]), or on AVX2 as cell strips
+    /// ([`cell_strip`]): every tile's positions are adjacent cells.
     pub(super) cells: bool,
 }
 
@@ -146,6 +146,34 @@ impl Task<'_> {
                         } else {
                             &[]
                         };
+                        let finish_at = |at: usize| {
+                            in_tiles
+                                .filter(|_| pc + kc == k)
+                                .map(|((lo, hi), z)| TileFinish {
+                                    // In bounds: `multiply` checked that Z covers C.
+                                    z: z.map_or(std::ptr::null(), |z| z[at..].as_ptr()),
+                                    lo,
+                                    hi,
+                                })
+                        };
+                        if self.strips() {
+                            // One strip for the group's tiles, which prefetches `next` itself.
+                            let after = g1.min(all_tiles - 1);
+                            pos.now = [self.pos[g0 * POSITIONS]; POSITIONS];
+                            pos.next = [self.pos[after * POSITIONS]; POSITIONS];
+                            (pos.ahead, pos.ahead_lines) = (next.as_ptr(), next.len().div_ceil(16));
+                            let live = (
+                                width.min(m - jp * full),
+                                (g1 * self.height).min(self.count) - g0 * self.height,
+                            );
+                            let at = self.tile_at(jp, g0);
+                            // SAFETY: these channels × positions of C are this task's.
+                            unsafe {
+                                let c = self.c.get().add(at);
+                                self.tile(panel, (pc, kc), &pos, c, live, bias, finish_at(at))
+                            };
+                            continue;
+                        }
                         let share = next.len().div_ceil(g1 - g0).next_multiple_of(16);
                         for t in g0..g1 {
                             let from = ((t - g0) * share).min(next.len());
@@ -170,18 +198,10 @@ impl Task<'_> {
                                 self.height.min(self.count - t * self.height),
                             );
                             let at = self.tile_at(jp, t);
-                            let finish = in_tiles.filter(|_| pc + kc == k).map(|((lo, hi), z)| {
-                                TileFinish {
-                                    // In bounds: `multiply` checked that Z covers C.
-                                    z: z.map_or(std::ptr::null(), |z| z[at..].as_ptr()),
-                                    lo,
-                                    hi,
-                                }
-                            });
                             // SAFETY: this tile's channels × positions of C are this task's.
                             unsafe {
                                 let c = self.c.get().add(at);
-                                self.tile(panel, (pc, kc), &pos, c, live, bias, finish)
+                                self.tile(panel, (pc, kc), &pos, c, live, bias, finish_at(at))
                             };
                         }
                     }
@@ -219,6 +239,11 @@ impl Task<'_> {
                 }
             }
         }
+    }
+
+    /// Whether each group's tiles of a panel run as one AVX2 cell strip ([`cell_strip`]).
+    fn strips(&self) -> bool {
+        self.cells && self.a.isa == Isa::Avx2
     }
 
     /// The weights of channel panel `jp` in the depth block that starts at `pc`.
@@ -265,9 +290,10 @@ impl Task<'_> {
         };
         let offsets = self.offsets[pc..pc + kc].as_ptr();
         let vectors = panel.len() / (kc * self.panels.lanes);
-        let kernel = match self.cells {
-            true => cell_tile::kernel_for(vectors, live.1, blocked, self.prefetch),
-            false => position_tile::kernel_for(self.a.isa, vectors, live.1, blocked, self.prefetch),
+        let kernel = match (self.cells, self.strips()) {
+            (true, true) => cell_strip::kernel_for(vectors, blocked, self.prefetch),
+            (true, false) => cell_tile::kernel_for(vectors, live.1, blocked, self.prefetch),
+            _ => position_tile::kernel_for(self.a.isa, vectors, live.1, blocked, self.prefetch),
         };
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]

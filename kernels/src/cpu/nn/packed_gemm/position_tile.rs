@@ -354,6 +354,39 @@ pub unsafe fn position_tile_avx2<
                 }
             }
         }
+        let out = TileOut {
+            c,
+            strides: (ldc, step),
+            live: (live_ch, live_pos),
+            accumulate,
+            finish,
+        };
+        store_avx2::<NV, R, BLOCKED>(&acc, &out);
+    }
+}
+
+/// Writes an AVX2 tile's accumulators (`acc[v][i]`: channels `v·8..` at position `i`) to
+/// `out` as [`position_tile_avx2`] describes. `#[inline(always)]` for the same reason as
+/// [`tile_with`]: each kernel's instance must take it inline, with its caller's AVX2.
+///
+/// # Safety
+/// As [`position_tile_avx2`]'s for `out`; the CPU has AVX2 and FMA, and the caller enables
+/// them (`#[target_feature]`).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn store_avx2<const NV: usize, const R: usize, const BLOCKED: bool>(
+    acc: &[[__m256; R]; NV],
+    out: &TileOut,
+) {
+    let TileOut {
+        c,
+        strides: (ldc, step),
+        live: (live_ch, live_pos),
+        accumulate,
+        finish,
+    } = *out;
+    // SAFETY: the caller's contract.
+    unsafe {
         if BLOCKED {
             for (v, row) in acc.iter().enumerate().take(live_ch.div_ceil(8)) {
                 for (i, &out) in row.iter().enumerate().take(live_pos) {

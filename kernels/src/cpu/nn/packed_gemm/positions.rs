@@ -160,9 +160,7 @@ impl PackedA {
                     offsets: &img.offsets,
                     starts: &img.starts,
                     prefetch: prefetches(im, self.k),
-                    cells: self.isa == Isa::Avx512
-                        && im.kernel == [1, 1]
-                        && cell_tile::adjacent(&img.starts),
+                    cells: im.kernel == [1, 1] && cell_tile::adjacent(&img.starts),
                 };
                 self.run_positions(&operand, c, output, bias, epilogue)
             });
@@ -324,7 +322,8 @@ struct Operand<'a> {
     prefetch: bool,
     /// Whether the image is blocked, the window 1×1 and the output positions adjacent cells
     /// (unit strides, no padding): each block's 16 depth rows are one cell's consecutive
-    /// floats, and every tile runs as a cell tile.
+    /// floats, and every tile runs as a cell tile (on AVX2, each group's tiles of a panel as
+    /// one cell strip).
     cells: bool,
 }
 
