@@ -109,13 +109,15 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
         (1, 84, 100, 8, 5, 2, 2, 1),
         // 1×1 windows as cell tiles: two depth blocks, the second ending in a part-filled
         // block; panels of three vectors, the last of one and of two; shallow (panels of
-        // two); padded or strided (positions apart: general tiles).
+        // two); padded (positions apart: general tiles); strided (the cells gathered), on
+        // odd and even sides, the last input block part-filled.
         (1, 1100, 40, 6, 1, 1, 0, 1),
         (1, 272, 100, 6, 1, 1, 0, 1),
         (2, 320, 168, 5, 1, 1, 0, 1),
         (1, 64, 56, 10, 1, 1, 0, 1),
         (1, 32, 200, 7, 1, 1, 1, 1),
         (1, 48, 32, 9, 1, 2, 0, 1),
+        (1, 40, 48, 10, 1, 2, 0, 1),
     ];
     for (i, &(n, c, m, side, k, s, p, d)) in cases.iter().enumerate() {
         // A padded output takes the epilogue's pass after the tiles (ReLU finishes in them).

@@ -29,8 +29,11 @@ thread_local! {
 
 /// Runs `f` on `im` (`channels` of them, `im.img` blocked, its last block padded when
 /// `channels` is not a multiple of 16) as a [`BlockedImage`]: as it is when no window reaches
-/// past it, else copied with zero borders into the calling thread's buffer. The depth rows
-/// are the live channels' only.
+/// past it, else copied with zero borders into the calling thread's buffer. A strided 1×1
+/// window without padding (resnet50's downsampling) reads only every `stride`-th cell: those
+/// are gathered side by side into the buffer instead, so that its output positions are
+/// adjacent cells, which the cell tiles take (on AVX2 the general tile ran resnet50's three
+/// at 1.45–1.53× ORT's time, one thread). The depth rows are the live channels' only.
 pub(super) fn with_blocked_image<R>(
     im: &Image2d<'_>,
     channels: usize,
@@ -42,7 +45,7 @@ pub(super) fn with_blocked_image<R>(
     let height = ((oh - 1) * sh + (kh - 1) * dh + 1).max(h + top);
     let width = ((ow - 1) * sw + (kw - 1) * dw + 1).max(w + left);
     let blocks = channels.div_ceil(BLOCK);
-    let run = |data: &[f32]| {
+    let run = |data: &[f32], [height, width]: [usize; 2], [sh, sw]: [usize; 2]| {
         let plane = height * width * BLOCK;
         let mut offsets = Vec::with_capacity(channels * kh * kw);
         for c in 0..channels {
@@ -62,8 +65,26 @@ pub(super) fn with_blocked_image<R>(
         })
     };
     let img = &im.img[..blocks * h * w * BLOCK];
+    let strided_cells = [kh, kw] == [1, 1] && [sh, sw] != [1, 1] && [top, left] == [0, 0];
+    if strided_cells {
+        let gather = |buffer: &mut Vec<f32>| {
+            let plane = oh * ow * BLOCK;
+            buffer.resize(blocks * plane, 0.0);
+            let gathered = &mut buffer[..blocks * plane];
+            gathered
+                .par_chunks_mut(plane)
+                .zip(img.par_chunks(h * w * BLOCK))
+                .with_min_len(4)
+                .for_each(|(out, src)| gather_cells(src, out, w, [ow, sh, sw]));
+            run(gathered, [oh, ow], [1, 1])
+        };
+        return PADDED.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buffer) => gather(&mut buffer),
+            Err(_) => gather(&mut Vec::new()),
+        });
+    }
     if height == h && width == w {
-        return run(img);
+        return run(img, [height, width], [sh, sw]);
     }
     let fill = |buffer: &mut Vec<f32>| {
         let plane = height * width * BLOCK;
@@ -74,7 +95,7 @@ pub(super) fn with_blocked_image<R>(
             .zip(img.par_chunks(h * w * BLOCK))
             .with_min_len(4)
             .for_each(|(out, src)| pad_block(src, out, [h, w], [width, top, left]));
-        run(padded)
+        run(padded, [height, width], [sh, sw])
     };
     PADDED.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buffer) => fill(&mut buffer),
@@ -95,5 +116,16 @@ fn pad_block(src: &[f32], out: &mut [f32], [h, w]: [usize; 2], [width, top, left
         dst[..left * BLOCK].fill(0.0);
         dst[left * BLOCK..(left + w) * BLOCK].copy_from_slice(line);
         dst[(left + w) * BLOCK..].fill(0.0);
+    }
+}
+
+/// Copies every `sh`-th row's every `sw`-th cell of one block of channels (rows `w` cells
+/// long) into `out`, rows `ow` cells long, as many rows as `out` holds.
+fn gather_cells(src: &[f32], out: &mut [f32], w: usize, [ow, sh, sw]: [usize; 3]) {
+    for (y, dst) in out.chunks_exact_mut(ow * BLOCK).enumerate() {
+        let row = &src[y * sh * w * BLOCK..];
+        for (x, cell) in dst.chunks_exact_mut(BLOCK).enumerate() {
+            cell.copy_from_slice(&row[x * sw * BLOCK..][..BLOCK]);
+        }
     }
 }

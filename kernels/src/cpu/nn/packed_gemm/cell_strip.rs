@@ -33,7 +33,7 @@ const CELL: usize = 16;
 /// when `PREFETCH`, `pos.next[0]` is a position of the image.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 pub unsafe fn cell_strip_avx2<const NV: usize, const BLOCKED: bool, const PREFETCH: bool>(
     kc: usize,
     w: *const f32,

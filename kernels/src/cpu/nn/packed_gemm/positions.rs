@@ -159,7 +159,7 @@ impl PackedA {
                     data: img.data,
                     offsets: &img.offsets,
                     starts: &img.starts,
-                    prefetch: prefetches(im, self.k),
+                    prefetch: prefetches(self.isa, im, self.k),
                     cells: im.kernel == [1, 1] && cell_tile::adjacent(&img.starts),
                 };
                 self.run_positions(&operand, c, output, bias, epilogue)
@@ -328,14 +328,16 @@ struct Operand<'a> {
 }
 
 /// Whether the tiles of a product over a blocked image prefetch the next tile's cells: for 1×1
-/// windows at least [`PREFETCH_DEPTH`] channels deep. Such an image (NASNet's 1008 channels at
+/// windows at least [`PREFETCH_DEPTH`] channels deep, and on AVX2 for every 1×1 window (the
+/// cell strips of 64 and 128 channels at 28² and 56², weights from memory, ran 7–15 % faster
+/// with it: `conv_rate`, `COLD=1 WARM_INPUT=1`, one thread). Such an image (NASNet's 1008 channels at
 /// 42², 7 MB) is read 512 bytes per block per tile, dozens of blocks apart, which the hardware
 /// prefetchers do not follow once it has left the caches: NASNet's 1×1 convolutions of a
 /// cell's output two cells on ran at half speed. Shallower or wider windows reuse each cell
 /// across taps, and there the prefetch instructions cost more than they save (squeezenet's 3×3
 /// convolutions, 2 threads, 16 % slower with them).
-fn prefetches(im: &Image2d<'_>, k: usize) -> bool {
-    im.kernel == [1, 1] && k >= PREFETCH_DEPTH
+fn prefetches(isa: Isa, im: &Image2d<'_>, k: usize) -> bool {
+    im.kernel == [1, 1] && (isa == Isa::Avx2 || k >= PREFETCH_DEPTH)
 }
 
 /// See [`prefetches`].
