@@ -23,7 +23,7 @@ pub(super) struct BlockedImage<'a> {
 }
 
 thread_local! {
-    /// The padded copy, reused across calls (fresh pages would fault in).
+    /// The padded or gathered copy, reused across calls (fresh pages would fault in).
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -66,36 +66,40 @@ pub(super) fn with_blocked_image<R>(
     };
     let img = &im.img[..blocks * h * w * BLOCK];
     let strided_cells = [kh, kw] == [1, 1] && [sh, sw] != [1, 1] && [top, left] == [0, 0];
+    let block = h * w * BLOCK;
     if strided_cells {
-        let gather = |buffer: &mut Vec<f32>| {
-            let plane = oh * ow * BLOCK;
-            buffer.resize(blocks * plane, 0.0);
-            let gathered = &mut buffer[..blocks * plane];
-            gathered
-                .par_chunks_mut(plane)
-                .zip(img.par_chunks(h * w * BLOCK))
-                .with_min_len(4)
-                .for_each(|(out, src)| gather_cells(src, out, w, [ow, sh, sw]));
-            run(gathered, [oh, ow], [1, 1])
-        };
-        return PADDED.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut buffer) => gather(&mut buffer),
-            Err(_) => gather(&mut Vec::new()),
+        let gather = |src: &[f32], out: &mut [f32]| gather_cells(src, out, w, [ow, sh, sw]);
+        return with_copy(img, block, oh * ow * BLOCK, gather, |data| {
+            run(data, [oh, ow], [1, 1])
         });
     }
     if height == h && width == w {
         return run(img, [height, width], [sh, sw]);
     }
+    let pad = |src: &[f32], out: &mut [f32]| pad_block(src, out, [h, w], [width, top, left]);
+    with_copy(img, block, height * width * BLOCK, pad, |data| {
+        run(data, [height, width], [sh, sw])
+    })
+}
+
+/// Runs `f` on a copy of `img` made in the calling thread's buffer, `block` floats of `img` at
+/// a time, by `copy` into `plane` floats each.
+fn with_copy<R>(
+    img: &[f32],
+    block: usize,
+    plane: usize,
+    copy: impl Fn(&[f32], &mut [f32]) + Sync,
+    f: impl FnOnce(&[f32]) -> R,
+) -> R {
     let fill = |buffer: &mut Vec<f32>| {
-        let plane = height * width * BLOCK;
+        let blocks = img.len() / block;
         buffer.resize(blocks * plane, 0.0);
-        let padded = &mut buffer[..blocks * plane];
-        padded
-            .par_chunks_mut(plane)
-            .zip(img.par_chunks(h * w * BLOCK))
+        let out = &mut buffer[..blocks * plane];
+        out.par_chunks_mut(plane)
+            .zip(img.par_chunks(block))
             .with_min_len(4)
-            .for_each(|(out, src)| pad_block(src, out, [h, w], [width, top, left]));
-        run(padded, [height, width], [sh, sw])
+            .for_each(|(out, src)| copy(src, out));
+        f(out)
     };
     PADDED.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buffer) => fill(&mut buffer),
