@@ -11,9 +11,10 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
+use super::avx2_tile::{position_tile_avx2, store_avx2};
+#[cfg(target_arch = "x86_64")]
 use super::position_tile::{
-    AVX2_HEIGHT, POSITIONS, PositionTile, TileFinish, TileOut, TilePositions, position_tile_avx2,
-    store_avx2,
+    AVX2_HEIGHT, POSITIONS, PositionTile, TileFinish, TileOut, TilePositions,
 };
 
 /// Channels per block of a blocked image: the depth rows one cell holds.

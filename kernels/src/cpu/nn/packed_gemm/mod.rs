@@ -8,6 +8,7 @@
 //! registers. Threads take disjoint column ranges of `C` (or row ranges when `C` is narrow),
 //! each packing its own part of `B`; the packed `A` is shared read-only.
 
+mod avx2_tile;
 mod blocked_image;
 mod cell_strip;
 mod cell_tile;
