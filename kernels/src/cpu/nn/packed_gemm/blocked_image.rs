@@ -16,7 +16,7 @@ const BLOCK: usize = 16;
 /// A blocked image ready for position tiles.
 pub(super) struct BlockedImage<'a> {
     pub(super) data: &'a [f32],
-    /// Offset of depth row `(c, u, v)` (the weights' order) from a window's start.
+    /// Offset of each depth row `(c, u, v)` from a window's start, in the order asked for.
     pub(super) offsets: Vec<usize>,
     /// Each output position's window start, row by row.
     pub(super) starts: Vec<usize>,
@@ -28,7 +28,9 @@ thread_local! {
 }
 
 /// Runs `f` on `im` (`channels` of them, `im.img` blocked, its last block padded when
-/// `channels` is not a multiple of 16) as a [`BlockedImage`]: as it is when no window reaches
+/// `channels` is not a multiple of 16) as a [`BlockedImage`] whose depth rows are in the
+/// weights' order `(c, u, v)`, or, `by_taps` (`channels` a multiple of 16), tap by tap within
+/// each block (`(c / 16, u, v, c % 16)`): as it is when no window reaches
 /// past it, else copied with zero borders into the calling thread's buffer. A strided 1×1
 /// window without padding (resnet50's downsampling) reads only every `stride`-th cell: those
 /// are gathered side by side into the buffer instead, so that its output positions are
@@ -37,6 +39,7 @@ thread_local! {
 pub(super) fn with_blocked_image<R>(
     im: &Image2d<'_>,
     channels: usize,
+    by_taps: bool,
     f: impl FnOnce(&BlockedImage<'_>) -> R,
 ) -> R {
     let ([h, w], [oh, ow], [kh, kw]) = (im.size, im.out, im.kernel);
@@ -47,13 +50,24 @@ pub(super) fn with_blocked_image<R>(
     let blocks = channels.div_ceil(BLOCK);
     let run = |data: &[f32], [height, width]: [usize; 2], [sh, sw]: [usize; 2]| {
         let plane = height * width * BLOCK;
-        let mut offsets = Vec::with_capacity(channels * kh * kw);
-        for c in 0..channels {
-            let base = (c / BLOCK) * plane + c % BLOCK;
-            for u in 0..kh {
-                offsets.extend((0..kw).map(|v| base + (u * dh * width + v * dw) * BLOCK));
-            }
-        }
+        let taps: Vec<usize> = (0..kh * kw)
+            .map(|t| ((t / kw) * dh * width + (t % kw) * dw) * BLOCK)
+            .collect();
+        let offsets: Vec<usize> = match by_taps {
+            true => (0..blocks)
+                .flat_map(|b| {
+                    let taps = &taps;
+                    taps.iter()
+                        .flat_map(move |&t| (0..BLOCK).map(move |j| b * plane + t + j))
+                })
+                .collect(),
+            false => (0..channels)
+                .flat_map(|c| {
+                    let base = (c / BLOCK) * plane + c % BLOCK;
+                    taps.iter().map(move |&t| base + t)
+                })
+                .collect(),
+        };
         let mut starts = Vec::with_capacity(oh * ow);
         for y in 0..oh {
             starts.extend((0..ow).map(|x| (y * sh * width + x * sw) * BLOCK));

@@ -100,6 +100,8 @@ pub(super) struct TransposedA {
     two: OnceLock<AlignedFloats>,
     /// In panels of three vectors.
     three: OnceLock<AlignedFloats>,
+    /// In panels of two vectors, depth rows tap by tap within each block of 16 channels.
+    two_by_taps: OnceLock<AlignedFloats>,
 }
 
 /// Derived from the weights; two packings of the same weights are equal whatever was cached.
@@ -117,30 +119,56 @@ impl PackedA {
             3 => &self.transposed.three,
             v => unreachable!("panels of {v} vectors"),
         };
-        let packed = slot.get_or_init(|| {
-            let (m, k) = (self.m, self.k);
-            let (mr, _) = self.isa.tile();
-            let full = panels.full();
-            let mut out = Vec::with_capacity(panels.padded(m) * k);
-            for pc in (0..k).step_by(KC) {
-                let kc = KC.min(k - pc);
-                for jp in 0..panels.count(m) {
-                    let width = panels.width(m, jp);
-                    for p in 0..kc {
-                        out.extend((0..width).map(|j| {
-                            let row = jp * full + j;
-                            if row < m {
-                                self.panel(pc, kc, row / mr)[p * mr + row % mr]
-                            } else {
-                                0.0
-                            }
-                        }));
-                    }
+        slot.get_or_init(|| self.pack_transposed(panels, |p| p))
+            .as_slice()
+    }
+
+    /// The weights of a window of `taps` taps over channels in whole blocks of 16 transposed
+    /// into `panels` (of two vectors), their depth rows `(c, u, v)` reordered tap by tap
+    /// within each block, `(c / 16, u, v, c % 16)`: every 16 rows are then one cell's 16
+    /// channels of a blocked image, as the cell strips read them. Packed on first use (a
+    /// `PackedA` holds one convolution's weights, so `taps` is always the same).
+    pub(super) fn transposed_by_taps(&self, panels: Panels, taps: usize) -> &[f32] {
+        assert_eq!(panels.vectors, 2, "tap-major panels of two vectors");
+        debug_assert!(self.k.is_multiple_of(16 * taps));
+        let per_block = 16 * taps;
+        self.transposed
+            .two_by_taps
+            .get_or_init(|| {
+                self.pack_transposed(panels, |q| {
+                    let (b, r) = (q / per_block, q % per_block);
+                    (b * 16 + r % 16) * taps + r / 16
+                })
+            })
+            .as_slice()
+    }
+
+    /// The transposed packing of [`TransposedA`], its depth row `q` the weights' row
+    /// `row_of(q)`.
+    fn pack_transposed(&self, panels: Panels, row_of: impl Fn(usize) -> usize) -> AlignedFloats {
+        let (m, k) = (self.m, self.k);
+        let (mr, _) = self.isa.tile();
+        let full = panels.full();
+        let mut out = Vec::with_capacity(panels.padded(m) * k);
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for jp in 0..panels.count(m) {
+                let width = panels.width(m, jp);
+                for q in pc..pc + kc {
+                    let p = row_of(q);
+                    let (pa, ka) = (p / KC * KC, KC.min(k - p / KC * KC));
+                    out.extend((0..width).map(|j| {
+                        let row = jp * full + j;
+                        if row < m {
+                            self.panel(pa, ka, row / mr)[(p - pa) * mr + row % mr]
+                        } else {
+                            0.0
+                        }
+                    }));
                 }
             }
-            AlignedFloats::from_slice(&out)
-        });
-        packed.as_slice()
+        }
+        AlignedFloats::from_slice(&out)
     }
 }
 

@@ -96,9 +96,13 @@ pub(super) struct Task<'a> {
     pub(super) output: Output,
     /// Whether tiles prefetch the next tile's image cells.
     pub(super) prefetch: bool,
-    /// Whether the tiles run as cell tiles ([`cell_tile`]), or on AVX2 as cell strips
-    /// ([`cell_strip`]): every tile's positions are adjacent cells.
+    /// Whether every tile's positions are adjacent cells and its depth rows in blocks of one
+    /// cell's 16 floats: the tiles run as cell tiles ([`cell_tile`]), or on AVX2 as strips
+    /// of adjacent cells ([`cell_strip`]).
     pub(super) cells: bool,
+    /// Whether the depth rows are in blocks of one cell's 16 floats, whatever the positions:
+    /// on AVX2 the tiles run as cell strips.
+    pub(super) grouped: bool,
 }
 
 impl Task<'_> {
@@ -160,7 +164,10 @@ impl Task<'_> {
                             // One strip for the group's tiles, which prefetches `next` itself.
                             let after = g1.min(all_tiles - 1);
                             pos.now = [self.pos[g0 * POSITIONS]; POSITIONS];
-                            pos.next = [self.pos[after * POSITIONS]; POSITIONS];
+                            pos.next.copy_from_slice(
+                                &self.pos[after * POSITIONS..(after + 1) * POSITIONS],
+                            );
+                            pos.table = self.pos[g0 * POSITIONS..].as_ptr();
                             (pos.ahead, pos.ahead_lines) = (next.as_ptr(), next.len().div_ceil(16));
                             let live = (
                                 width.min(m - jp * full),
@@ -243,7 +250,7 @@ impl Task<'_> {
 
     /// Whether each group's tiles of a panel run as one AVX2 cell strip ([`cell_strip`]).
     fn strips(&self) -> bool {
-        self.cells && self.a.isa == Isa::Avx2
+        self.grouped && self.a.isa == Isa::Avx2
     }
 
     /// The weights of channel panel `jp` in the depth block that starts at `pc`.
@@ -290,9 +297,9 @@ impl Task<'_> {
         };
         let offsets = self.offsets[pc..pc + kc].as_ptr();
         let vectors = panel.len() / (kc * self.panels.lanes);
-        let kernel = match (self.cells, self.strips()) {
-            (true, true) => cell_strip::kernel_for(vectors, blocked, self.prefetch),
-            (true, false) => cell_tile::kernel_for(vectors, live.1, blocked, self.prefetch),
+        let kernel = match (self.strips(), self.cells) {
+            (true, _) => cell_strip::kernel_for(vectors, blocked, self.prefetch, self.cells),
+            (false, true) => cell_tile::kernel_for(vectors, live.1, blocked, self.prefetch),
             _ => position_tile::kernel_for(self.a.isa, vectors, live.1, blocked, self.prefetch),
         };
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every

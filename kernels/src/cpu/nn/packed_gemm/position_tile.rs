@@ -30,6 +30,9 @@ pub struct TilePositions {
     pub ahead: *const f32,
     /// How many lines from `ahead` to prefetch (none when 0).
     pub ahead_lines: usize,
+    /// A strip's tiles' positions, [`POSITIONS`] per tile (the cell strips of positions that
+    /// are not adjacent cells); null elsewhere.
+    pub table: *const usize,
 }
 
 impl Default for TilePositions {
@@ -39,6 +42,7 @@ impl Default for TilePositions {
             next: [0; POSITIONS],
             ahead: std::ptr::null(),
             ahead_lines: 0,
+            table: std::ptr::null(),
         }
     }
 }

@@ -154,13 +154,17 @@ impl PackedA {
             false => Output::Rows(count),
         };
         if input.blocked {
-            return blocked_image::with_blocked_image(im, channels, |img| {
+            let taps = im.kernel[0] * im.kernel[1];
+            let by_taps = taps > 1 && self.isa == Isa::Avx2 && channels.is_multiple_of(BLOCK);
+            return blocked_image::with_blocked_image(im, channels, by_taps, |img| {
                 let operand = Operand {
                     data: img.data,
                     offsets: &img.offsets,
                     starts: &img.starts,
                     prefetch: prefetches(self.isa, im, self.k),
-                    cells: im.kernel == [1, 1] && cell_tile::adjacent(&img.starts),
+                    cells: taps == 1 && cell_tile::adjacent(&img.starts),
+                    grouped: taps == 1 || by_taps,
+                    by_taps: by_taps.then_some(taps),
                 };
                 self.run_positions(&operand, c, output, bias, epilogue)
             });
@@ -206,6 +210,8 @@ impl PackedA {
             starts: &starts,
             prefetch: false,
             cells: false,
+            grouped: false,
+            by_taps: None,
         };
         let c = SendPtr(y.as_mut_ptr().cast::<f32>());
         self.run_positions(&operand, c, Output::Positions(m), bias, None);
@@ -229,7 +235,10 @@ impl PackedA {
         epilogue: Option<&Epilogue<'_, f32>>,
     ) {
         let panels = Panels::for_product(self.isa, operand.cells, self.m, self.k);
-        let weights = self.transposed(panels);
+        let weights = match operand.by_taps {
+            Some(taps) => self.transposed_by_taps(panels, taps),
+            None => self.transposed(panels),
+        };
         let m = self.m;
         let mut padded_bias = vec![0.0f32; panels.count(m) * panels.full()];
         if let Some(b) = bias {
@@ -263,6 +272,7 @@ impl PackedA {
             output,
             prefetch: operand.prefetch,
             cells: operand.cells,
+            grouped: operand.grouped,
         };
         let count_panels = panels.count(m);
         let threads = super::threads();
@@ -308,6 +318,8 @@ fn with_planar_operand<R>(
             starts: &starts,
             prefetch: false,
             cells: false,
+            grouped: false,
+            by_taps: None,
         })
     })
 }
@@ -325,6 +337,14 @@ struct Operand<'a> {
     /// floats, and every tile runs as a cell tile (on AVX2, each group's tiles of a panel as
     /// one cell strip).
     cells: bool,
+    /// Whether every 16 depth rows from the start are one cell's consecutive floats (a 1×1
+    /// window on a blocked image, or `by_taps`), the rows past the last such block excepted:
+    /// on AVX2 each group's tiles of a panel run as one cell strip.
+    grouped: bool,
+    /// The window's taps when the depth rows are in blocks of 16 channels tap by tap
+    /// (`(c / 16, u, v, c % 16)`), not channel by channel (`(c, u, v)`, the weights' own
+    /// order): the tiles then read [`PackedA::transposed_by_taps`].
+    by_taps: Option<usize>,
 }
 
 /// Whether the tiles of a product over a blocked image prefetch the next tile's cells: for 1×1
@@ -342,6 +362,9 @@ fn prefetches(isa: Isa, im: &Image2d<'_>, k: usize) -> bool {
 
 /// See [`prefetches`].
 const PREFETCH_DEPTH: usize = 256;
+
+/// Channels per block of a blocked image.
+const BLOCK: usize = 16;
 
 /// The image of a blocked product: `image.img` holds channel planes (`blocked` false) or
 /// blocks of 16 channels (`[channels / 16][height][width][16]`), with `image`'s geometry.
