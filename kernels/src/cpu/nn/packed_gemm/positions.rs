@@ -210,7 +210,8 @@ impl PackedA {
             starts: &starts,
             prefetch: false,
             cells: false,
-            grouped: false,
+            // A token's features are consecutive floats: on AVX2 the tiles run as strips.
+            grouped: true,
             by_taps: None,
         };
         let c = SendPtr(y.as_mut_ptr().cast::<f32>());
