@@ -121,6 +121,8 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
         // Wider windows over whole blocks, depth rows tap by tap (on AVX2, as cell strips):
         // two depth blocks, a strided window, a part-filled last panel.
         (1, 128, 40, 9, 3, 2, 1, 1),
+        // F(2×2) on few tiles for deep inputs (AVX2), direct elsewhere.
+        (1, 256, 32, 7, 3, 1, 1, 1),
     ];
     for (i, &(n, c, m, side, k, s, p, d)) in cases.iter().enumerate() {
         // A padded output takes the epilogue's pass after the tiles (ReLU finishes in them).

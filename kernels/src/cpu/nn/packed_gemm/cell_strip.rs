@@ -13,7 +13,7 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::avx2_tile::{position_tile_avx2, store_avx2};
+use super::avx2_tile::{self, store_avx2};
 #[cfg(target_arch = "x86_64")]
 use super::position_tile::{
     AVX2_HEIGHT, POSITIONS, PositionTile, TileFinish, TileOut, TilePositions,
@@ -31,11 +31,14 @@ const CELL: usize = 16;
 /// whole block taken one by one. `pos.ahead_lines` lines from `pos.ahead` are prefetched
 /// into L2, spread over the strip's tiles and each tile's blocks. With `PREFETCH`, each tile
 /// fetches the next tile's cells block by block: the strip's own, and after its last tile
-/// those at `pos.next`. The last tile, when partly filled, runs as a general tile.
+/// those at `pos.next`. The last tile, when partly filled, runs as a general tile of its
+/// live positions.
 ///
 /// # Safety
 /// As [`position_tile_avx2`]'s, for every position of the strip; the layout above holds, and
 /// when `PREFETCH`, `pos.next` holds positions of the image.
+///
+/// [`position_tile_avx2`]: avx2_tile::position_tile_avx2
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
@@ -99,7 +102,7 @@ pub unsafe fn cell_strip_avx2<
                     next,
                     ..TilePositions::default()
                 };
-                let tile = position_tile_avx2::<NV, H, BLOCKED, PREFETCH>;
+                let tile = avx2_tile::kernel::<NV>(last + 1, BLOCKED, PREFETCH);
                 let (strides, live) = (out.strides, out.live);
                 tile(
                     kc, w, img, offsets, &part, out.c, strides, live, accumulate, bias, out.finish,

@@ -106,14 +106,24 @@ fn isa() -> Option<Isa> {
 /// Whether Winograd beats the position tiles on a convolution that [`applies`]: enough
 /// tiles of its tiling (see `wide`) to stream the larger filters over. (F(4×4, 3×3) on 7×7 outputs,
 /// 4 tiles, took 1.1–1.9× the position tiles' time with 512 channels; from 14×14, 16 tiles,
-/// 0.34–0.76×. F(2×2, 3×3) on 7×7, 16 tiles, 1.01×; on 10×10, 25 tiles, 0.42–0.72×.)
+/// 0.34–0.76×. F(2×2, 3×3) on 7×7, 16 tiles, 1.01×; on 10×10, 25 tiles, 0.42–0.72×.) On
+/// AVX2, F(2×2) pays from 16 tiles on with inputs 256 channels deep and more (`AVX2_DEEP`).
 pub fn pays(c: usize, m: usize, out: [usize; 2]) -> bool {
     let (tiles, least) = match wide(out) {
         true => (tiles(out, transform::F4x4::OUTPUT), 16),
+        false if c >= AVX2_DEEP && isa() == Some(Isa::Avx2) => {
+            (tiles(out, transform::F2x2::OUTPUT), 16)
+        }
         false => (tiles(out, transform::F2x2::OUTPUT), 25),
     };
     tiles >= least && c >= 32 && m >= 32
 }
+
+/// The fewest input channels with which F(2×2, 3×3) pays on AVX2 from 16 tiles on (7×7 and
+/// 8×8 outputs; `winograd_rate`, weights from memory, Zen 3, against the cell strips): 512 →
+/// 512 at 7² took 0.73–0.96× their time on one thread and 0.70–0.82× on two, 448 → 384 at 8²
+/// 0.64–0.75×; but 192 → 384 at 7² 0.84–1.15×, 160 → 320 0.82–1.41×, 64 → 64 1.03–1.12×.
+const AVX2_DEEP: usize = 256;
 
 /// Whether a 2-D convolution (group 1) runs by Winograd: where it [`applies`] and either
 /// [`pays`] or `SPILLWAY_WINOGRAD=1`; never with `SPILLWAY_WINOGRAD=0`.
