@@ -177,29 +177,16 @@ unsafe fn store_first(dst: *mut f32, v: __m256, n: usize, accumulate: bool) {
     }
 }
 
-/// The AVX2 tile of `NV` vectors of channels × `rows` positions (a last tile's live ones: a
-/// full tile's multiply-adds for one live position made the last of 7² outputs' nine tiles
-/// cost a ninth of the convolution), storing blocks or channel rows (`blocked`), prefetching
-/// the next tile's cells when `prefetch`.
+/// The AVX2 tile of `NV` vectors of channels, storing blocks or channel rows (`blocked`),
+/// prefetching the next tile's cells when `prefetch`. (A last tile of fewer live positions as
+/// a tile of that many measured the same on 1×1 convolutions at 7², whose last tile has one:
+/// the weights' stream is the same.)
 #[cfg(target_arch = "x86_64")]
-pub(super) fn kernel<const NV: usize>(rows: usize, blocked: bool, prefetch: bool) -> PositionTile {
-    match rows {
-        1 => instance::<NV, 1>(blocked, prefetch),
-        2 => instance::<NV, 2>(blocked, prefetch),
-        3 => instance::<NV, 3>(blocked, prefetch),
-        4 => instance::<NV, 4>(blocked, prefetch),
-        5 => instance::<NV, 5>(blocked, prefetch),
-        _ => instance::<NV, AVX2_HEIGHT>(blocked, prefetch),
-    }
-}
-
-/// [`kernel`] for `R` positions.
-#[cfg(target_arch = "x86_64")]
-fn instance<const NV: usize, const R: usize>(blocked: bool, prefetch: bool) -> PositionTile {
+pub(super) fn kernel<const NV: usize>(blocked: bool, prefetch: bool) -> PositionTile {
     match (blocked, prefetch) {
-        (false, false) => position_tile_avx2::<NV, R, false, false>,
-        (true, false) => position_tile_avx2::<NV, R, true, false>,
-        (false, true) => position_tile_avx2::<NV, R, false, true>,
-        (true, true) => position_tile_avx2::<NV, R, true, true>,
+        (false, false) => position_tile_avx2::<NV, AVX2_HEIGHT, false, false>,
+        (true, false) => position_tile_avx2::<NV, AVX2_HEIGHT, true, false>,
+        (false, true) => position_tile_avx2::<NV, AVX2_HEIGHT, false, true>,
+        (true, true) => position_tile_avx2::<NV, AVX2_HEIGHT, true, true>,
     }
 }

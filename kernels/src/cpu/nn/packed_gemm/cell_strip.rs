@@ -31,8 +31,7 @@ const CELL: usize = 16;
 /// whole block taken one by one. `pos.ahead_lines` lines from `pos.ahead` are prefetched
 /// into L2, spread over the strip's tiles and each tile's blocks. With `PREFETCH`, each tile
 /// fetches the next tile's cells block by block: the strip's own, and after its last tile
-/// those at `pos.next`. The last tile, when partly filled, runs as a general tile of its
-/// live positions.
+/// those at `pos.next`. The last tile, when partly filled, runs as a general tile.
 ///
 /// # Safety
 /// As [`position_tile_avx2`]'s, for every position of the strip; the layout above holds, and
@@ -102,7 +101,7 @@ pub unsafe fn cell_strip_avx2<
                     next,
                     ..TilePositions::default()
                 };
-                let tile = avx2_tile::kernel::<NV>(last + 1, BLOCKED, PREFETCH);
+                let tile = avx2_tile::position_tile_avx2::<NV, H, BLOCKED, PREFETCH>;
                 let (strides, live) = (out.strides, out.live);
                 tile(
                     kc, w, img, offsets, &part, out.c, strides, live, accumulate, bias, out.finish,

@@ -417,8 +417,8 @@ pub fn kernel_for(
     prefetch: bool,
 ) -> PositionTile {
     match (isa, vectors, blocked) {
-        (Isa::Avx2, 2, _) => avx2_tile::kernel::<2>(rows, blocked, prefetch),
-        (Isa::Avx2, 1, _) => avx2_tile::kernel::<1>(rows, blocked, prefetch),
+        (Isa::Avx2, 2, _) => avx2_tile::kernel::<2>(blocked, prefetch),
+        (Isa::Avx2, 1, _) => avx2_tile::kernel::<1>(blocked, prefetch),
         (Isa::Avx512, 2, _) => avx512_kernel::<Positions, 2>(rows, blocked, prefetch),
         (Isa::Avx512, 1, _) => avx512_kernel::<Positions, 1>(rows, blocked, prefetch),
         (_, v, _) => unreachable!("general tiles of {v} vectors"),
