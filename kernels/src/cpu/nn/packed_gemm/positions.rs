@@ -23,6 +23,7 @@ use super::position_task::{Output, Task, rectangles, shares};
 use super::position_tile::{AVX2_HEIGHT, POSITIONS};
 use super::source::Image2d;
 use super::{Isa, KC, PackedA};
+use crate::cpu::nn::blocked::BLOCK;
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
@@ -363,9 +364,6 @@ fn prefetches(isa: Isa, im: &Image2d<'_>, k: usize) -> bool {
 
 /// See [`prefetches`].
 const PREFETCH_DEPTH: usize = 256;
-
-/// Channels per block of a blocked image.
-const BLOCK: usize = 16;
 
 /// The image of a blocked product: `image.img` holds channel planes (`blocked` false) or
 /// blocks of 16 channels (`[channels / 16][height][width][16]`), with `image`'s geometry.
