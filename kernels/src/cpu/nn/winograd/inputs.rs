@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use super::transform::Tiling;
 use super::{LANES, WinogradImage, row_blocks};
+#[cfg(target_arch = "x86_64")]
 use crate::cpu::nn::blocked::vector16::{Vector16, Ymm2, Zmm};
 use crate::cpu::nn::matrix::SendPtr;
 use crate::cpu::nn::packed_gemm::Isa;

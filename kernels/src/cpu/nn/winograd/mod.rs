@@ -32,7 +32,6 @@ use rayon::prelude::*;
 use super::epilogue::Epilogue;
 use super::matrix::SendPtr;
 use super::packed_gemm::{self, Isa, PackedA};
-#[cfg(target_arch = "x86_64")]
 use inputs::transform_inputs;
 use outputs::Outputs;
 use transform::Tiling;
