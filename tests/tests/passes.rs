@@ -152,6 +152,63 @@ fn gathered_fixed_dims_of_a_symbolic_shape_fold_and_the_pad_gets_a_shape() {
     assert_same_outputs(&bytes, g, input(&[2, 3, 5, 7]), 0.0);
 }
 
+/// `F.interpolate(x, size=…)` as PyTorch exports it: `sizes` is the batch and channels of
+/// `x`'s own shape, then sizes computed at run time. The resize keeps the rank, the batch and
+/// the channels, and the convolution after it knows its channels too.
+#[test]
+fn a_resize_to_computed_sizes_keeps_the_batch_and_channels_it_takes_from_a_shape() {
+    let mut m = ModelBuilder::new(13);
+    m.input("x", &[-1, 3, 8, 6])
+        .weight("w", &[4, 3, 1, 1], 0.5)
+        .ints("zero", &[0])
+        .ints("two", &[2])
+        .ints("four", &[4])
+        .ints("halves", &[2, 2])
+        .node("Shape", &["x"], &["s"], &[])
+        .node("Slice", &["s", "zero", "two"], &["nc"], &[])
+        .node("Slice", &["s", "two", "four"], &["hw"], &[])
+        .node("Div", &["hw", "halves"], &["half"], &[])
+        .node(
+            "Concat",
+            &["nc", "half"],
+            &["sizes"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("Resize", &["x", "", "", "sizes"], &["r"], &[])
+        .node("Conv", &["r", "w"], &["y"], &[])
+        .output("y");
+    let bytes = m.to_bytes(13);
+    let mut g = load(&bytes);
+    shape_inference::infer(&mut g);
+    let n = Dim::Symbol("N".into());
+    let resized = g.nodes[5].outputs[0].unwrap();
+    assert_eq!(
+        g.value(resized).shape,
+        Some(vec![n.clone(), Dim::Fixed(3), Dim::Unknown, Dim::Unknown])
+    );
+    assert_eq!(
+        g.value(g.outputs[0]).shape,
+        Some(vec![n, Dim::Fixed(4), Dim::Unknown, Dim::Unknown])
+    );
+    assert_same_outputs(&bytes, g, input(&[2, 3, 8, 6]), 0.0);
+}
+
+/// A resize to constant sizes has exactly that shape.
+#[test]
+fn a_resize_to_constant_sizes_has_them_as_its_shape() {
+    let mut m = ModelBuilder::new(13);
+    m.input("x", &[1, 3, 8, 6])
+        .ints("sizes", &[1, 3, 4, 9])
+        .node("Resize", &["x", "", "", "sizes"], &["y"], &[])
+        .output("y");
+    let mut g = load(&m.to_bytes(13));
+    shape_inference::infer(&mut g);
+    assert_eq!(
+        g.value(g.outputs[0]).shape,
+        Some([1, 3, 4, 9].map(Dim::Fixed).to_vec())
+    );
+}
+
 #[test]
 fn symbolic_dims_flow_through_shape_inference() {
     let mut m = ModelBuilder::new(7);

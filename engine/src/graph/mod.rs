@@ -3,6 +3,7 @@
 mod ids;
 mod node;
 pub mod passes;
+mod resize_shape;
 pub mod shape_inference;
 mod value;
 mod value_kinds;

@@ -15,6 +15,7 @@ pub fn infer(graph: &mut Graph) {
         info.dtype = Some(t.dtype());
         info.shape = Some(t.shape().iter().map(|&d| Dim::Fixed(d)).collect());
     }
+    let producers = graph.producers();
     for i in 0..graph.nodes.len() {
         if let Some(ty) = super::value_kinds::infer_output_type(graph, &graph.nodes[i]) {
             if let Some(Some(v)) = graph.nodes[i].outputs.first().copied() {
@@ -23,7 +24,16 @@ pub fn infer(graph: &mut Graph) {
             continue;
         }
         let node = &graph.nodes[i];
-        let (dtype, shapes) = infer_node(graph, node);
+        let (dtype, shapes) = match node.op_type == "Resize" && node.domain.is_empty() {
+            true => (
+                dtype_only(node, |i| {
+                    let v = node.inputs.get(i).copied().flatten()?;
+                    graph.value(v).dtype
+                }),
+                vec![super::resize_shape::resize_shape(graph, node, &producers)],
+            ),
+            false => infer_node(graph, node),
+        };
         let outputs = node.outputs.clone();
         for (k, out) in outputs.iter().enumerate() {
             let Some(v) = out else { continue };
