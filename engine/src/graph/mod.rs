@@ -1,5 +1,6 @@
 //! The engine's graph IR: dense ids, values with types and shapes, nodes in topological order.
 
+mod blocked_inference;
 mod ids;
 mod node;
 pub mod passes;

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use super::shape_inference::clamp_index;
 use super::{Dim, Graph, Node, ValueId};
 
 /// The output shape of `Resize` node `node` (`producers`: each value's producing node), as far
@@ -94,7 +95,6 @@ fn sliced_shape(
         return None;
     };
     let rank = y.len() as i64;
-    let clamp = |v: i64| if v < 0 { (v + rank).max(0) } else { v.min(rank) } as usize;
-    let (start, end) = (clamp(start), clamp(end));
-    Some(y[start..end.max(start)].to_vec())
+    let (start, end) = (clamp_index(start, rank), clamp_index(end, rank));
+    Some(y[start as usize..end.max(start) as usize].to_vec())
 }

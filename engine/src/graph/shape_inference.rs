@@ -2,9 +2,11 @@
 //! running. Dimensions may be symbolic (`batch`), bound when the inputs arrive; anything a rule
 //! cannot derive stays unknown, which is always safe (it only limits what constant folding can do).
 
+use std::collections::HashMap;
+
 use spillway_kernels::{DType, Tensor};
 
-use super::{Dim, Graph, Node};
+use super::{Dim, Graph, Node, ValueId};
 
 /// Infers dtypes and shapes of node outputs in topological order. Declared infos are kept
 /// where inference knows less.
@@ -24,16 +26,7 @@ pub fn infer(graph: &mut Graph) {
             continue;
         }
         let node = &graph.nodes[i];
-        let (dtype, shapes) = match node.op_type == "Resize" && node.domain.is_empty() {
-            true => (
-                dtype_only(node, |i| {
-                    let v = node.inputs.get(i).copied().flatten()?;
-                    graph.value(v).dtype
-                }),
-                vec![super::resize_shape::resize_shape(graph, node, &producers)],
-            ),
-            false => infer_node(graph, node),
-        };
+        let (dtype, shapes) = infer_node(graph, node, &producers);
         let outputs = node.outputs.clone();
         for (k, out) in outputs.iter().enumerate() {
             let Some(v) = out else { continue };
@@ -71,7 +64,13 @@ fn known(shape: &[Dim]) -> usize {
 
 type Shape = Vec<Dim>;
 
-fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>) {
+/// Dtype and shapes of `node`'s outputs (`producers`: each value's producing node, for rules
+/// that look at how an input was computed).
+fn infer_node(
+    graph: &Graph,
+    node: &Node,
+    producers: &HashMap<ValueId, usize>,
+) -> (Option<DType>, Vec<Option<Shape>>) {
     let input = |i: usize| node.inputs.get(i).copied().flatten();
     let shape_of = |i: usize| input(i).and_then(|v| graph.value(v).shape.clone());
     let dtype_of = |i: usize| input(i).and_then(|v| graph.value(v).dtype);
@@ -83,9 +82,19 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
     if node.domain == spillway_kernels::cpu::nn::blocked::DOMAIN {
         if node.op_type == "Concat" {
             let inputs: Option<Vec<Shape>> = (0..node.inputs.len()).map(shape_of).collect();
-            return (dtype_of(0), one(blocked_concat(node, inputs)));
+            return (
+                dtype_of(0),
+                one(super::blocked_inference::blocked_concat(node, inputs)),
+            );
         }
-        return (dtype_of(0), one(blocked(node, shape_of(0), shape_of(1))));
+        return (
+            dtype_of(0),
+            one(super::blocked_inference::blocked(
+                node,
+                shape_of(0),
+                shape_of(1),
+            )),
+        );
     }
     match node.op_type.as_str() {
         "Relu"
@@ -149,15 +158,8 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
         "Shape" => {
             let n = shape_of(0).map(|s| {
                 let rank = s.len() as i64;
-                let clamp = |v: i64| {
-                    if v < 0 {
-                        (v + rank).max(0)
-                    } else {
-                        v.min(rank)
-                    }
-                };
-                let start = clamp(attrs.int("start", 0).unwrap_or(0));
-                let end = clamp(attrs.int("end", rank).unwrap_or(rank));
+                let start = clamp_index(attrs.int("start", 0).unwrap_or(0), rank);
+                let end = clamp_index(attrs.int("end", rank).unwrap_or(rank), rank);
                 (end - start).max(0) as usize
             });
             (Some(DType::I64), one(n.map(|n| vec![Dim::Fixed(n)])))
@@ -300,6 +302,10 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
             };
             (dtype_of(0), one(s))
         }
+        "Resize" => (
+            dtype_of(0),
+            one(super::resize_shape::resize_shape(graph, node, producers)),
+        ),
         "Pad" => {
             // Opset 11+ takes the pads as an input, earlier ones as an attribute.
             let pads = ints(1).or_else(|| attrs.opt_ints("pads").ok().flatten());
@@ -321,12 +327,12 @@ fn infer_node(graph: &Graph, node: &Node) -> (Option<DType>, Vec<Option<Shape>>)
 /// or interpolate elements, `int64` for ops that return indices.
 fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<DType> {
     match node.op_type.as_str() {
-        "Resize" | "Upsample" | "Pad" | "Slice" | "GatherElements" | "GatherND" | "Squeeze"
-        | "Expand" | "Tile" | "Split" | "TopK" | "RoiAlign" | "ScatterElements" | "ScatterND"
-        | "Scatter" | "DepthToSpace" | "SpaceToDepth" | "ReduceMax" | "ReduceMin"
-        | "ReduceMean" | "ReduceSum" | "ReduceProd" | "ReduceL1" | "ReduceL2"
-        | "ReduceLogSumExp" | "ReduceSumSquare" | "ConvTranspose" | "LpNormalization" | "Range"
-        | "ReverseSequence" | "Compress" => dtype_of(0),
+        "Upsample" | "Pad" | "Slice" | "GatherElements" | "GatherND" | "Squeeze" | "Expand"
+        | "Tile" | "Split" | "TopK" | "RoiAlign" | "ScatterElements" | "ScatterND" | "Scatter"
+        | "DepthToSpace" | "SpaceToDepth" | "ReduceMax" | "ReduceMin" | "ReduceMean"
+        | "ReduceSum" | "ReduceProd" | "ReduceL1" | "ReduceL2" | "ReduceLogSumExp"
+        | "ReduceSumSquare" | "ConvTranspose" | "LpNormalization" | "Range" | "ReverseSequence"
+        | "Compress" => dtype_of(0),
         "NonZero" | "NonMaxSuppression" | "ArgMax" | "ArgMin" => Some(DType::I64),
         "ConstantOfShape" => match node.attrs.opt_tensor("value") {
             Ok(Some(t)) => Some(t.dtype()),
@@ -360,6 +366,16 @@ fn padded(input: Option<Shape>, pads: Option<Vec<i64>>, axes: Option<Vec<i64>>) 
         };
     }
     Some(out)
+}
+
+/// A `Shape`/`Slice` bound on an axis of length `rank`: negative counts from the end, and
+/// the result lies in `0..=rank`.
+pub(super) fn clamp_index(v: i64, rank: i64) -> i64 {
+    if v < 0 {
+        (v + rank).max(0)
+    } else {
+        v.min(rank)
+    }
 }
 
 fn product(dims: &[Dim]) -> Dim {
@@ -439,80 +455,9 @@ fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> 
     Some(out)
 }
 
-/// The output shape of a `spillway.nchw16c` node (blocked values are `[N, ⌈C / 16⌉, H, W,
-/// 16]`) from its input's and, for `Conv`, its weights'; the attribute `channels` of
-/// `ReorderOutput` and `GlobalAveragePool` gives their planar output's `C`.
-fn blocked(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
-    use spillway_kernels::cpu::nn::blocked::BLOCK;
-    let x = x?;
-    let x_blocked = (x.len() == 5).then(|| x.clone());
-    // The planar shape of a blocked input (a `Conv` may read planes), every lane counted.
-    let planar = match x.as_slice() {
-        [n, blocks, h, w, _] => {
-            let c = blocks
-                .fixed()
-                .map_or(Dim::Unknown, |b| Dim::Fixed(b * BLOCK));
-            vec![n.clone(), c, h.clone(), w.clone()]
-        }
-        _ => x,
-    };
-    let live = || match node.attrs.opt_int("channels").ok()? {
-        Some(c) => Some(Dim::Fixed(usize::try_from(c).ok()?)),
-        None => planar.get(1).cloned(),
-    };
-    match node.op_type.as_str() {
-        "ReorderOutput" => {
-            let mut y = planar.clone();
-            *y.get_mut(1)? = live()?;
-            Some(y)
-        }
-        "GlobalAveragePool" => Some(vec![
-            planar.first()?.clone(),
-            live()?,
-            Dim::Fixed(1),
-            Dim::Fixed(1),
-        ]),
-        "Conv" if node.attrs.int("blocked_output", 1).ok()? == 0 => {
-            conv_like(node, Some(planar), w)
-        }
-        "Pad" => {
-            let pads = node.attrs.opt_ints("pads").ok()??;
-            let [top, left, bottom, right] = pads[..] else {
-                return None;
-            };
-            let mut y = x_blocked?;
-            for (d, grow) in y[2..4].iter_mut().zip([top + bottom, left + right]) {
-                *d = match d.fixed() {
-                    Some(v) => Dim::Fixed(usize::try_from(v as i64 + grow).ok()?),
-                    None if grow == 0 => d.clone(),
-                    None => Dim::Unknown,
-                };
-            }
-            Some(y)
-        }
-        "Conv" | "MaxPool" | "AveragePool" => {
-            conv_like(node, Some(planar), w).map(|y| crate::graph::passes::blocked_shape(&y))
-        }
-        _ => None,
-    }
-}
-
-/// The output shape of the `spillway.nchw16c` `Concat`: the first input's, with blocks for the
-/// sum of the attribute `channels`.
-fn blocked_concat(node: &Node, inputs: Option<Vec<Shape>>) -> Option<Shape> {
-    use spillway_kernels::cpu::nn::blocked::BLOCK;
-    let total: i64 = node.attrs.opt_ints("channels").ok()??.iter().sum();
-    let mut y = inputs?.first()?.clone();
-    if y.len() != 5 {
-        return None;
-    }
-    y[1] = Dim::Fixed(usize::try_from(total).ok()?.div_ceil(BLOCK));
-    Some(y)
-}
-
 /// Output shape of Conv / MaxPool / AveragePool with explicit pads (auto_pad handled for
 /// SAME_* and VALID).
-fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
+pub(super) fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
     let x = x?;
     if x.len() < 3 {
         return None;
