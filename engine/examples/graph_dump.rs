@@ -13,7 +13,10 @@ fn main() -> anyhow::Result<()> {
     let shape = |v: &Option<spillway::graph::ValueId>| match v {
         Some(v) => {
             let info = graph.value(*v);
-            format!("{}{:?}", info.name, info.shape.as_deref().unwrap_or(&[]))
+            match info.shape.as_deref() {
+                Some(s) => format!("{}{s:?}", info.name),
+                None => format!("{}(shape unknown)", info.name),
+            }
         }
         None => "-".into(),
     };

@@ -158,7 +158,7 @@ fn gathered_fixed_dims_of_a_symbolic_shape_fold_and_the_pad_gets_a_shape() {
 #[test]
 fn a_resize_to_computed_sizes_keeps_the_batch_and_channels_it_takes_from_a_shape() {
     let mut m = ModelBuilder::new(13);
-    m.input("x", &[-1, 3, 8, 6])
+    m.input("x", &[-1, 3, -1, -1])
         .weight("w", &[4, 3, 1, 1], 0.5)
         .ints("zero", &[0])
         .ints("two", &[2])
@@ -190,7 +190,133 @@ fn a_resize_to_computed_sizes_keeps_the_batch_and_channels_it_takes_from_a_shape
         g.value(g.outputs[0]).shape,
         Some(vec![n, Dim::Fixed(4), Dim::Unknown, Dim::Unknown])
     );
-    assert_same_outputs(&bytes, g, input(&[2, 3, 8, 6]), 0.0);
+    assert_same_outputs(&bytes, g, input(&[2, 3, 2, 2]), 0.0);
+}
+
+/// Sizes computed from fixed dims are known, and so is the resize's shape.
+#[test]
+fn a_resize_to_sizes_computed_from_fixed_dims_has_them_as_its_shape() {
+    let mut m = ModelBuilder::new(13);
+    m.input("x", &[-1, 3, 8, 6])
+        .ints("two", &[2])
+        .ints("four", &[4])
+        .ints("halves", &[2, 2])
+        .ints("nc", &[1, 3])
+        .node("Shape", &["x"], &["s"], &[])
+        .node("Slice", &["s", "two", "four"], &["hw"], &[])
+        .node("Div", &["hw", "halves"], &["half"], &[])
+        .node(
+            "Concat",
+            &["nc", "half"],
+            &["sizes"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("Resize", &["x", "", "", "sizes"], &["y"], &[])
+        .output("y");
+    let bytes = m.to_bytes(13);
+    let mut g = load(&bytes);
+    shape_inference::infer(&mut g);
+    assert_eq!(
+        g.value(g.outputs[0]).shape,
+        Some([1, 3, 4, 3].map(Dim::Fixed).to_vec())
+    );
+    assert_same_outputs(&bytes, g, input(&[1, 3, 8, 6]), 0.0);
+}
+
+/// torchvision's detection transform pads each image to a multiple of 32 with `F.pad`, its
+/// pads computed at run time: the channels' from the largest channel count of the batch less
+/// the image's own (known: 0), the height's and width's from the image's size (not known).
+/// Exported, the pads go through `Concat`, `Reshape [-1, 2]`, a reversing `Slice`, `Transpose`
+/// and `Reshape`; the pad keeps the channels, and so does the convolution after it.
+#[test]
+fn pads_known_in_part_keep_the_channels_of_a_padded_image() {
+    let mut m = ModelBuilder::new(13);
+    m.input("x", &[3, -1, -1])
+        .weight("w", &[4, 3, 1, 1], 0.5)
+        .scalar_int("i0", 0, 7)
+        .scalar_int("i1", 1, 7)
+        .scalar_int("i2", 2, 7)
+        .scalar_float("stride", 32.0)
+        .ints("zero", &[0])
+        .ints("pairs", &[-1, 2])
+        .ints("flat", &[-1])
+        .ints("last", &[-1])
+        .ints("before_first", &[-i64::MAX])
+        .node("Shape", &["x"], &["s"], &[])
+        .node("Gather", &["s", "i0"], &["c"], &[("axis", Attr::Int(0))])
+        .node("Gather", &["s", "i1"], &["h"], &[("axis", Attr::Int(0))])
+        .node("Gather", &["s", "i2"], &["w_"], &[("axis", Attr::Int(0))]);
+    for d in ["h", "w_"] {
+        let name = |s: &str| format!("{d}{s}");
+        m.node("Cast", &[d], &[&name("f")], &[("to", Attr::Int(1))])
+            .node("Div", &[&name("f"), "stride"], &[&name("q")], &[])
+            .node("Ceil", &[&name("q")], &[&name("c")], &[])
+            .node("Mul", &[&name("c"), "stride"], &[&name("m")], &[])
+            .node(
+                "Cast",
+                &[&name("m")],
+                &[&name("i")],
+                &[("to", Attr::Int(7))],
+            )
+            .node("Sub", &[&name("i"), d], &[&name("p")], &[])
+            .node("Unsqueeze", &[&name("p"), "zero"], &[&name("p1")], &[]);
+    }
+    m.node("Unsqueeze", &["c", "zero"], &["c1"], &[])
+        .node("Concat", &["c1"], &["cs"], &[("axis", Attr::Int(0))])
+        .node("Cast", &["cs"], &["csf"], &[("to", Attr::Int(1))])
+        .node(
+            "ReduceMax",
+            &["csf"],
+            &["cmax"],
+            &[("keepdims", Attr::Int(0))],
+        )
+        .node("Cast", &["cmax"], &["cmi"], &[("to", Attr::Int(7))])
+        .node("Sub", &["cmi", "c"], &["cp"], &[])
+        .node("Unsqueeze", &["cp", "zero"], &["cp1"], &[])
+        .node(
+            "Concat",
+            &["zero", "w_p1", "zero", "hp1", "zero", "cp1"],
+            &["p6"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("Reshape", &["p6", "pairs"], &["p32"], &[])
+        .node(
+            "Slice",
+            &["p32", "last", "before_first", "zero", "last"],
+            &["reversed"],
+            &[],
+        )
+        .node(
+            "Transpose",
+            &["reversed"],
+            &["t"],
+            &[("perm", Attr::Ints(vec![1, 0]))],
+        )
+        .node("Reshape", &["t", "flat"], &["pads"], &[])
+        .node("Pad", &["x", "pads"], &["padded"], &[])
+        .node("Unsqueeze", &["padded", "zero"], &["batch"], &[])
+        .node("Conv", &["batch", "w"], &["y"], &[])
+        .output("y");
+    let bytes = m.to_bytes(13);
+    let mut g = load(&bytes);
+    passes::optimize(&mut g, passes::Level::Basic).unwrap();
+    let padded = g.nodes.iter().find(|n| n.op_type == "Pad").unwrap().outputs[0];
+    assert_eq!(
+        g.value(padded.unwrap()).shape,
+        Some(vec![Dim::Fixed(3), Dim::Unknown, Dim::Unknown])
+    );
+    assert_eq!(
+        g.value(g.outputs[0]).shape,
+        Some(vec![
+            Dim::Fixed(1),
+            Dim::Fixed(4),
+            Dim::Unknown,
+            Dim::Unknown
+        ])
+    );
+    // The channel pad folded away: nothing is left of its ReduceMax.
+    assert!(!ops(&g).contains(&"ReduceMax"), "{:?}", ops(&g));
+    assert_same_outputs(&bytes, g, input(&[3, 40, 40]), 0.0);
 }
 
 /// A resize to constant sizes has exactly that shape.

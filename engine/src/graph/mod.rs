@@ -2,6 +2,7 @@
 
 mod blocked_inference;
 mod ids;
+pub mod known_values;
 mod node;
 pub mod passes;
 mod resize_shape;

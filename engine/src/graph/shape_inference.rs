@@ -2,22 +2,22 @@
 //! running. Dimensions may be symbolic (`batch`), bound when the inputs arrive; anything a rule
 //! cannot derive stays unknown, which is always safe (it only limits what constant folding can do).
 
-use std::collections::HashMap;
-
 use spillway_kernels::{DType, Tensor};
 
-use super::{Dim, Graph, Node, ValueId};
+use super::known_values::{Element, KnownValues, slice_count};
+use super::{Dim, Graph, Node};
 
-/// Infers dtypes and shapes of node outputs in topological order. Declared infos are kept
-/// where inference knows less.
-pub fn infer(graph: &mut Graph) {
+/// Infers dtypes and shapes of node outputs in topological order, and returns the values known
+/// before running on the way ([`KnownValues`]). Declared infos are kept where inference knows
+/// less.
+pub fn infer(graph: &mut Graph) -> KnownValues {
     // Constants made by passes (folded weights) know their type and shape from the tensor.
     for (v, t) in &graph.constants {
         let info = &mut graph.values[v.index()];
         info.dtype = Some(t.dtype());
         info.shape = Some(t.shape().iter().map(|&d| Dim::Fixed(d)).collect());
     }
-    let producers = graph.producers();
+    let mut values = KnownValues::default();
     for i in 0..graph.nodes.len() {
         if let Some(ty) = super::value_kinds::infer_output_type(graph, &graph.nodes[i]) {
             if let Some(Some(v)) = graph.nodes[i].outputs.first().copied() {
@@ -26,7 +26,7 @@ pub fn infer(graph: &mut Graph) {
             continue;
         }
         let node = &graph.nodes[i];
-        let (dtype, shapes) = infer_node(graph, node, &producers);
+        let (dtype, shapes) = infer_node(graph, node, &values);
         let outputs = node.outputs.clone();
         for (k, out) in outputs.iter().enumerate() {
             let Some(v) = out else { continue };
@@ -47,7 +47,20 @@ pub fn infer(graph: &mut Graph) {
                 }
             }
         }
+        // A value computed before running knows its shape where the rules did not.
+        if let Some((y, shape)) = values.record(graph, &graph.nodes[i]) {
+            let info = &mut graph.values[y.index()];
+            let shape: Shape = shape.into_iter().map(Dim::Fixed).collect();
+            if info
+                .shape
+                .as_ref()
+                .is_none_or(|old| known(&shape) > known(old))
+            {
+                info.shape = Some(shape);
+            }
+        }
     }
+    values
 }
 
 /// How much a shape says: a fixed dim says more than a symbol, a symbol more than nothing.
@@ -64,18 +77,23 @@ fn known(shape: &[Dim]) -> usize {
 
 type Shape = Vec<Dim>;
 
-/// Dtype and shapes of `node`'s outputs (`producers`: each value's producing node, for rules
-/// that look at how an input was computed).
+/// Dtype and shapes of `node`'s outputs (`known`: the values before it known before running).
 fn infer_node(
     graph: &Graph,
     node: &Node,
-    producers: &HashMap<ValueId, usize>,
+    known: &KnownValues,
 ) -> (Option<DType>, Vec<Option<Shape>>) {
     let input = |i: usize| node.inputs.get(i).copied().flatten();
     let shape_of = |i: usize| input(i).and_then(|v| graph.value(v).shape.clone());
     let dtype_of = |i: usize| input(i).and_then(|v| graph.value(v).dtype);
     let constant = |i: usize| input(i).and_then(|v| graph.constants.get(&v));
     let ints = |i: usize| constant(i).and_then(|t| t.to_i64_vec().ok());
+    // An input's elements as far as they are known before running.
+    let elements = |i: usize| {
+        input(i)
+            .and_then(|v| known.get(graph, v))
+            .map(|p| p.elements)
+    };
     let attrs = &node.attrs;
     let one = |s: Option<Shape>| vec![s];
     let same = (dtype_of(0), one(shape_of(0)));
@@ -228,10 +246,40 @@ fn infer_node(
             dtype_of(0),
             one(reshape(
                 shape_of(0),
-                ints(1),
+                elements(1),
                 attrs.int("allowzero", 0).unwrap_or(0) != 0,
             )),
         ),
+        "ConstantOfShape" => {
+            let dims = elements(0).map(|e| e.iter().map(Element::dim).collect());
+            (dtype_only(node, dtype_of), one(dims))
+        }
+        "Expand" => {
+            let target: Option<Shape> = elements(1).map(|e| e.iter().map(Element::dim).collect());
+            let s = match (shape_of(0), target) {
+                (Some(x), Some(t)) => broadcast(&[x, t]),
+                _ => None,
+            };
+            (dtype_of(0), one(s))
+        }
+        "Tile" => {
+            let s = match (shape_of(0), elements(1)) {
+                (Some(x), Some(repeats)) if x.len() == repeats.len() => Some(
+                    x.iter()
+                        .zip(&repeats)
+                        .map(|(d, r)| match (d, r.int()) {
+                            (d, Some(1)) => d.clone(),
+                            (Dim::Fixed(d), Some(r)) => {
+                                usize::try_from(r).map_or(Dim::Unknown, |r| Dim::Fixed(d * r))
+                            }
+                            _ => Dim::Unknown,
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            };
+            (dtype_of(0), one(s))
+        }
         "Unsqueeze" => {
             let axes = if node.opset >= 13 {
                 ints(1)
@@ -302,13 +350,64 @@ fn infer_node(
             };
             (dtype_of(0), one(s))
         }
+        "Slice" => {
+            let s = match node.opset {
+                ..10 => None,
+                _ => shape_of(0).and_then(|x| {
+                    let ints = |i: usize| elements(i)?.iter().map(Element::int).collect();
+                    let optional = |i: usize| input(i).map(|_| ints(i));
+                    sliced(x, ints(1)?, ints(2)?, optional(3), optional(4))
+                }),
+            };
+            (dtype_of(0), one(s))
+        }
+        "Squeeze" => {
+            // Axes given but not known leave the shape unknown; none given squeeze every 1.
+            let axes = match node.opset {
+                ..13 => attrs.opt_ints("axes").ok(),
+                _ if input(1).is_some() => ints(1).map(Some),
+                _ => Some(None),
+            };
+            let s = match (shape_of(0), axes) {
+                (Some(x), Some(axes)) => squeezed(x, axes),
+                _ => None,
+            };
+            (dtype_of(0), one(s))
+        }
+        "ReduceMax" | "ReduceMin" | "ReduceMean" | "ReduceSum" | "ReduceProd" | "ReduceL1"
+        | "ReduceL2" | "ReduceLogSumExp" | "ReduceSumSquare" | "ArgMax" | "ArgMin" => {
+            let arg = node.op_type.starts_with("Arg");
+            // `axes` moved to an input in opset 13 for `ReduceSum`, in 18 for the others.
+            let axes = if arg {
+                Some(Some(vec![attrs.int("axis", 0).unwrap_or(0)]))
+            } else if input(1).is_some() {
+                ints(1).map(Some)
+            } else {
+                attrs.opt_ints("axes").ok()
+            };
+            let keep = attrs.int("keepdims", 1).unwrap_or(1) != 0;
+            let noop = !arg && attrs.int("noop_with_empty_axes", 0).unwrap_or(0) != 0;
+            let s = match (shape_of(0), axes) {
+                (Some(x), Some(axes)) => reduced(x, axes, keep, noop),
+                _ => None,
+            };
+            let dtype = if arg { Some(DType::I64) } else { dtype_of(0) };
+            (dtype, one(s))
+        }
         "Resize" => (
             dtype_of(0),
-            one(super::resize_shape::resize_shape(graph, node, producers)),
+            one(super::resize_shape::resize_shape(graph, node, known)),
         ),
         "Pad" => {
             // Opset 11+ takes the pads as an input, earlier ones as an attribute.
-            let pads = ints(1).or_else(|| attrs.opt_ints("pads").ok().flatten());
+            let pads = match node.opset {
+                ..11 => attrs
+                    .opt_ints("pads")
+                    .ok()
+                    .flatten()
+                    .map(|p| p.into_iter().map(Element::Int).collect()),
+                _ => elements(1),
+            };
             (dtype_of(0), one(padded(shape_of(0), pads, ints(3))))
         }
         "Constant" => {
@@ -343,9 +442,14 @@ fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<
     }
 }
 
-/// `Pad`'s output (`pads`, and `axes` from opset 18, known before running): each padded axis grows
-/// by its two pads; an axis of unknown or symbolic size stays so only when unpadded.
-fn padded(input: Option<Shape>, pads: Option<Vec<i64>>, axes: Option<Vec<i64>>) -> Option<Shape> {
+/// `Pad`'s output (`pads` as far as known, and `axes` from opset 18, known before running): each
+/// padded axis grows by its two pads; an axis of unknown or symbolic size stays so only when
+/// unpadded, and one whose pads are not known becomes unknown.
+fn padded(
+    input: Option<Shape>,
+    pads: Option<Vec<Element>>,
+    axes: Option<Vec<i64>>,
+) -> Option<Shape> {
     let mut out = input?;
     let pads = pads?;
     let rank = out.len() as i64;
@@ -356,7 +460,13 @@ fn padded(input: Option<Shape>, pads: Option<Vec<i64>>, axes: Option<Vec<i64>>) 
     for (i, &axis) in axes.iter().enumerate() {
         let axis = if axis < 0 { axis + rank } else { axis };
         let dim = out.get_mut(usize::try_from(axis).ok()?)?;
-        let grow = pads[i] + pads[i + axes.len()];
+        let grow = match (pads[i].int(), pads[i + axes.len()].int()) {
+            (Some(begin), Some(end)) => begin + end,
+            _ => {
+                *dim = Dim::Unknown;
+                continue;
+            }
+        };
         if grow == 0 {
             continue;
         }
@@ -366,6 +476,78 @@ fn padded(input: Option<Shape>, pads: Option<Vec<i64>>, axes: Option<Vec<i64>>) 
         };
     }
     Some(out)
+}
+
+/// `Slice`'s output for constant `starts`, `ends` and (if given) `axes` and `steps`: a sliced
+/// axis of fixed size gets its count, one of other size stays only when sliced whole.
+fn sliced(
+    mut x: Shape,
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+    axes: Option<Option<Vec<i64>>>,
+    steps: Option<Option<Vec<i64>>>,
+) -> Option<Shape> {
+    let axes = axes.map_or(Some((0..starts.len() as i64).collect()), |a| a)?;
+    let steps = steps.map_or(Some(vec![1; starts.len()]), |s| s)?;
+    if [ends.len(), axes.len(), steps.len()] != [starts.len(); 3] {
+        return None;
+    }
+    let rank = x.len() as i64;
+    for k in 0..starts.len() {
+        let axis = if axes[k] < 0 { axes[k] + rank } else { axes[k] };
+        let dim = x.get_mut(usize::try_from(axis).ok()?)?;
+        let whole = steps[k] == 1 && starts[k] == 0 && ends[k] >= i32::MAX as i64;
+        *dim = match dim.fixed() {
+            Some(d) => Dim::Fixed(slice_count(starts[k], ends[k], steps[k], d)?),
+            None if whole => dim.clone(),
+            None => Dim::Unknown,
+        };
+    }
+    Some(x)
+}
+
+/// `Squeeze`'s output: the `axes` removed, or without them every axis of size 1 (known only
+/// when every size is).
+fn squeezed(x: Shape, axes: Option<Vec<i64>>) -> Option<Shape> {
+    let rank = x.len() as i64;
+    let drop: Vec<usize> = match axes {
+        Some(axes) => axes
+            .iter()
+            .map(|&a| usize::try_from(if a < 0 { a + rank } else { a }).ok())
+            .collect::<Option<_>>()?,
+        None if x.iter().all(|d| d.fixed().is_some()) => {
+            (0..x.len()).filter(|&k| x[k] == Dim::Fixed(1)).collect()
+        }
+        None => return None,
+    };
+    Some(
+        (0..x.len())
+            .filter(|k| !drop.contains(k))
+            .map(|k| x[k].clone())
+            .collect(),
+    )
+}
+
+/// A reduction's output over `axes` (every axis when `None` or empty, unless `noop`).
+fn reduced(x: Shape, axes: Option<Vec<i64>>, keep: bool, noop: bool) -> Option<Shape> {
+    let rank = x.len() as i64;
+    let axes: Vec<usize> = match axes {
+        Some(a) if a.is_empty() && noop => return Some(x),
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .map(|&a| usize::try_from(if a < 0 { a + rank } else { a }).ok())
+            .collect::<Option<_>>()?,
+        _ => (0..x.len()).collect(),
+    };
+    Some(
+        (0..x.len())
+            .filter_map(|k| match (axes.contains(&k), keep) {
+                (false, _) => Some(x[k].clone()),
+                (true, true) => Some(Dim::Fixed(1)),
+                (true, false) => None,
+            })
+            .collect(),
+    )
 }
 
 /// A `Shape`/`Slice` bound on an axis of length `rank`: negative counts from the end, and
@@ -421,7 +603,9 @@ fn matmul(a: Option<Shape>, b: Option<Shape>) -> Option<Shape> {
     Some(out)
 }
 
-fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> Option<Shape> {
+/// `Reshape`'s output for a target known element by element (an unknown element, which may
+/// be `0` or `-1`, gives an unknown dim and leaves a `-1` unknown).
+fn reshape(input: Option<Shape>, target: Option<Vec<Element>>, allow_zero: bool) -> Option<Shape> {
     let target = target?;
     // An unknown input shape must not read as rank 0 (element count 1): `-1` stays unknown then.
     let input_known = input.is_some();
@@ -429,13 +613,12 @@ fn reshape(input: Option<Shape>, target: Option<Vec<i64>>, allow_zero: bool) -> 
     let mut out: Shape = target
         .iter()
         .enumerate()
-        .map(|(i, &t)| match t {
-            0 if !allow_zero => input.get(i).cloned().unwrap_or(Dim::Unknown),
-            t if t >= 0 => Dim::Fixed(t as usize),
-            _ => Dim::Unknown,
+        .map(|(i, t)| match t {
+            Element::Int(0) if !allow_zero => input.get(i).cloned().unwrap_or(Dim::Unknown),
+            t => t.dim(),
         })
         .collect();
-    if let Some(pos) = target.iter().position(|&t| t == -1) {
+    if let Some(pos) = target.iter().position(|t| *t == Element::Int(-1)) {
         let total = input_known
             .then(|| input.iter().map(Dim::fixed).product::<Option<usize>>())
             .flatten();
@@ -541,16 +724,20 @@ pub(super) fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Opti
 mod tests {
     use super::*;
 
+    fn ints(values: &[i64]) -> Vec<Element> {
+        values.iter().map(|&v| Element::Int(v)).collect()
+    }
+
     #[test]
     fn reshape_of_unknown_shape_leaves_minus_one_unknown() {
         // torchvision's anchor generator: Reshape(Range(..) of data-dependent length, [-1, 1]).
         assert_eq!(
-            reshape(None, Some(vec![-1, 1]), false),
+            reshape(None, Some(ints(&[-1, 1])), false),
             Some(vec![Dim::Unknown, Dim::Fixed(1)])
         );
         // With the input known, -1 takes the remaining element count: 20 / 1.
         assert_eq!(
-            reshape(Some(vec![Dim::Fixed(20)]), Some(vec![-1, 1]), false),
+            reshape(Some(vec![Dim::Fixed(20)]), Some(ints(&[-1, 1])), false),
             Some(vec![Dim::Fixed(20), Dim::Fixed(1)])
         );
     }
@@ -560,12 +747,12 @@ mod tests {
         let n = Dim::Symbol("n".into());
         let x = Some(vec![n.clone(), Dim::Fixed(3), Dim::Fixed(5), Dim::Fixed(7)]);
         assert_eq!(
-            padded(x.clone(), Some(vec![0, 0, 1, 0, 0, 0, 1, -2]), None),
+            padded(x.clone(), Some(ints(&[0, 0, 1, 0, 0, 0, 1, -2])), None),
             Some(vec![n.clone(), Dim::Fixed(3), Dim::Fixed(7), Dim::Fixed(5)])
         );
         // Opset 18's axes, one negative; a padded symbolic axis becomes unknown.
         assert_eq!(
-            padded(x.clone(), Some(vec![1, 2, 0, 1]), Some(vec![-1, 0])),
+            padded(x.clone(), Some(ints(&[1, 2, 0, 1])), Some(vec![-1, 0])),
             Some(vec![
                 Dim::Unknown,
                 Dim::Fixed(3),
@@ -574,9 +761,17 @@ mod tests {
             ])
         );
         assert_eq!(
-            padded(x.clone(), Some(vec![1, 1]), None),
+            padded(x.clone(), Some(ints(&[1, 1])), None),
             None,
             "pads of another rank"
+        );
+        // Pads known in part (torchvision's: the channels' known, the height's and width's
+        // computed from the image): an axis with an unknown pad becomes unknown.
+        let mut pads = ints(&[0, 0, 0, 0, 0, 0, 0, 0]);
+        pads[7] = Element::Unknown;
+        assert_eq!(
+            padded(x.clone(), Some(pads), None),
+            Some(vec![n, Dim::Fixed(3), Dim::Fixed(5), Dim::Unknown])
         );
         assert_eq!(padded(x, None, None), None, "pads known only when running");
     }

@@ -1,15 +1,16 @@
 //! Constant folding: nodes whose inputs are all known before running are run once, at load,
-//! and replaced by their outputs. `Shape` and `Size` of values whose shape inference fixed are
-//! folded too, which collapses the Shape→Gather→Concat chains exporters emit.
-
-use std::collections::HashMap;
+//! and replaced by their outputs. So are the integer values that shape inference knows whole
+//! although their inputs are not all constant ([`crate::graph::known_values`]): `Shape` of a
+//! fixed shape, the fixed dims gathered from a symbolic one, and what exporters compute from
+//! them, which collapses the Shape→Gather→Concat chains they emit.
 
 use spillway_kernels::Tensor;
 
 use crate::error::Result;
 use crate::exec::build_kernel;
 use crate::exec::value_ops::VALUE_OPS;
-use crate::graph::{Dim, Graph, Node, ValueId, shape_inference};
+use crate::graph::known_values::KnownValues;
+use crate::graph::{Dim, Graph, Node, shape_inference};
 
 /// Folded outputs larger than this stay computed at run time (a model can ask for huge
 /// constants, e.g. ConstantOfShape of a big shape, that would bloat the session).
@@ -20,11 +21,11 @@ const MAX_FOLDED_BYTES: usize = 64 << 20;
 pub fn fold_constants(graph: &mut Graph) -> Result<()> {
     loop {
         let mut changed = false;
-        let shapes = shape_nodes(graph);
+        let known = shape_inference::infer(graph);
         let nodes = std::mem::take(&mut graph.nodes);
         let mut kept = Vec::with_capacity(nodes.len());
         for node in nodes {
-            match fold_node(graph, &shapes, &node)? {
+            match fold_node(graph, &known, &node)? {
                 Some(outputs) => {
                     for (slot, t) in node.outputs.iter().zip(outputs) {
                         if let Some(v) = slot {
@@ -43,12 +44,11 @@ pub fn fold_constants(graph: &mut Graph) -> Result<()> {
         if !changed {
             return Ok(());
         }
-        shape_inference::infer(graph);
     }
 }
 
 /// The node's outputs if it can be computed now.
-fn fold_node(graph: &Graph, shapes: &ShapeNodes, node: &Node) -> Result<Option<Vec<Tensor>>> {
+fn fold_node(graph: &Graph, known: &KnownValues, node: &Node) -> Result<Option<Vec<Tensor>>> {
     let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
     if !default_domain || !node.subgraphs.is_empty() {
         return Ok(None);
@@ -64,7 +64,7 @@ fn fold_node(graph: &Graph, shapes: &ShapeNodes, node: &Node) -> Result<Option<V
     {
         return Ok(None);
     }
-    if let Some(t) = fold_shape(graph, node).or_else(|| fold_gathered_dims(graph, shapes, node)) {
+    if let Some(t) = fold_known(graph, known, node) {
         return Ok(Some(vec![t]));
     }
     let inputs: Option<Vec<Option<&Tensor>>> = node
@@ -94,74 +94,19 @@ fn fold_node(graph: &Graph, shapes: &ShapeNodes, node: &Node) -> Result<Option<V
     Ok(Some(outputs))
 }
 
-/// Each `Shape` node's output: the value it measures and the node (for `start` and `end`).
-type ShapeNodes = HashMap<ValueId, (ValueId, Node)>;
-
-fn shape_nodes(graph: &Graph) -> ShapeNodes {
-    graph
-        .nodes
-        .iter()
-        .filter(|n| n.op_type == "Shape" && n.domain.is_empty())
-        .filter_map(|n| {
-            Some((
-                n.outputs.first().copied()??,
-                (n.inputs.first().copied()??, n.clone()),
-            ))
-        })
-        .collect()
-}
-
-/// `Gather` (axis 0, constant indices) of a `Shape` whose gathered dimensions are fixed, even
-/// where others are not: exporters compute "same" padding from an image's height and width
-/// this way (timm's NASNet), and with a symbolic batch the whole `Shape` cannot fold.
-fn fold_gathered_dims(graph: &Graph, shapes: &ShapeNodes, node: &Node) -> Option<Tensor> {
-    if node.op_type != "Gather" || node.attrs.int("axis", 0).ok()? != 0 {
+/// The output of a node with inputs not all constant whose `int64` value is known whole before
+/// running.
+fn fold_known(graph: &Graph, known: &KnownValues, node: &Node) -> Option<Tensor> {
+    let [Some(y)] = node.outputs[..] else {
         return None;
-    }
-    let (measured, shape_node) = shapes.get(&node.inputs.first().copied()??)?;
-    let indices = graph.constants.get(&node.inputs.get(1).copied()??)?;
-    let dims = graph.value(*measured).shape.as_ref()?;
-    let (start, end) = shape_range(shape_node, dims.len())?;
-    let dims = &dims[start..end];
-    let count = dims.len() as i64;
-    let values: Option<Vec<i64>> = indices
-        .to_i64_vec()
-        .ok()?
-        .into_iter()
-        .map(|i| {
-            let i = if i < 0 { i + count } else { i };
-            dims.get(usize::try_from(i).ok()?)?
-                .fixed()
-                .map(|d| d as i64)
-        })
-        .collect();
-    Tensor::from_shape_vec(indices.shape(), values?).ok()
-}
-
-/// The dimensions `start..end` a `Shape` node of a rank-`rank` value returns (opset 15's
-/// attributes, negative from the end, clamped to the rank; empty when `end < start`).
-fn shape_range(node: &Node, rank: usize) -> Option<(usize, usize)> {
-    let rank = rank as i64;
-    let clamp = |x: i64| if x < 0 { (x + rank).clamp(0, rank) } else { x.min(rank) } as usize;
-    let start = clamp(node.attrs.int("start", 0).ok()?);
-    let end = clamp(node.attrs.int("end", rank).ok()?);
-    Some((start, end.max(start)))
-}
-
-/// `Shape` / `Size` of a value whose shape is fully fixed.
-fn fold_shape(graph: &Graph, node: &Node) -> Option<Tensor> {
-    if !matches!(node.op_type.as_str(), "Shape" | "Size") {
-        return None;
-    }
-    let v = node.inputs.first().copied().flatten()?;
-    if graph.constants.contains_key(&v) {
+    };
+    if graph.value(y).dtype != Some(spillway_kernels::DType::I64)
+        || node
+            .present_inputs()
+            .all(|v| graph.constants.contains_key(&v))
+    {
         return None; // the generic path folds it
     }
-    let dims = graph.value(v).fixed_shape()?;
-    if node.op_type == "Size" {
-        return Some(Tensor::scalar(dims.iter().product::<usize>() as i64));
-    }
-    let (start, end) = shape_range(node, dims.len())?;
-    let values: Vec<i64> = dims.get(start..end)?.iter().map(|&d| d as i64).collect();
-    Tensor::from_shape_vec(&[values.len()], values).ok()
+    let value = known.get(graph, y)?;
+    Tensor::from_shape_vec(&value.shape, value.ints()?).ok()
 }
