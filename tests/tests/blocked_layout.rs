@@ -1,7 +1,8 @@
 //! The blocked (NCHW16c) layout end to end: small CNNs that a default session moves into
 //! blocks of 16 channels — an inception block (strided first convolution on the image,
 //! pools, a concat, a 24-channel convolution that reads blocks and writes planes, global
-//! pooling), a residual block (the residual added in the blocked epilogue), a convolution
+//! pooling), a residual block (the residual added in the blocked epilogue; also after a
+//! resize to sizes known only when running), a convolution
 //! read by a depthwise one, and a NASNet-like cell (`Relu`, depthwise and pointwise
 //! convolutions, `Add`, `Concat` in blocks; a broadcasting `Add` left planar), also with 42
 //! channels, whose blocks are padded — against ONNX Runtime, with the rewritten graph checked
@@ -79,6 +80,41 @@ fn residual() -> Vec<u8> {
         .node("Conv", &["b", "c_w"], &["c"], &[])
         .node("Add", &["c", "a"], &["s"], &[])
         .node("Relu", &["s"], &["r"], &[])
+        .node("GlobalAveragePool", &["r"], &["y"], &[])
+        .output("y");
+    m.to_bytes(13)
+}
+
+/// [`residual`] after a resize to sizes computed at run time (a detector's backbone after its
+/// transform): the height and width are not known before running, but shape inference proves
+/// the residual's and the sum's equal, so the residual stays in blocks.
+fn residual_after_resize() -> Vec<u8> {
+    let mut m = ModelBuilder::new(48);
+    m.input("x", &[1, 16, 12, 12])
+        .ints("zero", &[0])
+        .ints("two", &[2])
+        .ints("four", &[4])
+        .scalar_float("scale", 1.5)
+        .node("Shape", &["x"], &["s"], &[])
+        .node("Slice", &["s", "zero", "two"], &["nc"], &[])
+        .node("Slice", &["s", "two", "four"], &["hw"], &[])
+        .node("Cast", &["hw"], &["hwf"], &[("to", Attr::Int(1))])
+        .node("Div", &["hwf", "scale"], &["scaled"], &[])
+        .node("Ceil", &["scaled"], &["up"], &[])
+        .node("Cast", &["up"], &["hwi"], &[("to", Attr::Int(7))])
+        .node(
+            "Concat",
+            &["nc", "hwi"],
+            &["sizes"],
+            &[("axis", Attr::Int(0))],
+        )
+        .node("Resize", &["x", "", "", "sizes"], &["resized"], &[]);
+    conv_relu(&mut m, "resized", "a", [32, 16, 1, 1], &[]);
+    conv_relu(&mut m, "a", "b", [32, 32, 3, 3], &[pads(1)]);
+    m.weight("c_w", &[32, 32, 1, 1], 0.2)
+        .node("Conv", &["b", "c_w"], &["c"], &[])
+        .node("Add", &["c", "a"], &["sum"], &[])
+        .node("Relu", &["sum"], &["r"], &[])
         .node("GlobalAveragePool", &["r"], &["y"], &[])
         .output("y");
     m.to_bytes(13)
@@ -243,6 +279,11 @@ fn matches_ort(label: &str, bytes: &[u8], shape: &[usize]) -> Session {
 fn blocked_models_match_onnx_runtime() {
     let inception = matches_ort("inception", &inception(), &[1, 3, 33, 33]);
     let residual = matches_ort("residual", &residual(), &[2, 16, 12, 12]);
+    let resized = matches_ort(
+        "residual after a resize",
+        &residual_after_resize(),
+        &[1, 16, 12, 12],
+    );
     let depthwise = matches_ort("before depthwise", &before_depthwise(), &[1, 16, 10, 10]);
     let cell = matches_ort("separable cell", &separable_cell(1, 32), &[1, 32, 9, 9]);
     let symbolic = matches_ort(
@@ -272,6 +313,7 @@ fn blocked_models_match_onnx_runtime() {
         for s in [
             &inception,
             &residual,
+            &resized,
             &depthwise,
             &cell,
             &symbolic,
@@ -304,9 +346,20 @@ fn blocked_models_match_onnx_runtime() {
     assert_eq!(count(&ops_of, "GlobalAveragePool", DOMAIN), 1, "{ops_of:?}");
     assert_eq!(count(&ops_of, "Concat", ""), 1, "{ops_of:?}");
     assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
-    let ops_of = ops(&residual);
-    assert_eq!(count(&ops_of, "Conv", DOMAIN), 3, "{ops_of:?}");
-    assert_eq!(count(&ops_of, "GlobalAveragePool", DOMAIN), 1, "{ops_of:?}");
+    for (label, session) in [("residual", &residual), ("after a resize", &resized)] {
+        let ops_of = ops(session);
+        assert_eq!(count(&ops_of, "Conv", DOMAIN), 3, "{label}: {ops_of:?}");
+        assert_eq!(
+            count(&ops_of, "GlobalAveragePool", DOMAIN),
+            1,
+            "{label}: {ops_of:?}"
+        );
+        assert_eq!(
+            count(&ops_of, "ReorderOutput", DOMAIN),
+            0,
+            "{label}: {ops_of:?}"
+        );
+    }
     // The pointwise convolution gives blocks to the depthwise one, which gives them to the
     // global pool: no reorder.
     let ops_of = ops(&depthwise);

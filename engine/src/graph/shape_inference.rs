@@ -5,7 +5,7 @@
 use spillway_kernels::{DType, Tensor};
 
 use super::known_values::{Element, KnownValues, slice_count};
-use super::{Dim, Graph, Node};
+use super::{Dim, Graph, Node, ValueInfo};
 
 /// Infers dtypes and shapes of node outputs in topological order, and returns the values known
 /// before running on the way ([`KnownValues`]). Declared infos are kept where inference knows
@@ -38,41 +38,52 @@ pub fn infer(graph: &mut Graph) -> KnownValues {
                 info.dtype = dtype;
             }
             if let Some(Some(shape)) = shapes.get(k) {
-                let better = match &info.shape {
-                    None => true,
-                    Some(old) => old.len() == shape.len() && known(shape) > known(old),
-                };
-                if better {
-                    info.shape = Some(shape.clone());
-                }
+                let shape = shape
+                    .iter()
+                    .enumerate()
+                    .map(|(axis, d)| match d {
+                        Dim::Unknown => Dim::derived(&info.name, axis),
+                        d => d.clone(),
+                    })
+                    .collect();
+                update(info, shape);
             }
         }
         // A value computed before running knows its shape where the rules did not.
         if let Some((y, shape)) = values.record(graph, &graph.nodes[i]) {
-            let info = &mut graph.values[y.index()];
-            let shape: Shape = shape.into_iter().map(Dim::Fixed).collect();
-            if info
-                .shape
-                .as_ref()
-                .is_none_or(|old| known(&shape) > known(old))
-            {
-                info.shape = Some(shape);
-            }
+            update(
+                &mut graph.values[y.index()],
+                shape.into_iter().map(Dim::Fixed).collect(),
+            );
         }
     }
     values
 }
 
-/// How much a shape says: a fixed dim says more than a symbol, a symbol more than nothing.
-fn known(shape: &[Dim]) -> usize {
-    shape
-        .iter()
-        .map(|d| match d {
-            Dim::Fixed(_) => 2,
-            Dim::Symbol(_) => 1,
-            Dim::Unknown => 0,
-        })
-        .sum()
+/// Takes what `shape` (inferred now) says about `info`'s value where it says more than what
+/// `info` holds, dim by dim; a declared shape of another rank is kept.
+fn update(info: &mut ValueInfo, shape: Shape) {
+    // A fixed dim says more than an input's symbol, that more than a derived one (which a
+    // newer one replaces: it follows the graph as the passes left it), that more than nothing.
+    let says = |d: &Dim| match d {
+        Dim::Fixed(_) => 3,
+        Dim::Symbol(_) if d.is_derived() => 1,
+        Dim::Symbol(_) => 2,
+        Dim::Unknown => 0,
+    };
+    info.shape = Some(match info.shape.take() {
+        None => shape,
+        Some(old) if old.len() != shape.len() => old,
+        Some(old) => old
+            .into_iter()
+            .zip(shape)
+            .map(|(old, new)| match says(&new).cmp(&says(&old)) {
+                std::cmp::Ordering::Greater => new,
+                std::cmp::Ordering::Equal if new.is_derived() => new,
+                _ => old,
+            })
+            .collect(),
+    });
 }
 
 type Shape = Vec<Dim>;
@@ -685,15 +696,25 @@ pub(super) fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Opti
     }
     let mut out = vec![x[0].clone(), channels];
     for i in 0..spatial {
+        let k = (kernel[i] - 1) * dilations[i] + 1;
+        let s = strides[i].max(1);
         let d = match x[2 + i].fixed() {
             Some(d) => d as i64,
             None => {
-                out.push(Dim::Unknown);
+                // A window of stride 1 padded by its extent less one keeps the size.
+                let same = match auto_pad.as_str() {
+                    "SAME_UPPER" | "SAME_LOWER" => true,
+                    "VALID" => k == 1,
+                    _ => pads[i] + pads[i + spatial] == k - 1,
+                };
+                out.push(if s == 1 && same {
+                    x[2 + i].clone()
+                } else {
+                    Dim::Unknown
+                });
                 continue;
             }
         };
-        let k = (kernel[i] - 1) * dilations[i] + 1;
-        let s = strides[i].max(1);
         let n = match auto_pad.as_str() {
             "SAME_UPPER" | "SAME_LOWER" => (d + s - 1) / s,
             "VALID" => (d - k) / s + 1,

@@ -8,7 +8,9 @@ use spillway_kernels::DType;
 pub enum Dim {
     /// A fixed size.
     Fixed(usize),
-    /// A named size, bound by the inputs at run time (`batch`, `N`, …).
+    /// A named size: one of the inputs' (`batch`, `N`, …), bound when they arrive, or one that
+    /// shape inference derives and cannot compute before running ([`Dim::derived`]), named
+    /// so that sizes it proves equal show as equal.
     Symbol(String),
     /// Nothing is known.
     Unknown,
@@ -24,10 +26,27 @@ impl Dim {
     }
 }
 
+/// How the name of a derived symbol begins (no input's dim name does in practice).
+const DERIVED: char = '?';
+
+impl Dim {
+    /// The size of axis `axis` of the value named `value`, not known before running: a symbol
+    /// that the dims proven equal to it share.
+    pub fn derived(value: &str, axis: usize) -> Dim {
+        Dim::Symbol(format!("{DERIVED}{value}:{axis}"))
+    }
+
+    /// True for a symbol that shape inference derived ([`Dim::derived`]).
+    pub fn is_derived(&self) -> bool {
+        matches!(self, Dim::Symbol(s) if s.starts_with(DERIVED))
+    }
+}
+
 impl std::fmt::Display for Dim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Dim::Fixed(n) => write!(f, "{n}"),
+            Dim::Symbol(_) if self.is_derived() => f.write_str("?"),
             Dim::Symbol(s) => f.write_str(s),
             Dim::Unknown => f.write_str("?"),
         }

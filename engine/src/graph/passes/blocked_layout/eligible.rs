@@ -71,9 +71,10 @@ pub(super) fn blockable_depthwise(graph: &Graph, node: &Node) -> bool {
         && planar
 }
 
-/// `Relu`, or `Add` of two `f32` values of one 4-D shape, known but for a symbolic batch
-/// (one symbol is one size: an exported model's `batch`): on blocked values the same op
-/// gives the blocked result.
+/// `Relu`, or `Add` of two `f32` values of one 4-D shape with fixed channels, the other dims
+/// fixed or proven equal (one symbol is one size: an exported model's `batch`, or a height
+/// shape inference followed from the same image): on blocked values the same op gives the
+/// blocked result.
 pub(super) fn same_shape_elementwise(graph: &Graph, node: &Node) -> bool {
     let arity = match node.op_type.as_str() {
         "Relu" => 1,
@@ -94,8 +95,8 @@ pub(super) fn same_shape_elementwise(graph: &Graph, node: &Node) -> bool {
                     && info.shape == infos[0].shape
                     && info.shape.as_deref().is_some_and(|s| {
                         s.len() == 4
-                            && matches!(s[0], Dim::Fixed(_) | Dim::Symbol(_))
-                            && s[1..].iter().all(|d| matches!(d, Dim::Fixed(_)))
+                            && matches!(s[1], Dim::Fixed(_))
+                            && s.iter().all(|d| *d != Dim::Unknown)
                     })
             })
         })

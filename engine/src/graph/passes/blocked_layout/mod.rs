@@ -16,9 +16,11 @@
 //! - a depthwise `Conv` or `FusedConv` (one group per channel, channels that fill blocks as
 //!   above, no `Z`) gives blocks when it reads blocks;
 //! - `MaxPool` and `AveragePool` (2-D, one output, no dilations), `Concat` along the
-//!   channels, `Relu`, and `Add` of two values of the same shape (a symbolic batch allowed)
-//!   give blocks when all they read is blocked; a `Concat` whose inputs before the last leave
-//!   padding becomes the blocked `Concat`, which packs the live channels;
+//!   channels, `Relu`, and `Add` of two values of the same shape (symbolic sizes allowed: a
+//!   model's `batch`, or a height that shape inference proved equal,
+//!   [`crate::graph::Dim::derived`]) give blocks when all they read is blocked; a `Concat`
+//!   whose inputs before the last leave padding becomes the blocked `Concat`, which packs the
+//!   live channels;
 //! - `Pad` of the height and width with a constant gives blocks when it reads blocks;
 //! - `GlobalAveragePool` of blocks gives the usual planar `[N, C, 1, 1]`.
 //!
