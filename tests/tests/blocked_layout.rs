@@ -2,8 +2,9 @@
 //! blocks of 16 channels — an inception block (strided first convolution on the image,
 //! pools, a concat, a 24-channel convolution that reads blocks and writes planes, global
 //! pooling), a residual block (the residual added in the blocked epilogue; also after a
-//! resize to sizes known only when running), a convolution
-//! read by a depthwise one, and a NASNet-like cell (`Relu`, depthwise and pointwise
+//! resize to sizes known only when running), a convolution read by a depthwise one,
+//! MobileNetV3's squeeze-and-excitation (its channel-scaling `Mul` in blocks), and a
+//! NASNet-like cell (`Relu`, depthwise and pointwise
 //! convolutions, `Add`, `Concat` in blocks; a broadcasting `Add` left planar), also with 42
 //! channels, whose blocks are padded — against ONNX Runtime, with the rewritten graph checked
 //! node by node.
@@ -117,6 +118,34 @@ fn residual_after_resize() -> Vec<u8> {
         .node("Relu", &["sum"], &["r"], &[])
         .node("GlobalAveragePool", &["r"], &["y"], &[])
         .output("y");
+    m.to_bytes(13)
+}
+
+/// MobileNetV3's squeeze-and-excitation on `c` channels: a pointwise convolution, a depthwise
+/// one, a global pool, two pointwise convolutions on the pooled `[1, c, 1, 1]` (the second
+/// with a hard sigmoid) and the `Mul` that scales the depthwise output's channels by them,
+/// then a pointwise convolution and a global pool. All in blocks, the `Mul` too (broadcasting
+/// over the 5-D values); with 42 channels the padded lanes must stay finite through it.
+fn squeeze_excitation(c: i64) -> Vec<u8> {
+    let mut m = ModelBuilder::new(49);
+    m.input("x", &[1, 16, 8, 8]);
+    conv_relu(&mut m, "x", "a", [c, 16, 1, 1], &[]);
+    conv_relu(
+        &mut m,
+        "a",
+        "d",
+        [c, 1, 3, 3],
+        &[pads(1), ("group", Attr::Int(c))],
+    );
+    m.node("GlobalAveragePool", &["d"], &["pooled"], &[]);
+    conv_relu(&mut m, "pooled", "fc1", [c, c, 1, 1], &[]);
+    m.weight("fc2_w", &[c, c, 1, 1], 0.2)
+        .weight("fc2_b", &[c], 0.2)
+        .node("Conv", &["fc1", "fc2_w", "fc2_b"], &["fc2"], &[])
+        .node("HardSigmoid", &["fc2"], &["scale"], &[])
+        .node("Mul", &["scale", "d"], &["scaled"], &[]);
+    conv_relu(&mut m, "scaled", "p", [32, c, 1, 1], &[]);
+    m.node("GlobalAveragePool", &["p"], &["y"], &[]).output("y");
     m.to_bytes(13)
 }
 
@@ -279,6 +308,8 @@ fn matches_ort(label: &str, bytes: &[u8], shape: &[usize]) -> Session {
 fn blocked_models_match_onnx_runtime() {
     let inception = matches_ort("inception", &inception(), &[1, 3, 33, 33]);
     let residual = matches_ort("residual", &residual(), &[2, 16, 12, 12]);
+    let excitations =
+        [32, 42].map(|c| matches_ort("squeeze-excitation", &squeeze_excitation(c), &[1, 16, 8, 8]));
     let resized = matches_ort(
         "residual after a resize",
         &residual_after_resize(),
@@ -314,6 +345,8 @@ fn blocked_models_match_onnx_runtime() {
             &inception,
             &residual,
             &resized,
+            &excitations[0],
+            &excitations[1],
             &depthwise,
             &cell,
             &symbolic,
@@ -346,6 +379,28 @@ fn blocked_models_match_onnx_runtime() {
     assert_eq!(count(&ops_of, "GlobalAveragePool", DOMAIN), 1, "{ops_of:?}");
     assert_eq!(count(&ops_of, "Concat", ""), 1, "{ops_of:?}");
     assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
+    // Every convolution and both global pools in blocks; the scaling `Mul` reads two blocked
+    // (5-D) values.
+    for excitation in &excitations {
+        let ops_of = ops(excitation);
+        assert_eq!(count(&ops_of, "Conv", DOMAIN), 5, "{ops_of:?}");
+        assert_eq!(count(&ops_of, "GlobalAveragePool", DOMAIN), 2, "{ops_of:?}");
+        assert_eq!(count(&ops_of, "ReorderOutput", DOMAIN), 0, "{ops_of:?}");
+        let graph = excitation.graph();
+        let mul = graph.nodes.iter().find(|n| n.op_type == "Mul").unwrap();
+        let ranks: Vec<usize> = mul
+            .inputs
+            .iter()
+            .map(|v| {
+                graph
+                    .value(v.unwrap())
+                    .shape
+                    .as_ref()
+                    .map_or(0, |s| s.len())
+            })
+            .collect();
+        assert_eq!(ranks, [5, 5], "{ops_of:?}");
+    }
     for (label, session) in [("residual", &residual), ("after a resize", &resized)] {
         let ops_of = ops(session);
         assert_eq!(count(&ops_of, "Conv", DOMAIN), 3, "{label}: {ops_of:?}");

@@ -184,7 +184,7 @@ fn a_resize_to_computed_sizes_keeps_the_batch_and_channels_it_takes_from_a_shape
     let resized = g.nodes[5].outputs[0].unwrap();
     // The height and width are not known: they are named after the resize's output, and the
     // 1×1 convolution keeps them.
-    let (h, w) = (Dim::derived("r", 2), Dim::derived("r", 3));
+    let (h, w) = (Dim::derived(resized, "r", 2), Dim::derived(resized, "r", 3));
     assert_eq!(
         g.value(resized).shape,
         Some(vec![n.clone(), Dim::Fixed(3), h.clone(), w.clone()])
@@ -304,9 +304,13 @@ fn pads_known_in_part_keep_the_channels_of_a_padded_image() {
     let mut g = load(&bytes);
     passes::optimize(&mut g, passes::Level::Basic).unwrap();
     let padded = g.nodes.iter().find(|n| n.op_type == "Pad").unwrap().outputs[0];
-    let (h, w) = (Dim::derived("padded", 1), Dim::derived("padded", 2));
+    let padded = padded.unwrap();
+    let (h, w) = (
+        Dim::derived(padded, "padded", 1),
+        Dim::derived(padded, "padded", 2),
+    );
     assert_eq!(
-        g.value(padded.unwrap()).shape,
+        g.value(padded).shape,
         Some(vec![Dim::Fixed(3), h.clone(), w.clone()])
     );
     assert_eq!(

@@ -42,7 +42,7 @@ pub fn infer(graph: &mut Graph) -> KnownValues {
                     .iter()
                     .enumerate()
                     .map(|(axis, d)| match d {
-                        Dim::Unknown => Dim::derived(&info.name, axis),
+                        Dim::Unknown => Dim::derived(*v, &info.name, axis),
                         d => d.clone(),
                     })
                     .collect();

@@ -1,6 +1,7 @@
 //! What the graph knows about a value before running: name, kind (tensor, sequence,
 //! optional), element type and shape.
 
+use super::ValueId;
 use spillway_kernels::DType;
 
 /// One dimension of a shape known before running.
@@ -30,10 +31,12 @@ impl Dim {
 const DERIVED: char = '?';
 
 impl Dim {
-    /// The size of axis `axis` of the value named `value`, not known before running: a symbol
-    /// that the dims proven equal to it share.
-    pub fn derived(value: &str, axis: usize) -> Dim {
-        Dim::Symbol(format!("{DERIVED}{value}:{axis}"))
+    /// The size of axis `axis` of value `id` (named `name`), not known before running: a
+    /// symbol that the dims proven equal to it share. Both the id and the name are in it, so
+    /// that two values never share one, even where names repeat or a graph is rebuilt with
+    /// other ids.
+    pub fn derived(id: ValueId, name: &str, axis: usize) -> Dim {
+        Dim::Symbol(format!("{DERIVED}{name}#{}:{axis}", id.index()))
     }
 
     /// True for a symbol that shape inference derived ([`Dim::derived`]).

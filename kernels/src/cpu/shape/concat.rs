@@ -31,6 +31,12 @@ impl Kernel for Concat {
         let first = *present
             .first()
             .ok_or_else(|| KernelError::Arity("Concat needs at least one input".into()))?;
+        if let [only] = present[..] {
+            // One input is its own concatenation: shared, not copied (torchvision batches
+            // its one image so, 1.2 MB for SSDlite).
+            super::util::norm_axis(self.axis, only.rank())?;
+            return Ok(vec![only.clone()]);
+        }
         let out = dispatch_copy!(
             first,
             a => concat_typed(a, &present, self.axis, copy_pieces)?,
@@ -272,5 +278,15 @@ mod tests {
             Err(KernelError::DTypeMismatch(_))
         ));
         assert!(matches!(run(2, &[&a, &a]), Err(KernelError::Shape(_))));
+        assert!(run(2, &[&a]).is_err(), "one input, its axis still checked");
+    }
+
+    #[test]
+    fn one_input_is_shared() {
+        let a = Tensor::from_shape_vec(&[1, 3], vec![1f32, 2.0, 3.0]).unwrap();
+        let out = run(-2, &[&a]).unwrap();
+        assert_eq!(out[0], a);
+        let (x, y) = (a.shared::<f32>().unwrap(), out[0].shared::<f32>().unwrap());
+        assert_eq!(x.as_ptr(), y.as_ptr(), "not copied");
     }
 }

@@ -4,7 +4,7 @@
 use spillway_kernels::DType;
 use spillway_kernels::cpu::nn::blocked::{BLOCK, stored_channels};
 
-use crate::graph::{Dim, Graph, Node, ValueInfo};
+use crate::graph::{Dim, Graph, Node, ValueId, ValueInfo};
 
 pub(super) fn default_domain(node: &Node) -> bool {
     node.domain.is_empty() || node.domain == "ai.onnx"
@@ -71,35 +71,36 @@ pub(super) fn blockable_depthwise(graph: &Graph, node: &Node) -> bool {
         && planar
 }
 
-/// `Relu`, or `Add` of two `f32` values of one 4-D shape with fixed channels, the other dims
-/// fixed or proven equal (one symbol is one size: an exported model's `batch`, or a height
-/// shape inference followed from the same image): on blocked values the same op gives the
-/// blocked result.
-pub(super) fn same_shape_elementwise(graph: &Graph, node: &Node) -> bool {
+/// `Relu`, or `Add` or `Mul` of two `f32` 4-D values with the output's batch and fixed
+/// channels, each of whose height and width is the output's or 1 (a squeeze-and-excitation
+/// scale is `[N, C, 1, 1]`): on blocked values the same op, broadcasting over the 5-D values,
+/// gives the blocked result. Their dims are fixed or proven equal (one symbol is one size: an
+/// exported model's `batch`, or a height that shape inference followed from the same image).
+pub(super) fn blockable_elementwise(graph: &Graph, node: &Node) -> bool {
     let arity = match node.op_type.as_str() {
         "Relu" => 1,
-        "Add" => 2,
+        "Add" | "Mul" => 2,
         _ => return false,
     };
-    let shapes: Option<Vec<&ValueInfo>> = node
-        .inputs
-        .iter()
-        .map(|v| v.map(|v| graph.value(v)))
-        .collect();
+    let shape = |v: Option<ValueId>| {
+        let info = graph.value(v?);
+        let s = info.shape.as_deref()?;
+        (info.dtype == Some(DType::F32)
+            && s.len() == 4
+            && matches!(s[1], Dim::Fixed(_))
+            && s.iter().all(|d| *d != Dim::Unknown))
+        .then_some(s)
+    };
+    let Some(out) = node.outputs.first().and_then(|&y| shape(y)) else {
+        return false;
+    };
+    // Each input gives the output's batch and channels, and its height and width or 1.
+    let fits =
+        |s: &[Dim]| s[..2] == out[..2] && (2..4).all(|k| s[k] == out[k] || s[k] == Dim::Fixed(1));
     default_domain(node)
         && node.attrs.names().next().is_none()
         && node.inputs.len() == arity
-        && shapes.is_some_and(|infos| {
-            infos.iter().all(|info| {
-                info.dtype == Some(DType::F32)
-                    && info.shape == infos[0].shape
-                    && info.shape.as_deref().is_some_and(|s| {
-                        s.len() == 4
-                            && matches!(s[1], Dim::Fixed(_))
-                            && s.iter().all(|d| *d != Dim::Unknown)
-                    })
-            })
-        })
+        && node.inputs.iter().all(|&v| shape(v).is_some_and(fits))
 }
 
 /// `[top, left, bottom, right]` and the constant of a `Pad` in constant mode of a 4-D `f32`

@@ -16,9 +16,10 @@
 //! - a depthwise `Conv` or `FusedConv` (one group per channel, channels that fill blocks as
 //!   above, no `Z`) gives blocks when it reads blocks;
 //! - `MaxPool` and `AveragePool` (2-D, one output, no dilations), `Concat` along the
-//!   channels, `Relu`, and `Add` of two values of the same shape (symbolic sizes allowed: a
-//!   model's `batch`, or a height that shape inference proved equal,
-//!   [`crate::graph::Dim::derived`]) give blocks when all they read is blocked; a `Concat`
+//!   channels, `Relu`, and `Add` or `Mul` of two values of the same shape or of one that
+//!   scales the other's channels (`[N, C, 1, 1]`: MobileNetV3's squeeze-and-excitation)
+//!   give blocks when all they read is blocked (symbolic sizes allowed: a model's `batch`, or
+//!   a height that shape inference proved equal, [`crate::graph::Dim::derived`]); a `Concat`
 //!   whose inputs before the last leave padding becomes the blocked `Concat`, which packs the
 //!   live channels;
 //! - `Pad` of the height and width with a constant gives blocks when it reads blocks;
@@ -28,10 +29,10 @@
 //! ([`concat_relu`]), and one read only by depthwise convolutions into them
 //! ([`depthwise_relu`]).
 //!
-//! A convolution writes blocks for a depthwise convolution, a `Relu` or an `Add` only when
-//! their own readers (a few levels on) take blocks too, and for an `Add` when its other input
-//! comes from a node that can give blocks: a reorder later would cost more than the planar
-//! output.
+//! A convolution writes blocks for a depthwise convolution, a `Relu`, an `Add` or a `Mul`
+//! only when their own readers (a few levels on) take blocks too, and for an `Add` or a `Mul`
+//! when its other input comes from a node that can give blocks: a reorder later would cost
+//! more than the planar output.
 //!
 //! Any other reader of a blocked value, and the graph's outputs, get the planar value back
 //! from a `ReorderOutput` placed right after the producer. Blocked values are 5-D
@@ -52,8 +53,8 @@ use spillway_kernels::{AttrValue, DType};
 
 use crate::graph::{Dim, Graph, Node, ValueId, ValueInfo};
 use eligible::{
-    block_count, blockable_conv, blockable_depthwise, channel_concat, channel_count,
-    default_domain, padded_channels, plain_pool, same_shape_elementwise, spatial_pad,
+    block_count, blockable_conv, blockable_depthwise, blockable_elementwise, channel_concat,
+    channel_count, default_domain, padded_channels, plain_pool, spatial_pad,
 };
 
 /// The opset of the rewritten nodes.
@@ -68,7 +69,7 @@ enum Rewrite {
     Blocks,
     /// A depthwise convolution of blocks, giving blocks.
     Depthwise,
-    /// `Relu` or `Add` of blocks, giving blocks: the same op on the 5-D values.
+    /// `Relu`, `Add` or `Mul` of blocks, giving blocks: the same op on the 5-D values.
     Elementwise,
     /// `GlobalAveragePool` of blocks, giving planes.
     Global,
@@ -169,7 +170,7 @@ fn rewrite_of(
     if plain_pool(node) || channel_concat(node) {
         return Some(Rewrite::Blocks);
     }
-    if same_shape_elementwise(graph, node) {
+    if blockable_elementwise(graph, node) {
         return Some(Rewrite::Elementwise);
     }
     (default_domain(node)
@@ -193,7 +194,7 @@ fn may_give_blocks(graph: &Graph, node: &Node, y: ValueId, givers: &HashSet<Valu
     if spatial_pad(graph, node).is_some() {
         return node.inputs[0].is_some_and(|x| givers.contains(&x));
     }
-    (plain_pool(node) || channel_concat(node) || same_shape_elementwise(graph, node))
+    (plain_pool(node) || channel_concat(node) || blockable_elementwise(graph, node))
         && node
             .inputs
             .iter()
@@ -214,7 +215,7 @@ fn takes_blocks(graph: &Graph, node: &Node, at: usize, readers: &Readers, depth:
     if blockable_depthwise(graph, node) {
         return at == 0 && passes_on(node);
     }
-    if same_shape_elementwise(graph, node) {
+    if blockable_elementwise(graph, node) {
         let others = node
             .inputs
             .iter()
@@ -344,7 +345,8 @@ fn blocked_node(
         node.outputs[0] = Some(b);
     }
     // `Concat` of whole blocks stays the default domain's: along axis 1 it joins blocks as
-    // they are; so do `Relu` and `Add`, which compute each element alone.
+    // they are; so do `Relu`, `Add` and `Mul`, which compute each element alone (a padded
+    // channel's lanes stay finite: zero, or a product or sum of finite lanes).
     let default_concat = node.op_type == "Concat" && node.domain != DOMAIN;
     if !matches!(rewrite, Rewrite::Elementwise) && !default_concat {
         node.domain = DOMAIN.into();
