@@ -152,21 +152,18 @@ fn gathered_fixed_dims_of_a_symbolic_shape_fold_and_the_pad_gets_a_shape() {
     assert_same_outputs(&bytes, g, input(&[2, 3, 5, 7]), 0.0);
 }
 
-/// `F.interpolate(x, size=…)` as PyTorch exports it: `sizes` is the batch and channels of
-/// `x`'s own shape, then sizes computed at run time. The resize keeps the rank, the batch and
-/// the channels, and the convolution after it knows its channels too.
-#[test]
-fn a_resize_to_computed_sizes_keeps_the_batch_and_channels_it_takes_from_a_shape() {
+/// A resize of `x` (of `dims`) to `sizes`: `nc` (the batch and channels), then half of `x`'s
+/// height and width, computed at run time from its shape as `F.interpolate(x, size=…)` is
+/// exported; the resized image is `r`. `nc` is made by `add_nc`.
+fn halving_resize(dims: &[i64], add_nc: impl FnOnce(&mut ModelBuilder)) -> ModelBuilder {
     let mut m = ModelBuilder::new(13);
-    m.input("x", &[-1, 3, -1, -1])
-        .weight("w", &[4, 3, 1, 1], 0.5)
-        .ints("zero", &[0])
+    m.input("x", dims)
         .ints("two", &[2])
         .ints("four", &[4])
         .ints("halves", &[2, 2])
-        .node("Shape", &["x"], &["s"], &[])
-        .node("Slice", &["s", "zero", "two"], &["nc"], &[])
-        .node("Slice", &["s", "two", "four"], &["hw"], &[])
+        .node("Shape", &["x"], &["s"], &[]);
+    add_nc(&mut m);
+    m.node("Slice", &["s", "two", "four"], &["hw"], &[])
         .node("Div", &["hw", "halves"], &["half"], &[])
         .node(
             "Concat",
@@ -174,14 +171,33 @@ fn a_resize_to_computed_sizes_keeps_the_batch_and_channels_it_takes_from_a_shape
             &["sizes"],
             &[("axis", Attr::Int(0))],
         )
-        .node("Resize", &["x", "", "", "sizes"], &["r"], &[])
+        .node("Resize", &["x", "", "", "sizes"], &["r"], &[]);
+    m
+}
+
+/// `F.interpolate(x, size=…)` as PyTorch exports it: `sizes` is the batch and channels of
+/// `x`'s own shape, then sizes computed at run time. The resize keeps the rank, the batch and
+/// the channels, and the convolution after it knows its channels too.
+#[test]
+fn a_resize_to_computed_sizes_keeps_the_batch_and_channels_it_takes_from_a_shape() {
+    let mut m = halving_resize(&[-1, 3, -1, -1], |m| {
+        m.ints("zero", &[0])
+            .node("Slice", &["s", "zero", "two"], &["nc"], &[]);
+    });
+    m.weight("w", &[4, 3, 1, 1], 0.5)
         .node("Conv", &["r", "w"], &["y"], &[])
         .output("y");
     let bytes = m.to_bytes(13);
     let mut g = load(&bytes);
     shape_inference::infer(&mut g);
     let n = Dim::Symbol("N".into());
-    let resized = g.nodes[5].outputs[0].unwrap();
+    let resized = g
+        .nodes
+        .iter()
+        .find(|n| n.op_type == "Resize")
+        .unwrap()
+        .outputs[0]
+        .unwrap();
     // The height and width are not known: they are named after the resize's output, and the
     // 1×1 convolution keeps them.
     let (h, w) = (Dim::derived(resized, "r", 2), Dim::derived(resized, "r", 3));
@@ -199,23 +215,10 @@ fn a_resize_to_computed_sizes_keeps_the_batch_and_channels_it_takes_from_a_shape
 /// Sizes computed from fixed dims are known, and so is the resize's shape.
 #[test]
 fn a_resize_to_sizes_computed_from_fixed_dims_has_them_as_its_shape() {
-    let mut m = ModelBuilder::new(13);
-    m.input("x", &[-1, 3, 8, 6])
-        .ints("two", &[2])
-        .ints("four", &[4])
-        .ints("halves", &[2, 2])
-        .ints("nc", &[1, 3])
-        .node("Shape", &["x"], &["s"], &[])
-        .node("Slice", &["s", "two", "four"], &["hw"], &[])
-        .node("Div", &["hw", "halves"], &["half"], &[])
-        .node(
-            "Concat",
-            &["nc", "half"],
-            &["sizes"],
-            &[("axis", Attr::Int(0))],
-        )
-        .node("Resize", &["x", "", "", "sizes"], &["y"], &[])
-        .output("y");
+    let mut m = halving_resize(&[-1, 3, 8, 6], |m| {
+        m.ints("nc", &[1, 3]);
+    });
+    m.output("r");
     let bytes = m.to_bytes(13);
     let mut g = load(&bytes);
     shape_inference::infer(&mut g);
