@@ -3,7 +3,7 @@
 
 use spillway_kernels::cpu::nn::blocked::BLOCK;
 
-use super::shape_inference::conv_like;
+use super::shape_rules::conv_like;
 use super::{Dim, Node};
 
 type Shape = Vec<Dim>;

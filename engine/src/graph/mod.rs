@@ -5,8 +5,8 @@ mod ids;
 pub mod known_values;
 mod node;
 pub mod passes;
-mod resize_shape;
 pub mod shape_inference;
+mod shape_rules;
 mod value;
 mod value_kinds;
 

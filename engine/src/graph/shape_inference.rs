@@ -4,7 +4,11 @@
 
 use spillway_kernels::{DType, Tensor};
 
-use super::known_values::{Element, KnownValues, slice_count};
+use super::known_values::{Element, KnownValues};
+use super::shape_rules::{
+    Shape, broadcast, clamp_index, conv_like, matmul, padded, product, reduced, reshape,
+    resize_shape, sliced, squeezed,
+};
 use super::{Dim, Graph, Node, ValueInfo};
 
 /// Infers dtypes and shapes of node outputs in topological order, and returns the values known
@@ -86,8 +90,6 @@ fn update(info: &mut ValueInfo, shape: Shape) {
     });
 }
 
-type Shape = Vec<Dim>;
-
 /// Dtype and shapes of `node`'s outputs (`known`: the values before it known before running).
 fn infer_node(
     graph: &Graph,
@@ -97,14 +99,14 @@ fn infer_node(
     let input = |i: usize| node.inputs.get(i).copied().flatten();
     let shape_of = |i: usize| input(i).and_then(|v| graph.value(v).shape.clone());
     let dtype_of = |i: usize| input(i).and_then(|v| graph.value(v).dtype);
-    let constant = |i: usize| input(i).and_then(|v| graph.constants.get(&v));
-    let ints = |i: usize| constant(i).and_then(|t| t.to_i64_vec().ok());
-    // An input's elements as far as they are known before running.
+    // An input's elements as far as they are known before running, and its integers when
+    // all are known.
     let elements = |i: usize| {
         input(i)
             .and_then(|v| known.get(graph, v))
             .map(|p| p.elements)
     };
+    let ints = |i: usize| -> Option<Vec<i64>> { elements(i)?.iter().map(Element::int).collect() };
     let attrs = &node.attrs;
     let one = |s: Option<Shape>| vec![s];
     let same = (dtype_of(0), one(shape_of(0)));
@@ -365,7 +367,6 @@ fn infer_node(
             let s = match node.opset {
                 ..10 => None,
                 _ => shape_of(0).and_then(|x| {
-                    let ints = |i: usize| elements(i)?.iter().map(Element::int).collect();
                     let optional = |i: usize| input(i).map(|_| ints(i));
                     sliced(x, ints(1)?, ints(2)?, optional(3), optional(4))
                 }),
@@ -405,10 +406,7 @@ fn infer_node(
             let dtype = if arg { Some(DType::I64) } else { dtype_of(0) };
             (dtype, one(s))
         }
-        "Resize" => (
-            dtype_of(0),
-            one(super::resize_shape::resize_shape(graph, node, known)),
-        ),
+        "Resize" => (dtype_of(0), one(resize_shape(graph, node, known))),
         "Pad" => {
             // Opset 11+ takes the pads as an input, earlier ones as an attribute.
             let pads = match node.opset {
@@ -450,350 +448,5 @@ fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<
             Err(_) => None,
         },
         _ => None,
-    }
-}
-
-/// `Pad`'s output (`pads` as far as known, and `axes` from opset 18, known before running): each
-/// padded axis grows by its two pads; an axis of unknown or symbolic size stays so only when
-/// unpadded, and one whose pads are not known becomes unknown.
-fn padded(
-    input: Option<Shape>,
-    pads: Option<Vec<Element>>,
-    axes: Option<Vec<i64>>,
-) -> Option<Shape> {
-    let mut out = input?;
-    let pads = pads?;
-    let rank = out.len() as i64;
-    let axes: Vec<i64> = axes.unwrap_or_else(|| (0..rank).collect());
-    if pads.len() != 2 * axes.len() {
-        return None;
-    }
-    for (i, &axis) in axes.iter().enumerate() {
-        let axis = if axis < 0 { axis + rank } else { axis };
-        let dim = out.get_mut(usize::try_from(axis).ok()?)?;
-        let grow = match (pads[i].int(), pads[i + axes.len()].int()) {
-            (Some(begin), Some(end)) => begin + end,
-            _ => {
-                *dim = Dim::Unknown;
-                continue;
-            }
-        };
-        if grow == 0 {
-            continue;
-        }
-        *dim = match dim.fixed() {
-            Some(d) => Dim::Fixed(usize::try_from(d as i64 + grow).ok()?),
-            None => Dim::Unknown,
-        };
-    }
-    Some(out)
-}
-
-/// `Slice`'s output for constant `starts`, `ends` and (if given) `axes` and `steps`: a sliced
-/// axis of fixed size gets its count, one of other size stays only when sliced whole.
-fn sliced(
-    mut x: Shape,
-    starts: Vec<i64>,
-    ends: Vec<i64>,
-    axes: Option<Option<Vec<i64>>>,
-    steps: Option<Option<Vec<i64>>>,
-) -> Option<Shape> {
-    let axes = axes.map_or(Some((0..starts.len() as i64).collect()), |a| a)?;
-    let steps = steps.map_or(Some(vec![1; starts.len()]), |s| s)?;
-    if [ends.len(), axes.len(), steps.len()] != [starts.len(); 3] {
-        return None;
-    }
-    let rank = x.len() as i64;
-    for k in 0..starts.len() {
-        let axis = if axes[k] < 0 { axes[k] + rank } else { axes[k] };
-        let dim = x.get_mut(usize::try_from(axis).ok()?)?;
-        let whole = steps[k] == 1 && starts[k] == 0 && ends[k] >= i32::MAX as i64;
-        *dim = match dim.fixed() {
-            Some(d) => Dim::Fixed(slice_count(starts[k], ends[k], steps[k], d)?),
-            None if whole => dim.clone(),
-            None => Dim::Unknown,
-        };
-    }
-    Some(x)
-}
-
-/// `Squeeze`'s output: the `axes` removed, or without them every axis of size 1 (known only
-/// when every size is).
-fn squeezed(x: Shape, axes: Option<Vec<i64>>) -> Option<Shape> {
-    let rank = x.len() as i64;
-    let drop: Vec<usize> = match axes {
-        Some(axes) => axes
-            .iter()
-            .map(|&a| usize::try_from(if a < 0 { a + rank } else { a }).ok())
-            .collect::<Option<_>>()?,
-        None if x.iter().all(|d| d.fixed().is_some()) => {
-            (0..x.len()).filter(|&k| x[k] == Dim::Fixed(1)).collect()
-        }
-        None => return None,
-    };
-    Some(
-        (0..x.len())
-            .filter(|k| !drop.contains(k))
-            .map(|k| x[k].clone())
-            .collect(),
-    )
-}
-
-/// A reduction's output over `axes` (every axis when `None` or empty, unless `noop`).
-fn reduced(x: Shape, axes: Option<Vec<i64>>, keep: bool, noop: bool) -> Option<Shape> {
-    let rank = x.len() as i64;
-    let axes: Vec<usize> = match axes {
-        Some(a) if a.is_empty() && noop => return Some(x),
-        Some(a) if !a.is_empty() => a
-            .iter()
-            .map(|&a| usize::try_from(if a < 0 { a + rank } else { a }).ok())
-            .collect::<Option<_>>()?,
-        _ => (0..x.len()).collect(),
-    };
-    Some(
-        (0..x.len())
-            .filter_map(|k| match (axes.contains(&k), keep) {
-                (false, _) => Some(x[k].clone()),
-                (true, true) => Some(Dim::Fixed(1)),
-                (true, false) => None,
-            })
-            .collect(),
-    )
-}
-
-/// A `Shape`/`Slice` bound on an axis of length `rank`: negative counts from the end, and
-/// the result lies in `0..=rank`.
-pub(super) fn clamp_index(v: i64, rank: i64) -> i64 {
-    if v < 0 {
-        (v + rank).max(0)
-    } else {
-        v.min(rank)
-    }
-}
-
-fn product(dims: &[Dim]) -> Dim {
-    if let [single] = dims {
-        return single.clone();
-    }
-    dims.iter()
-        .map(Dim::fixed)
-        .product::<Option<usize>>()
-        .map_or(Dim::Unknown, Dim::Fixed)
-}
-
-/// Multidirectional broadcasting of known ranks.
-fn broadcast(shapes: &[Shape]) -> Option<Shape> {
-    let rank = shapes.iter().map(Vec::len).max()?;
-    let mut out = vec![Dim::Fixed(1); rank];
-    for s in shapes {
-        let offset = rank - s.len();
-        for (i, d) in s.iter().enumerate() {
-            let o = &mut out[offset + i];
-            *o = match (&*o, d) {
-                (Dim::Fixed(1), d) => d.clone(),
-                (o, Dim::Fixed(1)) => o.clone(),
-                (a, b) if a == b => a.clone(),
-                (Dim::Fixed(a), Dim::Fixed(b)) if a != b => return None,
-                (Dim::Fixed(a), _) | (_, Dim::Fixed(a)) => Dim::Fixed(*a),
-                _ => Dim::Unknown,
-            };
-        }
-    }
-    Some(out)
-}
-
-fn matmul(a: Option<Shape>, b: Option<Shape>) -> Option<Shape> {
-    let (a, b) = (a?, b?);
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let batch = broadcast(&[a[..a.len() - 2].to_vec(), b[..b.len() - 2].to_vec()])?;
-    let mut out = batch;
-    out.push(a[a.len() - 2].clone());
-    out.push(b[b.len() - 1].clone());
-    Some(out)
-}
-
-/// `Reshape`'s output for a target known element by element (an unknown element, which may
-/// be `0` or `-1`, gives an unknown dim and leaves a `-1` unknown).
-fn reshape(input: Option<Shape>, target: Option<Vec<Element>>, allow_zero: bool) -> Option<Shape> {
-    let target = target?;
-    // An unknown input shape must not read as rank 0 (element count 1): `-1` stays unknown then.
-    let input_known = input.is_some();
-    let input = input.unwrap_or_default();
-    let mut out: Shape = target
-        .iter()
-        .enumerate()
-        .map(|(i, t)| match t {
-            Element::Int(0) if !allow_zero => input.get(i).cloned().unwrap_or(Dim::Unknown),
-            t => t.dim(),
-        })
-        .collect();
-    if let Some(pos) = target.iter().position(|t| *t == Element::Int(-1)) {
-        let total = input_known
-            .then(|| input.iter().map(Dim::fixed).product::<Option<usize>>())
-            .flatten();
-        let rest = out
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != pos)
-            .map(|(_, d)| d.fixed())
-            .product::<Option<usize>>();
-        if let (Some(total), Some(rest)) = (total, rest)
-            && rest > 0
-            && total % rest == 0
-        {
-            out[pos] = Dim::Fixed(total / rest);
-        }
-    }
-    Some(out)
-}
-
-/// Output shape of Conv / MaxPool / AveragePool with explicit pads (auto_pad handled for
-/// SAME_* and VALID).
-pub(super) fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Option<Shape> {
-    let x = x?;
-    if x.len() < 3 {
-        return None;
-    }
-    let spatial = x.len() - 2;
-    let attrs = &node.attrs;
-    let channels = if matches!(node.op_type.as_str(), "Conv" | "FusedConv") {
-        w.as_ref()
-            .and_then(|w| w.first().cloned())
-            .unwrap_or(Dim::Unknown)
-    } else {
-        x[1].clone()
-    };
-    let kernel: Vec<i64> = match attrs.opt_ints("kernel_shape").ok()? {
-        Some(k) => k,
-        None => w?
-            .get(2..)?
-            .iter()
-            .map(|d| d.fixed().map(|v| v as i64))
-            .collect::<Option<Vec<_>>>()?,
-    };
-    let strides = attrs
-        .opt_ints("strides")
-        .ok()?
-        .unwrap_or_else(|| vec![1; spatial]);
-    let dilations = attrs
-        .opt_ints("dilations")
-        .ok()?
-        .unwrap_or_else(|| vec![1; spatial]);
-    let pads = attrs
-        .opt_ints("pads")
-        .ok()?
-        .unwrap_or_else(|| vec![0; 2 * spatial]);
-    let auto_pad = attrs.string("auto_pad", "NOTSET").ok()?;
-    let ceil = attrs.int("ceil_mode", 0).ok()? != 0;
-    if kernel.len() != spatial
-        || strides.len() != spatial
-        || dilations.len() != spatial
-        || pads.len() != 2 * spatial
-    {
-        return None;
-    }
-    let mut out = vec![x[0].clone(), channels];
-    for i in 0..spatial {
-        let k = (kernel[i] - 1) * dilations[i] + 1;
-        let s = strides[i].max(1);
-        let d = match x[2 + i].fixed() {
-            Some(d) => d as i64,
-            None => {
-                // A window of stride 1 padded by its extent less one keeps the size.
-                let same = match auto_pad.as_str() {
-                    "SAME_UPPER" | "SAME_LOWER" => true,
-                    "VALID" => k == 1,
-                    _ => pads[i] + pads[i + spatial] == k - 1,
-                };
-                out.push(if s == 1 && same {
-                    x[2 + i].clone()
-                } else {
-                    Dim::Unknown
-                });
-                continue;
-            }
-        };
-        let n = match auto_pad.as_str() {
-            "SAME_UPPER" | "SAME_LOWER" => (d + s - 1) / s,
-            "VALID" => (d - k) / s + 1,
-            _ => {
-                let span = d + pads[i] + pads[i + spatial] - k;
-                let mut n = if ceil {
-                    (span + s - 1) / s + 1
-                } else {
-                    span / s + 1
-                };
-                // With ceil_mode the last window must start inside the input or its begin pad.
-                if ceil && (n - 1) * s >= d + pads[i] {
-                    n -= 1;
-                }
-                n
-            }
-        };
-        out.push(if n > 0 {
-            Dim::Fixed(n as usize)
-        } else {
-            Dim::Unknown
-        });
-    }
-    Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ints(values: &[i64]) -> Vec<Element> {
-        values.iter().map(|&v| Element::Int(v)).collect()
-    }
-
-    #[test]
-    fn reshape_of_unknown_shape_leaves_minus_one_unknown() {
-        // torchvision's anchor generator: Reshape(Range(..) of data-dependent length, [-1, 1]).
-        assert_eq!(
-            reshape(None, Some(ints(&[-1, 1])), false),
-            Some(vec![Dim::Unknown, Dim::Fixed(1)])
-        );
-        // With the input known, -1 takes the remaining element count: 20 / 1.
-        assert_eq!(
-            reshape(Some(vec![Dim::Fixed(20)]), Some(ints(&[-1, 1])), false),
-            Some(vec![Dim::Fixed(20), Dim::Fixed(1)])
-        );
-    }
-
-    #[test]
-    fn pad_grows_each_padded_axis_by_its_two_pads() {
-        let n = Dim::Symbol("n".into());
-        let x = Some(vec![n.clone(), Dim::Fixed(3), Dim::Fixed(5), Dim::Fixed(7)]);
-        assert_eq!(
-            padded(x.clone(), Some(ints(&[0, 0, 1, 0, 0, 0, 1, -2])), None),
-            Some(vec![n.clone(), Dim::Fixed(3), Dim::Fixed(7), Dim::Fixed(5)])
-        );
-        // Opset 18's axes, one negative; a padded symbolic axis becomes unknown.
-        assert_eq!(
-            padded(x.clone(), Some(ints(&[1, 2, 0, 1])), Some(vec![-1, 0])),
-            Some(vec![
-                Dim::Unknown,
-                Dim::Fixed(3),
-                Dim::Fixed(5),
-                Dim::Fixed(8)
-            ])
-        );
-        assert_eq!(
-            padded(x.clone(), Some(ints(&[1, 1])), None),
-            None,
-            "pads of another rank"
-        );
-        // Pads known in part (torchvision's: the channels' known, the height's and width's
-        // computed from the image): an axis with an unknown pad becomes unknown.
-        let mut pads = ints(&[0, 0, 0, 0, 0, 0, 0, 0]);
-        pads[7] = Element::Unknown;
-        assert_eq!(
-            padded(x.clone(), Some(pads), None),
-            Some(vec![n, Dim::Fixed(3), Dim::Fixed(5), Dim::Unknown])
-        );
-        assert_eq!(padded(x, None, None), None, "pads known only when running");
     }
 }

@@ -1,3 +1,4 @@
+use super::rearrange::slice_start;
 use super::*;
 
 fn ints(values: &[i64]) -> Vec<Element> {
