@@ -77,6 +77,22 @@ def relu(path, c, hw):
     model(path, [1, c, hw, hw], [helper.make_node("Relu", ["x"], ["y"])], [])
 
 
+def matmul_bias(path, m, k, n, trans_b=False):
+    """`x [1, m, k]` times a weight matrix plus a bias (a transformer's projection: MatMul + Add),
+    or with `trans_b` a `Gemm` of `x [m, k]` and a `[n, k]` weight (a box head's classifier)."""
+    rng = np.random.default_rng(7)
+    b = rng.random(n, dtype=np.float32)
+    if trans_b:
+        w = (rng.random((n, k), dtype=np.float32) - 0.5) * 0.1
+        inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+        model(path, [m, k], [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], inits)
+        return
+    w = (rng.random((k, n), dtype=np.float32) - 0.5) * 0.1
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("Add", ["p", "b"], ["y"])]
+    model(path, [1, m, k], nodes, inits)
+
+
 CASES = [
     ("relu 156x14x14 (per-run cost)", lambda p: relu(p, 156, 14)),
     ("depthwise 3x3 s1, 156 ch, 14x14", lambda p: conv(p, 156, 156, 14, (3, 3), 1, (1, 1), 156, False)),
@@ -145,6 +161,15 @@ CASES = [
      lambda p: conv(p, 672, 672, 11, (3, 3), 1, (1, 1), 672, False)),
     ("depthwise 5x5 s1, 672 ch, 11x11 (nasnet)",
      lambda p: conv(p, 672, 672, 11, (5, 5), 1, (2, 2), 672, False)),
+    ("matmul 128x768 . 768x3072 + bias (bert ffn in)", lambda p: matmul_bias(p, 128, 768, 3072)),
+    ("matmul 128x3072 . 3072x768 + bias (bert ffn out)", lambda p: matmul_bias(p, 128, 3072, 768)),
+    ("matmul 128x768 . 768x768 + bias (bert projection)", lambda p: matmul_bias(p, 128, 768, 768)),
+    ("gemm 1000x1024 . 1024x91 transB (frcnn box classes)",
+     lambda p: matmul_bias(p, 1000, 1024, 91, trans_b=True)),
+    ("gemm 1000x1024 . 1024x364 transB (frcnn box deltas)",
+     lambda p: matmul_bias(p, 1000, 1024, 364, trans_b=True)),
+    ("gemm 1000x12544 . 12544x1024 transB (frcnn box head fc6)",
+     lambda p: matmul_bias(p, 1000, 12544, 1024, trans_b=True)),
 ]
 
 
