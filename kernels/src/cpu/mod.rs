@@ -9,6 +9,7 @@ pub mod detection;
 pub mod nn;
 pub mod reduce;
 pub mod shape;
+pub(crate) mod transpose_block;
 pub mod unary;
 
 #[cfg(test)]

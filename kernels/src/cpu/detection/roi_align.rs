@@ -6,6 +6,7 @@ use rayon::prelude::*;
 
 use super::util::{contiguous, index_values, require_opset, tensor_from_vec};
 use crate::Tensor;
+use crate::cpu::transpose_block::transpose_block;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
 
@@ -247,16 +248,24 @@ thread_local! {
 /// a few positions at a time so that their rows of every channel stay in cache.
 fn transpose_into(src: &[f32], plane: usize, width: usize, dst: &mut [f32]) {
     const POSITIONS: usize = 256;
+    assert!(src.len() >= width * plane && dst.len() >= width * plane);
     dst.par_chunks_mut(POSITIONS * width)
         .enumerate()
         .for_each(|(i, dst)| {
             let first = i * POSITIONS;
             let n = dst.len() / width;
-            for ch in 0..width {
-                for (j, &v) in src[ch * plane + first..][..n].iter().enumerate() {
-                    dst[j * width + ch] = v;
-                }
-            }
+            // SAFETY: positions first..first + n of the `width` planes lie in `src` (checked
+            // above), and this chunk holds their n rows of `width`.
+            unsafe {
+                transpose_block(
+                    src.as_ptr().add(first).cast(),
+                    plane,
+                    width,
+                    n,
+                    dst.as_mut_ptr().cast(),
+                    width,
+                )
+            };
         });
 }
 

@@ -5,6 +5,7 @@ use super::common::{contiguous, min_opset, narrow, output, widen};
 use super::matrix::{Layout, MatElem, gemm};
 use super::packed_gemm::{BSource, Isa, PackedA};
 use super::packed_weights::WeightCache;
+use crate::cpu::transpose_block::transpose_parallel;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
 use crate::{DType, Element, Tensor};
@@ -231,45 +232,15 @@ pub(super) fn packed_product(
     let mut yt = vec![0.0f32; n * m];
     weights.multiply(a_t, m, &mut yt, m, bias, None);
     Some(crate::output_buffer::build(0, m * n, |y| {
-        transpose_into(&yt, n, m, y)
+        transpose_parallel(&yt, n, m, y)
     }))
 }
 
 /// The transpose of the row-major `rows × cols` matrix `a`.
 pub(super) fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0; rows * cols];
-    transpose_into(a, rows, cols, &mut out);
+    transpose_parallel(a, rows, cols, &mut out);
     out
-}
-
-/// A slot a transpose writes: a float, or a float not yet initialised.
-trait TransposeSlot {
-    fn from(v: f32) -> Self;
-}
-impl TransposeSlot for f32 {
-    fn from(v: f32) -> Self {
-        v
-    }
-}
-impl TransposeSlot for std::mem::MaybeUninit<f32> {
-    fn from(v: f32) -> Self {
-        std::mem::MaybeUninit::new(v)
-    }
-}
-
-/// `out ← aᵀ` for the row-major `rows × cols` matrix `a`, in 32 × 32 tiles; every element of
-/// `out` (`rows · cols` of them) is written.
-fn transpose_into<T: TransposeSlot>(a: &[f32], rows: usize, cols: usize, out: &mut [T]) {
-    const TILE: usize = 32;
-    for i0 in (0..rows).step_by(TILE) {
-        for j0 in (0..cols).step_by(TILE) {
-            for i in i0..(i0 + TILE).min(rows) {
-                for j in j0..(j0 + TILE).min(cols) {
-                    out[j * rows + i] = T::from(a[i * cols + j]);
-                }
-            }
-        }
-    }
 }
 
 impl Kernel for Gemm {

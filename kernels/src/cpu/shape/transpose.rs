@@ -4,6 +4,7 @@ use ndarray::{ArcArray, IxDyn};
 use rayon::prelude::*;
 
 use super::util::{contiguous_vec, min_opset};
+use crate::cpu::transpose_block::transpose_block;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
 use crate::{Element, Tensor, dispatch_all};
@@ -139,6 +140,9 @@ fn transpose_typed<T: Element>(a: &ArcArray<T, IxDyn>, perm: &[usize]) -> Result
         st[rank - 1],
     );
     let mut out = crate::output_buffer::overwritable::<T>(0, total);
+    // A 2-D transpose of 32-bit values (the output's rows are the input's columns) moves
+    // 8 × 8 blocks in registers.
+    let words = s0 == 1 && is_word::<T>();
     // TILE output rows of one block (the inner two axes at one outer index).
     let copy_rows = |(b, t, rows): (usize, usize, &mut [T])| {
         // The block's first input element: its outer index in the output's outer axes.
@@ -149,6 +153,22 @@ fn transpose_typed<T: Element>(a: &ArcArray<T, IxDyn>, perm: &[usize]) -> Result
             rest /= merged_out[d];
         }
         let i0 = t * TILE;
+        if words {
+            // SAFETY: T is f32, i32 or u32 (plain 32-bit values); these output rows
+            // i0..i0 + r are input columns base + i0.. of n1 rows at stride s1, which the
+            // element-wise walk below reads too.
+            unsafe {
+                transpose_block(
+                    src.as_ptr().add(base + i0).cast(),
+                    s1,
+                    n1,
+                    rows.len() / n1,
+                    rows.as_mut_ptr().cast(),
+                    n1,
+                )
+            };
+            return;
+        }
         for j0 in (0..n1).step_by(TILE) {
             let j1 = (j0 + TILE).min(n1);
             for (r, row) in rows.chunks_mut(n1).enumerate() {
@@ -178,6 +198,13 @@ fn transpose_typed<T: Element>(a: &ArcArray<T, IxDyn>, perm: &[usize]) -> Result
             .for_each(copy_rows);
     }
     super::util::tensor_from(&out_shape, out)
+}
+
+/// Whether `T` is a plain 32-bit value whose bits a transpose may move as floats.
+fn is_word<T: 'static>() -> bool {
+    use std::any::TypeId;
+    let t = TypeId::of::<T>();
+    t == TypeId::of::<f32>() || t == TypeId::of::<i32>() || t == TypeId::of::<u32>()
 }
 
 /// The shortest contiguous run [`copy_runs`] takes; shorter ones are read element by element

@@ -3,6 +3,8 @@
 //! matrix of an image, gathered straight from the image so that the column matrix is never
 //! written out whole.
 
+use crate::cpu::transpose_block::transpose_block;
+
 /// The right operand `B` (`k × n`).
 #[derive(Debug, Clone, Copy)]
 pub enum BSource<'a> {
@@ -124,8 +126,7 @@ impl BSource<'_> {
 }
 
 /// [`BSource::pack`] for [`BSource::Transposed`]: panel column `jj` is row `jc + jj` of `data`,
-/// read along `pc..pc + kc`. Each panel is written row after row while its `nr` source rows
-/// stay in L1 (`nr` cache lines at a time).
+/// read along `pc..pc + kc`, so each panel is the transpose of a `nr × kc` block of `data`.
 fn pack_transposed(
     data: &[f32],
     ld: usize,
@@ -141,14 +142,23 @@ fn pack_transposed(
     {
         let j0 = jc + jp * nr;
         let w = nr.min(jc + nc - j0);
-        let rows: Vec<&[f32]> = (0..w)
-            .map(|jj| &data[(j0 + jj) * ld + pc..][..kc])
-            .collect();
-        for (p, dst) in panel.chunks_exact_mut(nr).enumerate() {
-            for (d, row) in dst.iter_mut().zip(&rows) {
-                *d = row[p];
+        let block = &data[j0 * ld + pc..(j0 + w - 1) * ld + pc + kc];
+        // SAFETY: the block's w rows of kc values (stride ld) lie in `block`, and the panel
+        // holds kc rows of nr ≥ w values.
+        unsafe {
+            transpose_block(
+                block.as_ptr().cast(),
+                ld,
+                w,
+                kc,
+                panel.as_mut_ptr().cast(),
+                nr,
+            )
+        };
+        if w < nr {
+            for row in panel.chunks_exact_mut(nr) {
+                row[w..].fill(0.0);
             }
-            dst[w..].fill(0.0);
         }
     }
 }
