@@ -1,5 +1,5 @@
 //! The transpose of a block of 32-bit values, eight by eight in vector registers where the CPU
-//! has AVX: the output side of a product computed transposed, the packing of a `Gemm` input
+//! has AVX2: the output side of a product computed transposed, the packing of a `Gemm` input
 //! read as its transpose, and the 2-D transposes of the `Transpose` op all go through it. A
 //! scalar walk reads one value per load and writes one per store; an 8 × 8 block is eight
 //! loads, 24 shuffles and eight stores.
@@ -104,7 +104,7 @@ unsafe fn tile(
 ) {
     let (h8, w8) = (h / 8 * 8, w / 8 * 8);
     #[cfg(target_arch = "x86_64")]
-    let vector = h8 > 0 && w8 > 0 && has_avx();
+    let vector = h8 > 0 && w8 > 0 && has_avx2();
     #[cfg(not(target_arch = "x86_64"))]
     let vector = false;
     let (done_h, done_w) = if vector { (h8, w8) } else { (0, 0) };
@@ -114,7 +114,7 @@ unsafe fn tile(
         if vector {
             for i in (0..h8).step_by(8) {
                 for j in (0..w8).step_by(8) {
-                    block8_avx(
+                    block8_avx2(
                         src.add(i * ld_src + j),
                         ld_src,
                         dst.add(j * ld_dst + i),
@@ -137,53 +137,58 @@ unsafe fn tile(
     }
 }
 
-/// Whether the CPU has AVX (read once per process).
+/// Whether the CPU has AVX2 (read once per process).
 #[cfg(target_arch = "x86_64")]
-fn has_avx() -> bool {
-    static AVX: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVX.get_or_init(|| is_x86_feature_detected!("avx"))
+fn has_avx2() -> bool {
+    static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVX2.get_or_init(|| is_x86_feature_detected!("avx2"))
 }
 
-/// The transpose of one 8 × 8 block: rows are interleaved in pairs, then in fours, then the
-/// 128-bit halves exchanged.
+/// The 8 × 8 transpose of eight rows of eight floats: rows are interleaved in pairs, then in
+/// fours, then the 128-bit halves exchanged.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+    let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+    let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    [
+        _mm256_permute2f128_ps::<0x20>(s0, s4),
+        _mm256_permute2f128_ps::<0x20>(s1, s5),
+        _mm256_permute2f128_ps::<0x20>(s2, s6),
+        _mm256_permute2f128_ps::<0x20>(s3, s7),
+        _mm256_permute2f128_ps::<0x31>(s0, s4),
+        _mm256_permute2f128_ps::<0x31>(s1, s5),
+        _mm256_permute2f128_ps::<0x31>(s2, s6),
+        _mm256_permute2f128_ps::<0x31>(s3, s7),
+    ]
+}
+
+/// The transpose of one 8 × 8 block of 32-bit values.
 ///
 /// # Safety
-/// The CPU has AVX; eight rows of eight values at `src` (stride `ld_src`) and at `dst` (stride
-/// `ld_dst`) are valid.
+/// The CPU has AVX2; eight rows of eight values at `src` (stride `ld_src`) and at `dst`
+/// (stride `ld_dst`) are valid.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe fn block8_avx(src: *const u32, ld_src: usize, dst: *mut u32, ld_dst: usize) {
+#[target_feature(enable = "avx2")]
+unsafe fn block8_avx2(src: *const u32, ld_src: usize, dst: *mut u32, ld_dst: usize) {
     // SAFETY: the caller's contract.
     unsafe {
-        let r: [__m256; 8] =
-            std::array::from_fn(|i| _mm256_loadu_ps(src.add(i * ld_src).cast::<f32>()));
-        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
-        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
-        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
-        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
-        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
-        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
-        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
-        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
-        let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-        let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-        let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-        let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-        let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-        let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-        let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-        let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-        let out = [
-            _mm256_permute2f128_ps::<0x20>(s0, s4),
-            _mm256_permute2f128_ps::<0x20>(s1, s5),
-            _mm256_permute2f128_ps::<0x20>(s2, s6),
-            _mm256_permute2f128_ps::<0x20>(s3, s7),
-            _mm256_permute2f128_ps::<0x31>(s0, s4),
-            _mm256_permute2f128_ps::<0x31>(s1, s5),
-            _mm256_permute2f128_ps::<0x31>(s2, s6),
-            _mm256_permute2f128_ps::<0x31>(s3, s7),
-        ];
-        for (j, v) in out.into_iter().enumerate() {
+        let rows = std::array::from_fn(|i| _mm256_loadu_ps(src.add(i * ld_src).cast::<f32>()));
+        for (j, v) in transpose8(rows).into_iter().enumerate() {
             _mm256_storeu_ps(dst.add(j * ld_dst).cast::<f32>(), v);
         }
     }

@@ -8,8 +8,9 @@ use std::arch::x86_64::*;
 #[cfg(target_arch = "x86_64")]
 use super::position_tile::{
     AVX2_HEIGHT, POSITIONS, PositionTile, TileFinish, TileOut, TilePositions, finish_lanes,
-    transpose8,
 };
+#[cfg(target_arch = "x86_64")]
+use crate::cpu::transpose_block::transpose8;
 
 /// [`position_tile`](super::position_tile::position_tile) on AVX2 + FMA: `NV` vectors of 8 channels × `R ≤ 8` positions (`NV · R ≤
 /// 12`: with the weights and the broadcast, every register but one), the weights `w` in rows

@@ -10,6 +10,8 @@ use super::Isa;
 use super::avx2_tile;
 use crate::cpu::nn::epilogue::Activation;
 use crate::cpu::nn::epilogue_simd::finish_f32;
+#[cfg(target_arch = "x86_64")]
+use crate::cpu::transpose_block::transpose8;
 
 /// Positions per AVX2 tile.
 pub const AVX2_HEIGHT: usize = 6;
@@ -369,38 +371,6 @@ pub(super) unsafe fn finish_block(out: __m512, f: TileFinish, at: usize) -> __m5
         _mm512_set1_ps(f.hi),
         _mm512_max_ps(_mm512_set1_ps(f.lo), out),
     )
-}
-
-/// The 8 × 8 transpose of eight rows of eight floats.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-pub(super) fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
-    let t0 = _mm256_unpacklo_ps(r[0], r[1]);
-    let t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    let t2 = _mm256_unpacklo_ps(r[2], r[3]);
-    let t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    let t4 = _mm256_unpacklo_ps(r[4], r[5]);
-    let t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    let t6 = _mm256_unpacklo_ps(r[6], r[7]);
-    let t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-    let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-    let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-    let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-    let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-    let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-    let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-    let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-    [
-        _mm256_permute2f128_ps::<0x20>(s0, s4),
-        _mm256_permute2f128_ps::<0x20>(s1, s5),
-        _mm256_permute2f128_ps::<0x20>(s2, s6),
-        _mm256_permute2f128_ps::<0x20>(s3, s7),
-        _mm256_permute2f128_ps::<0x31>(s0, s4),
-        _mm256_permute2f128_ps::<0x31>(s1, s5),
-        _mm256_permute2f128_ps::<0x31>(s2, s6),
-        _mm256_permute2f128_ps::<0x31>(s3, s7),
-    ]
 }
 
 /// The kernel for `isa`, `vectors` (1 or 2) vectors of channels, `rows` positions in the
