@@ -85,7 +85,7 @@ const MASK_SIDE: f32 = 28.0;
 /// box tolerance give different pixels where a widened corner lies on a pixel boundary: the
 /// mask is then resampled to another size at another place (on `coffee`, a corner at 352.00003
 /// against 351.99994 moved 9% of a mask's pixels, and ONNX Runtime differs from itself there).
-fn paste_box(b: &[f32]) -> [i64; 4] {
+pub fn paste_box(b: &[f32]) -> [i64; 4] {
     let scale = (MASK_SIDE + 2.0) / MASK_SIDE;
     let (w, h) = ((b[2] - b[0]) * 0.5 * scale, (b[3] - b[1]) * 0.5 * scale);
     let (cx, cy) = ((b[2] + b[0]) * 0.5, (b[3] + b[1]) * 0.5);
