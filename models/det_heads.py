@@ -38,7 +38,8 @@ The method (data-driven, seeded, run once before export on calibration photos):
    `zero_init_residual` starts them at 0). With gain 1 a random ResNet-50 multiplied float32
    rounding about 100 times over its 16 blocks: PyTorch's own float32 scores differed from its
    float64 ones by up to 2.6e-3 on the photos (Faster R-CNN), so float32 engines could not agree
-   to 1e-4; with 0.2 they differ by at most 6e-5.
+   to 1e-4; with 0.2, by at most 1.4e-4 (benches/results/detection-f64-2026-12-01.md), and the
+   engines agree with one another to 5e-5.
 5. The box-regression layers are scaled so their raw deltas have the spread of a trained model's
    small refinements (std 1 with box-coder weights 10/5, i.e. about 0.1 box size; RetinaNet 0.1),
    so decoded boxes stay near their anchors/proposals instead of being clipped to the border.
