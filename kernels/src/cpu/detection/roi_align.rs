@@ -6,7 +6,7 @@ use rayon::prelude::*;
 
 use super::util::{contiguous, index_values, require_opset, tensor_from_vec};
 use crate::Tensor;
-use crate::cpu::transpose_block::transpose_block;
+use crate::cpu::transpose_block::transpose_parallel;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
 
@@ -244,31 +244,6 @@ thread_local! {
     static CHANNELS_LAST: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// `dst[p · width + ch] = src[ch · plane + p]`: `width` planes of `plane` values, channels-last,
-/// a few positions at a time so that their rows of every channel stay in cache.
-fn transpose_into(src: &[f32], plane: usize, width: usize, dst: &mut [f32]) {
-    const POSITIONS: usize = 256;
-    assert!(src.len() >= width * plane && dst.len() >= width * plane);
-    dst.par_chunks_mut(POSITIONS * width)
-        .enumerate()
-        .for_each(|(i, dst)| {
-            let first = i * POSITIONS;
-            let n = dst.len() / width;
-            // SAFETY: positions first..first + n of the `width` planes lie in `src` (checked
-            // above), and this chunk holds their n rows of `width`.
-            unsafe {
-                transpose_block(
-                    src.as_ptr().add(first).cast(),
-                    plane,
-                    width,
-                    n,
-                    dst.as_mut_ptr().cast(),
-                    width,
-                )
-            };
-        });
-}
-
 impl RoiAlign {
     /// [`RoiAlign::forward`] for `f32`: average pooling of many bins over one map goes
     /// channels-last ([`RoiAlign::forward_channels_last`]).
@@ -322,7 +297,7 @@ impl RoiAlign {
                 let src = &x[(image * geo.c + first) * plane..][..width * plane];
                 block.clear();
                 block.resize(plane * width, 0.0);
-                transpose_into(src, plane, width, &mut block);
+                transpose_parallel(src, width, plane, &mut block);
                 let block = &block;
                 out.par_chunks_mut(per_roi)
                     .zip(&plans)
