@@ -118,7 +118,7 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
         (1, 32, 200, 7, 1, 1, 1, 1),
         (1, 48, 32, 9, 1, 2, 0, 1),
         (1, 40, 48, 10, 1, 2, 0, 1),
-        // Wider windows over whole blocks, depth rows tap by tap (on AVX2, as cell strips):
+        // Wider windows over whole blocks, depth rows tap by tap (as cell strips):
         // two depth blocks, a strided window, a part-filled last panel.
         (1, 128, 40, 9, 3, 2, 1, 1),
         // F(2×2) on few tiles for deep inputs (AVX2), direct elsewhere.
@@ -146,7 +146,7 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
         let want_z = fused(&[&x, &w, &b, &z]);
         // Values and weights lie in [-1, 1): a sum of `c · k²` terms below 1 each, whose
         // rounding in float32 grows with their count, and depends on the order the kernel
-        // takes them in (channel by channel or, on AVX2, tap by tap within blocks of 16).
+        // takes them in (channel by channel or tap by tap within blocks of 16).
         let winograd = k == 3 && s == 1 && d == 1 && c >= 32 && m >= 32;
         let terms = (c * k * k) as f32;
         let atol = if winograd { 1e-6 * terms } else { 1e-8 * terms };

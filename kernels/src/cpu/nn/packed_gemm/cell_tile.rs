@@ -5,6 +5,8 @@
 //! per block: no register holds a position, no depth row loads its offset, and the next
 //! tile's cells are prefetched once each. The general tile spent 14 loads and a dozen integer
 //! instructions per 16 multiply-adds on this (8 positions in registers, two of them spilled).
+//! The AVX-512 cell strips ([`cell_strip`](super::cell_strip)) run each run of full tiles
+//! themselves and end with one of these when the last tile is partly filled.
 //!
 //! [`position_tile`]: super::position_tile::position_tile
 

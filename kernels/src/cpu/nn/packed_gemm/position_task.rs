@@ -97,11 +97,10 @@ pub(super) struct Task<'a> {
     /// Whether tiles prefetch the next tile's image cells.
     pub(super) prefetch: bool,
     /// Whether every tile's positions are adjacent cells and its depth rows in blocks of one
-    /// cell's 16 floats: the tiles run as cell tiles ([`cell_tile`]), or on AVX2 as strips
-    /// of adjacent cells ([`cell_strip`]).
+    /// cell's 16 floats: the tiles run as strips of adjacent cells ([`cell_strip`]).
     pub(super) cells: bool,
     /// Whether the depth rows are in blocks of one cell's 16 floats, whatever the positions:
-    /// on AVX2 the tiles run as cell strips.
+    /// the tiles run as cell strips.
     pub(super) grouped: bool,
 }
 
@@ -248,9 +247,10 @@ impl Task<'_> {
         }
     }
 
-    /// Whether each group's tiles of a panel run as one AVX2 cell strip ([`cell_strip`]).
+    /// Whether each group's tiles of a panel run as one strip ([`cell_strip`]): over
+    /// grouped depth rows, and on AVX-512 over any.
     fn strips(&self) -> bool {
-        self.grouped && self.a.isa == Isa::Avx2
+        self.grouped || self.a.isa == Isa::Avx512
     }
 
     /// The weights of channel panel `jp` in the depth block that starts at `pc`.
@@ -298,7 +298,11 @@ impl Task<'_> {
         let offsets = self.offsets[pc..pc + kc].as_ptr();
         let vectors = panel.len() / (kc * self.panels.lanes);
         let kernel = match (self.strips(), self.cells) {
-            (true, _) => cell_strip::kernel_for(vectors, blocked, self.prefetch, self.cells),
+            (true, _) => {
+                let (isa, height) = (self.a.isa, self.height);
+                let layout = (self.cells, self.grouped);
+                cell_strip::kernel_for(isa, vectors, height, blocked, self.prefetch, layout)
+            }
             (false, true) => cell_tile::kernel_for(vectors, live.1, blocked, self.prefetch),
             _ => position_tile::kernel_for(self.a.isa, vectors, live.1, blocked, self.prefetch),
         };

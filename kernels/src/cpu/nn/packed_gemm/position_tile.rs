@@ -406,7 +406,7 @@ pub(super) trait Avx512Tiles {
 
 /// [`position_tile`]'s instances.
 #[cfg(target_arch = "x86_64")]
-struct Positions;
+pub(super) struct Positions;
 
 #[cfg(target_arch = "x86_64")]
 impl Avx512Tiles for Positions {

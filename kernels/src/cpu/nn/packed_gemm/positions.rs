@@ -156,7 +156,7 @@ impl PackedA {
         };
         if input.blocked {
             let taps = im.kernel[0] * im.kernel[1];
-            let by_taps = taps > 1 && self.isa == Isa::Avx2 && channels.is_multiple_of(BLOCK);
+            let by_taps = taps > 1 && channels.is_multiple_of(BLOCK);
             return blocked_image::with_blocked_image(im, channels, by_taps, |img| {
                 let operand = Operand {
                     data: img.data,
@@ -211,7 +211,7 @@ impl PackedA {
             starts: &starts,
             prefetch: false,
             cells: false,
-            // A token's features are consecutive floats: on AVX2 the tiles run as strips.
+            // A token's features are consecutive floats: the tiles run as strips.
             grouped: true,
             by_taps: None,
         };
@@ -336,12 +336,11 @@ struct Operand<'a> {
     prefetch: bool,
     /// Whether the image is blocked, the window 1×1 and the output positions adjacent cells
     /// (unit strides, no padding): each block's 16 depth rows are one cell's consecutive
-    /// floats, and every tile runs as a cell tile (on AVX2, each group's tiles of a panel as
-    /// one cell strip).
+    /// floats, and each group's tiles of a panel run as one cell strip of adjacent cells.
     cells: bool,
     /// Whether every 16 depth rows from the start are one cell's consecutive floats (a 1×1
     /// window on a blocked image, or `by_taps`), the rows past the last such block excepted:
-    /// on AVX2 each group's tiles of a panel run as one cell strip.
+    /// each group's tiles of a panel run as one cell strip.
     grouped: bool,
     /// The window's taps when the depth rows are in blocks of 16 channels tap by tap
     /// (`(c / 16, u, v, c % 16)`), not channel by channel (`(c, u, v)`, the weights' own
