@@ -260,11 +260,17 @@ pub(super) unsafe fn tile_with<const NV: usize, const BLOCKED: bool>(
             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
         );
         if BLOCKED {
-            for (v, row) in acc.iter().enumerate().take(live_ch.div_ceil(16)) {
-                for (i, &out) in row.iter().enumerate().take(live_pos) {
+            // Constant bounds with the live ones as conditions: the loops unroll and the
+            // accumulators stay in registers (through `take`, they went to the stack first,
+            // a third of a 16-deep tile's time).
+            for v in 0..NV {
+                for i in 0..POSITIONS {
+                    if v * 16 >= live_ch || i >= live_pos {
+                        continue;
+                    }
                     let at = v * ldc + i * step;
                     let dst = c.add(at);
-                    let mut out = out;
+                    let mut out = acc[v][i];
                     if accumulate {
                         out = _mm512_add_ps(out, _mm512_loadu_ps(dst));
                     }
