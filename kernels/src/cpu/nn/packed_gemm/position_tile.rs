@@ -231,6 +231,7 @@ pub(super) struct TileOut {
 /// it (`#[target_feature]`).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
+#[allow(clippy::needless_range_loop)]
 pub(super) unsafe fn tile_with<const NV: usize, const BLOCKED: bool>(
     bias: Option<&[f32]>,
     out: &TileOut,
