@@ -121,6 +121,12 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
         // Wider windows over whole blocks, depth rows tap by tap (as cell strips):
         // two depth blocks, a strided window, a part-filled last panel.
         (1, 128, 40, 9, 3, 2, 1, 1),
+        // Panels of four vectors in tiles of 6 positions (AVX-512, 64 channels a panel):
+        // cells with a last tile of one position (169 outputs), a strided window tap by tap,
+        // a padded 1×1 (general tiles, three panels).
+        (1, 64, 128, 13, 1, 1, 0, 1),
+        (1, 32, 64, 15, 3, 2, 1, 1),
+        (2, 16, 192, 8, 1, 1, 1, 1),
         // F(2×2) on few tiles for deep inputs (AVX2), direct elsewhere.
         (1, 256, 32, 7, 3, 1, 1, 1),
     ];

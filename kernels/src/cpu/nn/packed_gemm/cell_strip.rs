@@ -208,7 +208,7 @@ unsafe fn strip_tile<const ADJACENT: bool, const PREFETCH: bool>(
     (now, next, out)
 }
 
-/// [`cell_strip_avx2`] on AVX-512: tiles of `H` (7 or 8) positions × `NV` (1 to 3) vectors
+/// [`cell_strip_avx2`] on AVX-512: tiles of `H` (6 to 8) positions × `NV` (1 to 4) vectors
 /// of 16 channels, each full one through [`tile_with`] (the AVX-512 tiles' bias and store),
 /// the last one, when partly filled, as the cell tile or general tile of that many positions.
 /// With `ADJACENT` the strip's tiles are a run of adjacent cells; else tile `t`'s positions
@@ -299,8 +299,8 @@ pub unsafe fn cell_strip_avx512<
                     line += 1;
                 }
             }
-            tile_with::<NV, BLOCKED>(bias, &out, |acc| {
-                let row = |acc: &mut Acc<NV>, cell: *const f32, p: usize| {
+            tile_with::<NV, H, BLOCKED>(bias, &out, |acc| {
+                let row = |acc: &mut Acc<NV, H>, cell: *const f32, p: usize| {
                     let wp = w.add(p * NV * 16);
                     let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
                     for i in 0..H {
@@ -339,8 +339,8 @@ pub unsafe fn cell_strip_avx512<
 }
 
 /// The strip for `isa`: on AVX2 of `vectors` (1 or 2) vectors of channels and
-/// [`AVX2_HEIGHT`] positions per tile; on AVX-512 of 1 to 3 vectors and `height` (7 or 8)
-/// positions per tile. In blocks of 16 channels or channel rows (`blocked`), prefetching the
+/// [`AVX2_HEIGHT`] positions per tile; on AVX-512 of 4 vectors and 6 positions per tile, or
+/// of 1 to 3 vectors and `height` (7 or 8) positions per tile. In blocks of 16 channels or channel rows (`blocked`), prefetching the
 /// next tile's cells when `prefetch`, over adjacent cells or the positions of a table
 /// (`adjacent`), the depth rows in groups of one cell's 16 floats or (`grouped` false, only
 /// on AVX-512 and without `adjacent`) anywhere.
@@ -361,6 +361,7 @@ pub fn kernel_for(
     match (isa, vectors, height) {
         (Isa::Avx2, 2, _) => strip::<2>(blocked, prefetch, adjacent.expect("AVX2 groups")),
         (Isa::Avx2, 1, _) => strip::<1>(blocked, prefetch, adjacent.expect("AVX2 groups")),
+        (Isa::Avx512, 4, _) => strip512::<4, 6>(blocked, prefetch, adjacent),
         (Isa::Avx512, 3, 7) => strip512::<3, 7>(blocked, prefetch, adjacent),
         (Isa::Avx512, 3, _) => strip512::<3, 8>(blocked, prefetch, adjacent),
         (Isa::Avx512, 2, 7) => strip512::<2, 7>(blocked, prefetch, adjacent),

@@ -69,8 +69,8 @@ pub unsafe fn cell_tile<
     };
     // SAFETY: every read stays inside the operands (caller's contract).
     unsafe {
-        tile_with::<NV, BLOCKED>(bias, &out, |acc| {
-            let step = |acc: &mut Acc<NV>, cell: *const f32, p: usize| {
+        tile_with::<NV, R, BLOCKED>(bias, &out, |acc| {
+            let step = |acc: &mut Acc<NV, R>, cell: *const f32, p: usize| {
                 let wp = w.add(p * NV * 16);
                 let wv: [__m512; NV] = std::array::from_fn(|v| _mm512_loadu_ps(wp.add(v * 16)));
                 for i in 0..R {
@@ -124,11 +124,12 @@ impl Avx512Tiles for Cells {
     }
 }
 
-/// The cell tile of `vectors` (1 to 3) vectors of channels and `rows` positions, in blocks of
+/// The cell tile of `vectors` (1 to 4) vectors of channels and `rows` positions, in blocks of
 /// 16 channels or channel rows (`blocked`), prefetching the next tile's cells when `prefetch`.
 #[cfg(target_arch = "x86_64")]
 pub fn kernel_for(vectors: usize, rows: usize, blocked: bool, prefetch: bool) -> PositionTile {
     match vectors {
+        4 => avx512_kernel::<Cells, 4>(rows, blocked, prefetch),
         3 => avx512_kernel::<Cells, 3>(rows, blocked, prefetch),
         2 => avx512_kernel::<Cells, 2>(rows, blocked, prefetch),
         1 => avx512_kernel::<Cells, 1>(rows, blocked, prefetch),

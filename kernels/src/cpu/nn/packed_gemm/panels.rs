@@ -3,6 +3,7 @@
 
 use std::sync::OnceLock;
 
+use super::position_tile::{AVX2_HEIGHT, POSITIONS};
 use super::{Isa, KC, PackedA};
 use crate::cpu::aligned::AlignedFloats;
 
@@ -17,16 +18,30 @@ pub(super) struct Panels {
 }
 
 impl Panels {
-    /// The panels of the tiles for an `m × k` product on `isa`: on AVX-512, three vectors
-    /// for cell tiles (`cells`) at least [`THREE_VECTOR_DEPTH`] deep where they take fewer
-    /// tile costs ([`tile_cost`]) than two, else two; on AVX2, two.
+    /// The panels of the tiles for an `m × k` product on `isa`: on AVX-512, four vectors
+    /// ([`FOUR`]) where the channels are whole such panels and the product is not
+    /// `token_major`; else three vectors for cell tiles (`cells`) at least
+    /// [`THREE_VECTOR_DEPTH`] deep where they take fewer tile costs ([`tile_cost`]) than two,
+    /// else two; on AVX2, two.
     ///
     /// A tile of three vectors has 24 accumulators against 16 and broadcasts a third less
     /// often: 4–5 % faster on NASNet's 1×1 convolutions of blocked images 336 and more deep
     /// (`conv_rate`, one thread); resnet50's (64 to 1024 deep, into 128 to 512 channels)
     /// ran the same. The general tiles also hold 8 positions in registers: with
     /// three vectors, Winograd's products and planar 3×3 convolutions ran 5–15 % slower.
-    pub(super) fn for_product(isa: Isa, cells: bool, m: usize, k: usize) -> Panels {
+    ///
+    /// A tile of four vectors × 6 positions (ONNX Runtime's NCHWc tile on AVX-512) has 24
+    /// accumulators too, and a product half as many panels as with two, so the image is
+    /// read half as often: in resnet50's and googlenet's traces (one thread, Xeon with
+    /// AVX-512, `SPILLWAY_FOUR=0` alternating) their 1×1 and strided convolutions ran
+    /// 0.83–0.95× the time, the stems 0.93–0.95×; Winograd's token-major products ran
+    /// 1.02–1.17× and keep the narrower panels.
+    pub(super) fn for_product(
+        isa: Isa,
+        (cells, token_major): (bool, bool),
+        m: usize,
+        k: usize,
+    ) -> Panels {
         let (two, three) = (
             Panels {
                 vectors: 2,
@@ -37,10 +52,30 @@ impl Panels {
                 lanes: 16,
             },
         );
+        if isa == Isa::Avx512 && !token_major && m.is_multiple_of(FOUR.full()) && four_enabled() {
+            return FOUR;
+        }
         let deep_cells = isa == Isa::Avx512 && cells && k >= THREE_VECTOR_DEPTH;
         match deep_cells && three.cost(m) < two.cost(m) {
             true => three,
             false => two,
+        }
+    }
+
+    /// Positions per tile for `count` outputs. AVX2: [`AVX2_HEIGHT`] (twelve accumulators).
+    /// AVX-512: 6 for panels of four vectors (24 accumulators), else 7 where that leaves
+    /// clearly fewer lanes empty than 8 (a 7×7 output is seven tiles of 7, against 49 of 56
+    /// lanes in tiles of 8), else 8.
+    pub(super) fn height(self, isa: Isa, count: usize) -> usize {
+        let lanes = |height: usize| count.div_ceil(height) * height;
+        if isa == Isa::Avx2 {
+            AVX2_HEIGHT
+        } else if self.vectors == 4 {
+            FOUR_HEIGHT
+        } else if 100 * lanes(7) < 97 * lanes(8) {
+            7
+        } else {
+            POSITIONS
         }
     }
 
@@ -80,6 +115,23 @@ impl Panels {
 /// at 42² 1 % slower; in NASNet's traces its 42- and 84-deep ones ran up to 13 % slower.
 const THREE_VECTOR_DEPTH: usize = 96;
 
+/// Panels of four vectors (64 channels) in tiles of [`FOUR_HEIGHT`] positions, for products
+/// whose channels are whole such panels.
+const FOUR: Panels = Panels {
+    vectors: 4,
+    lanes: 16,
+};
+
+/// Positions per tile of [`FOUR`] panels.
+const FOUR_HEIGHT: usize = 6;
+
+/// Whether panels of four vectors are taken where they apply: `SPILLWAY_FOUR=0` turns them
+/// off (to compare).
+fn four_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("SPILLWAY_FOUR").map_or(true, |v| v != "0"))
+}
+
 /// What a tile of `vectors` vectors of channels costs, in percent of a tile of two (its
 /// broadcasts take the same time whatever its width): one vector 65 (`conv_rate`, 16 against
 /// 32 channels), three 143 (4.5 % less per multiply-add than two).
@@ -87,7 +139,8 @@ pub(super) fn tile_cost(vectors: usize) -> usize {
     match vectors {
         1 => 65,
         2 => 100,
-        _ => 143,
+        3 => 143,
+        _ => 180,
     }
 }
 
@@ -96,12 +149,11 @@ pub(super) fn tile_cost(vectors: usize) -> usize {
 /// depth, the panels one after the other, `kc` rows of the panel's width each.
 #[derive(Debug, Clone, Default)]
 pub(super) struct TransposedA {
-    /// In panels of two vectors.
-    two: OnceLock<AlignedFloats>,
-    /// In panels of three vectors.
-    three: OnceLock<AlignedFloats>,
-    /// In panels of two vectors, depth rows tap by tap within each block of 16 channels.
-    two_by_taps: OnceLock<AlignedFloats>,
+    /// In panels of two, three and four vectors.
+    by_channels: [OnceLock<AlignedFloats>; 3],
+    /// In panels of two, three and four vectors, depth rows tap by tap within each block of
+    /// 16 channels.
+    by_taps: [OnceLock<AlignedFloats>; 3],
 }
 
 /// Derived from the weights; two packings of the same weights are equal whatever was cached.
@@ -114,26 +166,20 @@ impl PartialEq for TransposedA {
 impl PackedA {
     /// The weights transposed into `panels`, packed on first use.
     pub(super) fn transposed(&self, panels: Panels) -> &[f32] {
-        let slot = match panels.vectors {
-            2 => &self.transposed.two,
-            3 => &self.transposed.three,
-            v => unreachable!("panels of {v} vectors"),
-        };
-        slot.get_or_init(|| self.pack_transposed(panels, |p| p))
+        self.transposed.by_channels[slot(panels)]
+            .get_or_init(|| self.pack_transposed(panels, |p| p))
             .as_slice()
     }
 
     /// The weights of a window of `taps` taps over channels in whole blocks of 16 transposed
-    /// into `panels` (of two vectors), their depth rows `(c, u, v)` reordered tap by tap
-    /// within each block, `(c / 16, u, v, c % 16)`: every 16 rows are then one cell's 16
-    /// channels of a blocked image, as the cell strips read them. Packed on first use (a
-    /// `PackedA` holds one convolution's weights, so `taps` is always the same).
+    /// into `panels`, their depth rows `(c, u, v)` reordered tap by tap within each block,
+    /// `(c / 16, u, v, c % 16)`: every 16 rows are then one cell's 16 channels of a blocked
+    /// image, as the cell strips read them. Packed on first use (a `PackedA` holds one
+    /// convolution's weights, so `taps` is always the same).
     pub(super) fn transposed_by_taps(&self, panels: Panels, taps: usize) -> &[f32] {
-        assert_eq!(panels.vectors, 2, "tap-major panels of two vectors");
         debug_assert!(self.k.is_multiple_of(16 * taps));
         let per_block = 16 * taps;
-        self.transposed
-            .two_by_taps
+        self.transposed.by_taps[slot(panels)]
             .get_or_init(|| {
                 self.pack_transposed(panels, |q| {
                     let (b, r) = (q / per_block, q % per_block);
@@ -172,24 +218,50 @@ impl PackedA {
     }
 }
 
+/// The slot of [`TransposedA`] for `panels`.
+fn slot(panels: Panels) -> usize {
+    match panels.vectors {
+        v @ 2..=4 => v - 2,
+        v => unreachable!("panels of {v} vectors"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Isa, Panels};
 
     #[test]
-    fn three_vectors_only_for_deep_cell_tiles_they_cut_into_fewer_costs() {
-        let vectors = |cells, m, k| Panels::for_product(Isa::Avx512, cells, m, k).vectors;
+    fn four_vectors_for_whole_panels_of_64_three_for_deep_cell_tiles() {
+        let vectors = |layout, m, k| Panels::for_product(Isa::Avx512, layout, m, k).vectors;
+        let (cells, general, token_major) = ((true, false), (false, false), (false, true));
+        // Whole panels of 64 channels, unless the product is token-major.
+        assert_eq!(vectors(cells, 64, 16), 4);
+        assert_eq!(vectors(general, 256, 27), 4);
+        assert_eq!(vectors(token_major, 256, 256), 2);
         // 168 channels: 3 + 3 + 3 + 2 vectors against 5 × 2 + 1.
-        assert_eq!(vectors(true, 168, 1008), 3);
-        assert_eq!(vectors(true, 672, 672), 3);
+        assert_eq!(vectors(cells, 168, 1008), 3);
+        assert_eq!(vectors(cells, 672 + 16, 672), 3);
         // Too shallow, or general tiles.
-        assert_eq!(vectors(true, 168, 168), 3);
-        assert_eq!(vectors(true, 84, 84), 2);
-        assert_eq!(vectors(false, 168, 1008), 2);
-        // 64 channels: 3 + 1 vectors cost more than 2 + 2.
-        assert_eq!(vectors(true, 64, 1008), 2);
-        let avx2 = Panels::for_product(Isa::Avx2, true, 168, 1008);
+        assert_eq!(vectors(cells, 168, 168), 3);
+        assert_eq!(vectors(cells, 84, 84), 2);
+        assert_eq!(vectors(general, 168, 1008), 2);
+        // 32 channels: a panel of two vectors either way.
+        assert_eq!(vectors(cells, 32, 1008), 2);
+        let avx2 = Panels::for_product(Isa::Avx2, cells, 128, 1008);
         assert_eq!((avx2.vectors, avx2.lanes), (2, 8));
+        let height = |p: Panels, count| p.height(Isa::Avx512, count);
+        assert_eq!(
+            height(Panels::for_product(Isa::Avx512, cells, 64, 16), 49),
+            6
+        );
+        assert_eq!(
+            height(Panels::for_product(Isa::Avx512, cells, 84, 84), 49),
+            7
+        );
+        assert_eq!(
+            height(Panels::for_product(Isa::Avx512, cells, 84, 84), 64),
+            8
+        );
     }
 
     #[test]

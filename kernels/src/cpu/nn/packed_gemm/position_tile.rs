@@ -165,7 +165,7 @@ pub unsafe fn position_tile<
     };
     // SAFETY: every read stays inside the operands (caller's contract).
     unsafe {
-        tile_with::<NV, BLOCKED>(bias, &out, |acc| {
+        tile_with::<NV, R, BLOCKED>(bias, &out, |acc| {
             // The depth in segments, each starting with a few of the lines ahead: a burst of
             // them at the tile's start would wait for the memory all at once.
             let segments = kc.min(ahead_lines).max(1);
@@ -197,9 +197,10 @@ pub unsafe fn position_tile<
     }
 }
 
-/// An AVX-512 tile's accumulators: `acc[v][i]` holds channels `v·16..` at position `i`.
+/// An AVX-512 tile's accumulators: `acc[v][i]` holds channels `v·16..` at position `i` of
+/// `H`. Exactly the tile's: with room for 8 positions, tiles of 4 × 6 kept them on the stack.
 #[cfg(target_arch = "x86_64")]
-pub(super) type Acc<const NV: usize> = [[__m512; POSITIONS]; NV];
+pub(super) type Acc<const NV: usize, const H: usize> = [[__m512; H]; NV];
 
 /// Where and how an AVX-512 tile writes its outputs (see [`position_tile`]): `c`, the
 /// strides `(ldc, step)`, the live `(channels, positions)`, whether to add to what is there,
@@ -232,19 +233,18 @@ pub(super) struct TileOut {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::needless_range_loop)]
-pub(super) unsafe fn tile_with<const NV: usize, const BLOCKED: bool>(
+pub(super) unsafe fn tile_with<const NV: usize, const H: usize, const BLOCKED: bool>(
     bias: Option<&[f32]>,
     out: &TileOut,
-    depth: impl FnOnce(&mut Acc<NV>),
+    depth: impl FnOnce(&mut Acc<NV, H>),
 ) {
     // SAFETY: the caller's contract (AVX-512F).
-    let mut acc: Acc<NV> = [[unsafe { _mm512_setzero_ps() }; POSITIONS]; NV];
-    if let Some(b) = bias {
-        for (v, row) in acc.iter_mut().enumerate() {
-            // SAFETY: the caller's contract: `b` holds NV · 16 values.
-            *row = [unsafe { _mm512_loadu_ps(b.as_ptr().add(v * 16)) }; POSITIONS];
-        }
-    }
+    let start: [__m512; NV] = std::array::from_fn(|v| match bias {
+        // SAFETY: the caller's contract: `b` holds NV · 16 values.
+        Some(b) => unsafe { _mm512_loadu_ps(b.as_ptr().add(v * 16)) },
+        None => unsafe { _mm512_setzero_ps() },
+    });
+    let mut acc: Acc<NV, H> = std::array::from_fn(|v| [start[v]; H]);
     depth(&mut acc);
     let TileOut {
         c,
@@ -265,7 +265,7 @@ pub(super) unsafe fn tile_with<const NV: usize, const BLOCKED: bool>(
             // accumulators stay in registers (through `take`, they went to the stack first,
             // a third of a 16-deep tile's time).
             for v in 0..NV {
-                for i in 0..POSITIONS {
+                for i in 0..H {
                     if v * 16 >= live_ch || i >= live_pos {
                         continue;
                     }

@@ -1,8 +1,8 @@
 //! Convolutions as position tiles: the product transposed, `Cᵀ = im2colᵀ · Aᵀ`, so that a
 //! micro-tile is a few output positions (broadcast, read in place from the padded image) ×
-//! a few vectors of output channels (the weights, packed transposed once): on AVX-512, 7 or 8
-//! positions × 32 or 48 channels, on AVX2 6 positions × 16 channels (a last panel as many
-//! vectors as it needs; see [`Panels`]).
+//! a few vectors of output channels (the weights, packed transposed once): on AVX-512, 6
+//! positions × 64 channels, or 7 or 8 positions × 32 or 48 channels, on AVX2 6 positions × 16
+//! channels (a last panel as many vectors as it needs; see [`Panels`]).
 //!
 //! The other paths tile output *columns* 32 at a time (16 on AVX2): on AVX-512 a 7×7 output
 //! (49 positions) fills two tiles, 64 columns, and an in-place read of a padded image also
@@ -20,7 +20,7 @@ use super::cell_tile;
 use super::direct::{self, PaddedImage};
 use super::panels::Panels;
 use super::position_task::{Output, Task, rectangles, shares};
-use super::position_tile::{AVX2_HEIGHT, POSITIONS};
+use super::position_tile::POSITIONS;
 use super::source::Image2d;
 use super::{Isa, KC, PackedA};
 use crate::cpu::nn::blocked::BLOCK;
@@ -59,9 +59,9 @@ const SHIFTED_ROWS_PERCENT: usize = 106;
 pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize, k: usize) -> bool {
     let (mr, nr) = isa.tile();
     let [oh, ow] = im.out;
-    let height = tile_height(isa, oh * ow);
     let writes = |per_block: usize| k + k.div_ceil(KC) * per_block;
-    let channels = Panels::for_product(isa, false, m, k).padded(m);
+    let panels = Panels::for_product(isa, (false, false), m, k);
+    let (channels, height) = (panels.padded(m), panels.height(isa, oh * ow));
     let ours = channels * (oh * ow).div_ceil(height) * height * writes(POSITION_WRITE);
     let columns = if direct::applies(im, m) {
         let width = direct::padded_width(im);
@@ -79,20 +79,6 @@ pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize, k: usize) -> bool {
         (oh * ow).div_ceil(nr) * nr * (m + direct::PACKING_WEIGHT) / m.max(1)
     };
     100 * ours < MARGIN_PERCENT * m.div_ceil(mr) * mr * columns * writes(COLUMN_WRITE)
-}
-
-/// Positions per tile for `count` outputs. AVX2: 6 (twelve accumulators). AVX-512: 7 where
-/// that leaves clearly fewer lanes empty than 8 (a 7×7 output is seven tiles of 7, against 49
-/// of 56 lanes in tiles of 8), else 8.
-fn tile_height(isa: Isa, count: usize) -> usize {
-    let lanes = |height: usize| count.div_ceil(height) * height;
-    if isa == Isa::Avx2 {
-        AVX2_HEIGHT
-    } else if 100 * lanes(7) < 97 * lanes(8) {
-        7
-    } else {
-        POSITIONS
-    }
 }
 
 impl PackedA {
@@ -236,7 +222,9 @@ impl PackedA {
         bias: Option<&[f32]>,
         epilogue: Option<&Epilogue<'_, f32>>,
     ) {
-        let panels = Panels::for_product(self.isa, operand.cells, self.m, self.k);
+        let token_major = matches!(output, Output::Positions(_));
+        let layout = (operand.cells, token_major);
+        let panels = Panels::for_product(self.isa, layout, self.m, self.k);
         let weights = match operand.by_taps {
             Some(taps) => self.transposed_by_taps(panels, taps),
             None => self.transposed(panels),
@@ -251,7 +239,7 @@ impl PackedA {
         let count = starts.len();
         // Each tile's positions as offsets from the image's start, 8 entries per tile; the
         // empty lanes repeat the last position (read, never written).
-        let height = tile_height(self.isa, count);
+        let height = panels.height(self.isa, count);
         let tiles = count.div_ceil(height);
         let pos: Vec<usize> = (0..tiles * POSITIONS)
             .map(|e| {

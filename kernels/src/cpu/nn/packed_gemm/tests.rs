@@ -288,8 +288,9 @@ fn image_source_is_the_im2col_matrix() {
             out,
         };
         // Few rows (one row block) and many (row blocks in parallel, B gathered once); for
-        // position tiles, a last channel panel of 10, 8 (16 wide) and 22 (32 wide).
-        for (m, threads) in [(10, 1), (10, 4), (40, 3), (150, 4)] {
+        // position tiles, a last channel panel of 10, 8 (16 wide) and 22 (32 wide), and
+        // on AVX-512 two panels of four vectors (128).
+        for (m, threads) in [(10, 1), (10, 4), (40, 3), (150, 4), (128, 2)] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
