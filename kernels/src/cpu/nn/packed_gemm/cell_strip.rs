@@ -340,10 +340,10 @@ pub unsafe fn cell_strip_avx512<
 
 /// The strip for `isa`: on AVX2 of `vectors` (1 or 2) vectors of channels and
 /// [`AVX2_HEIGHT`] positions per tile; on AVX-512 of 4 vectors and 6 positions per tile, or
-/// of 1 to 3 vectors and `height` (7 or 8) positions per tile. In blocks of 16 channels or channel rows (`blocked`), prefetching the
-/// next tile's cells when `prefetch`, over adjacent cells or the positions of a table
-/// (`adjacent`), the depth rows in groups of one cell's 16 floats or (`grouped` false, only
-/// on AVX-512 and without `adjacent`) anywhere.
+/// of 1 to 3 vectors and `height` (7 or 8) positions per tile. In blocks of 16 channels or
+/// channel rows (`blocked`), prefetching the next tile's cells when `prefetch`, over adjacent
+/// cells or the positions of a table (`adjacent`), the depth rows in groups of one cell's 16
+/// floats or (`grouped` false, only on AVX-512 and without `adjacent`) anywhere.
 #[cfg(target_arch = "x86_64")]
 pub fn kernel_for(
     isa: Isa,
