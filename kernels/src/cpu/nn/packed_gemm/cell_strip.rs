@@ -12,9 +12,9 @@
 //! 0.77–0.93× and 0.69–0.99× the time of tiles called one by one, 1×1 and 3×3 alike; NASNet's
 //! deep 1×1 ones the same. In the models' traces (old and new binaries alternating), the
 //! sums of the nodes' medians were 0.93× on squeezenet with one thread, 0.90× and 0.88× on
-//! googlenet with one and two, and 0.96× on resnet50 with two. There, every product in
-//! position tiles runs as strips, planar images' too (their depth rows each at its own
-//! offset).
+//! googlenet with one and two, and 0.96× on resnet50 with two. Every product in position
+//! tiles runs as strips, on both instruction sets, planar images' too (their depth rows each
+//! at its own offset).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -38,10 +38,14 @@ const CELL: usize = 16;
 /// `i·step` floats apart from `c` (and from `finish.z`): with `ADJACENT`, position `i` at
 /// `pos.now[0] + 16·i` in the image; else tile `t`'s positions at `pos.table[8·t..]`
 /// ([`POSITIONS`] entries per tile, the last tile's empty lanes repeating its last position).
-/// Depth rows `16·b .. 16·b + 16` of every block `b < kc / 16` are at consecutive offsets
-/// (`offsets[16·b + j] = offsets[16·b] + j`: one cell's channels), the rows past the last
-/// whole block taken one by one. `pos.ahead_lines` lines from `pos.ahead` are prefetched
-/// into L2, spread over the strip's tiles and each tile's blocks. With `PREFETCH`, each tile
+/// With `GROUPED`, depth rows `16·b .. 16·b + 16` of every block `b < kc / 16` are at
+/// consecutive offsets (`offsets[16·b + j] = offsets[16·b] + j`: one cell's channels), the
+/// rows past the last whole block taken one by one; without, every row at its own offset (a
+/// planar image's `(c, u, v)`: as strips, the stems of squeezenet and inception_v3 took
+/// 0.69× and 0.77× the time of tiles called one by one, googlenet's 7×7 stem 0.94×;
+/// `conv_rate`, one thread, Zen 3). `pos.ahead_lines` lines
+/// from `pos.ahead` are prefetched into L2, spread over the strip's tiles and each tile's
+/// blocks (without `GROUPED`, at each tile's start). With `PREFETCH`, each tile
 /// fetches the next tile's cells block by block: the strip's own, and after its last tile
 /// those at `pos.next`. The last tile, when partly filled, runs as a general tile.
 ///
@@ -58,6 +62,7 @@ pub unsafe fn cell_strip_avx2<
     const BLOCKED: bool,
     const PREFETCH: bool,
     const ADJACENT: bool,
+    const GROUPED: bool,
 >(
     kc: usize,
     w: *const f32,
@@ -75,7 +80,10 @@ pub unsafe fn cell_strip_avx2<
     let whole = live_pos / H;
     let tiles = live_pos.div_ceil(H);
     let per = pos.ahead_lines.div_ceil(tiles.max(1));
-    let blocks = kc / CELL;
+    // Without groups every depth row takes its own offset (the loop after the blocks').
+    let blocks = if GROUPED { kc / CELL } else { 0 };
+    // Lines per block: no tile has more than `per` (one division per strip, not per tile).
+    let per_block = per.div_ceil(blocks.max(1));
     let mut line = 0;
     let strip = TileOut {
         c,
@@ -89,9 +97,7 @@ pub unsafe fn cell_strip_avx2<
         for t in 0..tiles {
             let (now, next, out) = strip_tile::<ADJACENT, PREFETCH>(pos, &strip, H, t);
             // This tile's share of the lines ahead, spread over its blocks.
-            let (mine, end) = (per.min(pos.ahead_lines - line), line);
-            let per_block = mine.div_ceil(blocks.max(1));
-            let end = end + mine;
+            let end = line + per.min(pos.ahead_lines - line);
             if t == whole {
                 // The last tile, partly filled: its empty lanes repeat its last position.
                 let last = live_pos - t * H - 1;
@@ -106,6 +112,12 @@ pub unsafe fn cell_strip_avx2<
                     kc, w, img, offsets, &part, out.c, strides, live, accumulate, bias, out.finish,
                 );
                 break;
+            }
+            if !GROUPED {
+                while line < end {
+                    _mm_prefetch::<_MM_HINT_T1>(pos.ahead.wrapping_add(line * 16).cast::<i8>());
+                    line += 1;
+                }
             }
             let mut acc = [[_mm256_setzero_ps(); H]; NV];
             if let Some(bias) = bias {
@@ -252,6 +264,7 @@ pub unsafe fn cell_strip_avx512<
     let per = pos.ahead_lines.div_ceil(tiles.max(1));
     // Without groups every depth row takes its own offset (the loop after the blocks').
     let blocks = if GROUPED { kc / CELL } else { 0 };
+    let per_block = per.div_ceil(blocks.max(1));
     let mut line = 0;
     let strip = TileOut {
         c,
@@ -264,9 +277,7 @@ pub unsafe fn cell_strip_avx512<
     unsafe {
         for t in 0..tiles {
             let (now, next, out) = strip_tile::<ADJACENT, PREFETCH>(pos, &strip, H, t);
-            let (mine, end) = (per.min(pos.ahead_lines - line), line);
-            let per_block = mine.div_ceil(blocks.max(1));
-            let end = end + mine;
+            let end = line + per.min(pos.ahead_lines - line);
             if t == whole {
                 // The last tile, partly filled: a tile of exactly its positions.
                 let rows = live_pos - t * H;
@@ -294,7 +305,7 @@ pub unsafe fn cell_strip_avx512<
                 false => (0, std::array::from_fn(|i| now[i])),
             };
             if !GROUPED {
-                for _ in 0..mine {
+                while line < end {
                     _mm_prefetch::<_MM_HINT_T1>(pos.ahead.wrapping_add(line * 16).cast::<i8>());
                     line += 1;
                 }
@@ -343,7 +354,7 @@ pub unsafe fn cell_strip_avx512<
 /// of 1 to 3 vectors and `height` (7 or 8) positions per tile. In blocks of 16 channels or
 /// channel rows (`blocked`), prefetching the next tile's cells when `prefetch`, over adjacent
 /// cells or the positions of a table (`adjacent`), the depth rows in groups of one cell's 16
-/// floats or (`grouped` false, only on AVX-512 and without `adjacent`) anywhere.
+/// floats or (`grouped` false, without `adjacent`, and on AVX2 without `prefetch`) anywhere.
 #[cfg(target_arch = "x86_64")]
 pub fn kernel_for(
     isa: Isa,
@@ -359,8 +370,8 @@ pub fn kernel_for(
         (false, true) => unreachable!("adjacent cells are grouped"),
     };
     match (isa, vectors, height) {
-        (Isa::Avx2, 2, _) => strip::<2>(blocked, prefetch, adjacent.expect("AVX2 groups")),
-        (Isa::Avx2, 1, _) => strip::<1>(blocked, prefetch, adjacent.expect("AVX2 groups")),
+        (Isa::Avx2, 2, _) => strip::<2>(blocked, prefetch, adjacent),
+        (Isa::Avx2, 1, _) => strip::<1>(blocked, prefetch, adjacent),
         (Isa::Avx512, 4, _) => strip512::<4, 6>(blocked, prefetch, adjacent),
         (Isa::Avx512, 3, 7) => strip512::<3, 7>(blocked, prefetch, adjacent),
         (Isa::Avx512, 3, _) => strip512::<3, 8>(blocked, prefetch, adjacent),
@@ -372,18 +383,22 @@ pub fn kernel_for(
     }
 }
 
-/// [`kernel_for`] for `NV` vectors on AVX2.
+/// [`kernel_for`] for `NV` vectors on AVX2: over adjacent cells (`Some(true)`), a table of
+/// positions (`Some(false)`), or a table with ungrouped depth rows (`None`, never
+/// prefetching cells: planar images only).
 #[cfg(target_arch = "x86_64")]
-fn strip<const NV: usize>(blocked: bool, prefetch: bool, adjacent: bool) -> PositionTile {
-    match (blocked, prefetch, adjacent) {
-        (false, false, false) => cell_strip_avx2::<NV, false, false, false>,
-        (true, false, false) => cell_strip_avx2::<NV, true, false, false>,
-        (false, true, false) => cell_strip_avx2::<NV, false, true, false>,
-        (true, true, false) => cell_strip_avx2::<NV, true, true, false>,
-        (false, false, true) => cell_strip_avx2::<NV, false, false, true>,
-        (true, false, true) => cell_strip_avx2::<NV, true, false, true>,
-        (false, true, true) => cell_strip_avx2::<NV, false, true, true>,
-        (true, true, true) => cell_strip_avx2::<NV, true, true, true>,
+fn strip<const NV: usize>(blocked: bool, prefetch: bool, adjacent: Option<bool>) -> PositionTile {
+    match (adjacent, blocked, prefetch) {
+        (Some(false), false, false) => cell_strip_avx2::<NV, false, false, false, true>,
+        (Some(false), true, false) => cell_strip_avx2::<NV, true, false, false, true>,
+        (Some(false), false, true) => cell_strip_avx2::<NV, false, true, false, true>,
+        (Some(false), true, true) => cell_strip_avx2::<NV, true, true, false, true>,
+        (Some(true), false, false) => cell_strip_avx2::<NV, false, false, true, true>,
+        (Some(true), true, false) => cell_strip_avx2::<NV, true, false, true, true>,
+        (Some(true), false, true) => cell_strip_avx2::<NV, false, true, true, true>,
+        (Some(true), true, true) => cell_strip_avx2::<NV, true, true, true, true>,
+        (None, false, _) => cell_strip_avx2::<NV, false, false, false, false>,
+        (None, true, _) => cell_strip_avx2::<NV, true, false, false, false>,
     }
 }
 

@@ -20,18 +20,9 @@ use super::position_tile::{Acc, Avx512Tiles, PositionTile, TileOut, avx512_kerne
 /// Channels per block of a blocked image: the depth rows one cell holds.
 const CELL: usize = 16;
 
-/// Whether the output positions at `starts` are adjacent cells of a blocked image, in order:
-/// then every tile of them is a run of adjacent cells, which [`cell_tile`] takes.
-pub fn adjacent(starts: &[usize]) -> bool {
-    starts
-        .iter()
-        .enumerate()
-        .all(|(i, &s)| s == starts[0] + CELL * i)
-}
-
 /// [`position_tile`](super::position_tile::position_tile) for a 1×1 window on a blocked
 /// image: the same computation and contract, and besides it, positions `0..R` at `pos.now[0]
-/// + 16·i` ([`adjacent`]), and depth rows `16·b .. 16·b + 16` of every block `b < kc / 16` at
+/// + 16·i` (adjacent cells), and depth rows `16·b .. 16·b + 16` of every block `b < kc / 16` at
 /// consecutive offsets (`offsets[16·b + j] = offsets[16·b] + j`); the rows past the last whole
 /// block are taken one by one. With `PREFETCH`, block `b` fetches the next tile's cells of
 /// that block (`pos.next`).

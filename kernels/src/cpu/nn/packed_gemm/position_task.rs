@@ -1,10 +1,10 @@
 //! The tile loop of a product in position tiles: a [`Task`] holds one product's packed
 //! weights, image operand and output, and runs rectangles of channel panels × position tiles.
 
+use super::cell_strip;
 use super::panels::{Panels, tile_cost};
-use super::position_tile::{self, POSITIONS, TileFinish, TilePositions};
-use super::{Isa, KC, PackedA};
-use super::{cell_strip, cell_tile};
+use super::position_tile::{POSITIONS, TileFinish, TilePositions};
+use super::{KC, PackedA};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 
@@ -14,13 +14,6 @@ use crate::cpu::nn::matrix::SendPtr;
 const GROUP_FLOATS: usize = 64 * 1024;
 /// The fewest positions in a group of position tiles (fewer when the task has fewer).
 const GROUP_POSITIONS: usize = 512;
-/// The fewest cache lines of the next weight panel that an AVX-512 tile prefetches spread
-/// over its depth rather than all at its start (`conv_rate`, `COLD=1`: weights from memory,
-/// 2 threads). A burst held the tile up: NASNet's 672 × 4032 convolution at 11² (128 lines a
-/// tile) took 1.42–1.48 ms spread against 1.59–1.69, inception_v3's 3×3 stride-2 288 → 384
-/// (55 lines) 1.39–1.40 ms against 1.43–1.46 with bursts below 64 lines. Below 16 lines,
-/// and on products whose weights stay in cache, spread or not measured the same.
-const SPREAD_LINES: usize = 16;
 
 /// How a product in position tiles lays out `C`.
 #[derive(Debug, Clone, Copy)]
@@ -88,6 +81,7 @@ pub(super) struct Task<'a> {
     pub(super) offsets: &'a [usize],
     /// Positions per tile (7 or 8), `count` in all.
     pub(super) height: usize,
+    /// Each tile's positions, [`POSITIONS`] entries per tile; empty when `cells`.
     pub(super) pos: &'a [usize],
     pub(super) count: usize,
     pub(super) bias: Option<&'a [f32]>,
@@ -123,7 +117,7 @@ impl Task<'_> {
             .epilogue
             .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
         let mut pos = TilePositions::default();
-        let all_tiles = self.pos.len() / POSITIONS;
+        let all_tiles = self.count.div_ceil(self.height);
         for g0 in (tiles.0..tiles.1).step_by(per_group) {
             let g1 = (g0 + per_group).min(tiles.1);
             for b0 in (panels.0..panels.1).step_by(panels_per_block) {
@@ -159,57 +153,25 @@ impl Task<'_> {
                                     hi,
                                 })
                         };
-                        if self.strips() {
-                            // One strip for the group's tiles, which prefetches `next` itself.
-                            let after = g1.min(all_tiles - 1);
-                            pos.now = [self.pos[g0 * POSITIONS]; POSITIONS];
-                            pos.next.copy_from_slice(
-                                &self.pos[after * POSITIONS..(after + 1) * POSITIONS],
-                            );
-                            pos.table = self.pos[g0 * POSITIONS..].as_ptr();
-                            (pos.ahead, pos.ahead_lines) = (next.as_ptr(), next.len().div_ceil(16));
-                            let live = (
-                                width.min(m - jp * full),
-                                (g1 * self.height).min(self.count) - g0 * self.height,
-                            );
-                            let at = self.tile_at(jp, g0);
-                            // SAFETY: these channels × positions of C are this task's.
-                            unsafe {
-                                let c = self.c.get().add(at);
-                                self.tile(panel, (pc, kc), &pos, c, live, bias, finish_at(at))
-                            };
-                            continue;
-                        }
-                        let share = next.len().div_ceil(g1 - g0).next_multiple_of(16);
-                        for t in g0..g1 {
-                            let from = ((t - g0) * share).min(next.len());
-                            let ahead = &next[from..(from + share).min(next.len())];
-                            let spread =
-                                self.a.isa == Isa::Avx512 && ahead.len() >= SPREAD_LINES * 16;
-                            (pos.ahead, pos.ahead_lines) = match spread {
-                                true => (ahead.as_ptr(), ahead.len().div_ceil(16)),
-                                false => {
-                                    super::micro::prefetch_lines(ahead);
-                                    (std::ptr::null(), 0)
-                                }
-                            };
-                            let after = (t + 1).min(all_tiles - 1);
-                            pos.now
-                                .copy_from_slice(&self.pos[t * POSITIONS..(t + 1) * POSITIONS]);
-                            pos.next.copy_from_slice(
-                                &self.pos[after * POSITIONS..(after + 1) * POSITIONS],
-                            );
-                            let live = (
-                                width.min(m - jp * full),
-                                self.height.min(self.count - t * self.height),
-                            );
-                            let at = self.tile_at(jp, t);
-                            // SAFETY: this tile's channels × positions of C are this task's.
-                            unsafe {
-                                let c = self.c.get().add(at);
-                                self.tile(panel, (pc, kc), &pos, c, live, bias, finish_at(at))
-                            };
-                        }
+                        // One strip for the group's tiles, which prefetches `next` itself.
+                        let after = g1.min(all_tiles - 1);
+                        pos.now = [self.positions(g0)[0]; POSITIONS];
+                        pos.next = self.positions(after);
+                        pos.table = self
+                            .pos
+                            .get(g0 * POSITIONS..)
+                            .map_or(std::ptr::null(), <[usize]>::as_ptr);
+                        (pos.ahead, pos.ahead_lines) = (next.as_ptr(), next.len().div_ceil(16));
+                        let live = (
+                            width.min(m - jp * full),
+                            (g1 * self.height).min(self.count) - g0 * self.height,
+                        );
+                        let at = self.tile_at(jp, g0);
+                        // SAFETY: these channels × positions of C are this task's.
+                        unsafe {
+                            let c = self.c.get().add(at);
+                            self.tile(panel, (pc, kc), &pos, c, live, bias, finish_at(at))
+                        };
                     }
                 }
                 if let Some(e) = self.epilogue.filter(|_| in_tiles.is_none()) {
@@ -247,10 +209,16 @@ impl Task<'_> {
         }
     }
 
-    /// Whether each group's tiles of a panel run as one strip ([`cell_strip`]): over
-    /// grouped depth rows, and on AVX-512 over any.
-    fn strips(&self) -> bool {
-        self.grouped || self.a.isa == Isa::Avx512
+    /// Tile `t`'s positions: from the table, or for adjacent cells from the tile's first (the
+    /// empty lanes of a last tile repeat its last position, as in the table).
+    fn positions(&self, t: usize) -> [usize; POSITIONS] {
+        match self.cells {
+            true => std::array::from_fn(|i| {
+                let q = (t * self.height + i.min(self.height - 1)).min(self.count - 1);
+                16 * q
+            }),
+            false => std::array::from_fn(|i| self.pos[t * POSITIONS + i]),
+        }
     }
 
     /// The weights of channel panel `jp` in the depth block that starts at `pc`.
@@ -297,15 +265,8 @@ impl Task<'_> {
         };
         let offsets = self.offsets[pc..pc + kc].as_ptr();
         let vectors = panel.len() / (kc * self.panels.lanes);
-        let kernel = match (self.strips(), self.cells) {
-            (true, _) => {
-                let (isa, height) = (self.a.isa, self.height);
-                let layout = (self.cells, self.grouped);
-                cell_strip::kernel_for(isa, vectors, height, blocked, self.prefetch, layout)
-            }
-            (false, true) => cell_tile::kernel_for(vectors, live.1, blocked, self.prefetch),
-            _ => position_tile::kernel_for(self.a.isa, vectors, live.1, blocked, self.prefetch),
-        };
+        let (isa, height, layout) = (self.a.isa, self.height, (self.cells, self.grouped));
+        let kernel = cell_strip::kernel_for(isa, vectors, height, blocked, self.prefetch, layout);
         // SAFETY: the panel holds kc rows of its width and the table kc offsets; every
         // position of the tile is a real output's window start, so img + offsets[p] + pos[i]
         // lies inside the padded image; `c` holds the live channels × positions (the caller's

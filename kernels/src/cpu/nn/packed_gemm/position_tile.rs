@@ -1,13 +1,10 @@
 //! Position tiles (a transposed micro-tile: output positions broadcast, output channels in
-//! the vectors), one kernel per instruction set, and the kernel a tile shape takes
-//! ([`kernel_for`]). `positions.rs` drives them.
+//! the vectors), one kernel per instruction set; the strips of `cell_strip.rs` run them
+//! (their last, partly filled tile) and share their stores.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::Isa;
-#[cfg(target_arch = "x86_64")]
-use super::avx2_tile;
 use crate::cpu::nn::epilogue::Activation;
 use crate::cpu::nn::epilogue_simd::finish_f32;
 #[cfg(target_arch = "x86_64")]
@@ -380,28 +377,6 @@ pub(super) unsafe fn finish_block(out: __m512, f: TileFinish, at: usize) -> __m5
     )
 }
 
-/// The kernel for `isa`, `vectors` (1 or 2) vectors of channels, `rows` positions in the
-/// tile, and channel rows or, when `blocked`, 16-channel blocks, prefetching the next tile's cells when `prefetch` (AVX-512
-/// only). On AVX-512 a tile computes exactly its `rows` (1 to 8): the last tile of an 11×11
-/// image (121 positions, 15 tiles of 8 and one of 1) would otherwise compute 8 positions for
-/// 1, 5.5 % of the product. AVX2 tiles always compute [`AVX2_HEIGHT`].
-#[cfg(target_arch = "x86_64")]
-pub fn kernel_for(
-    isa: Isa,
-    vectors: usize,
-    rows: usize,
-    blocked: bool,
-    prefetch: bool,
-) -> PositionTile {
-    match (isa, vectors, blocked) {
-        (Isa::Avx2, 2, _) => avx2_tile::kernel::<2>(blocked, prefetch),
-        (Isa::Avx2, 1, _) => avx2_tile::kernel::<1>(blocked, prefetch),
-        (Isa::Avx512, 2, _) => avx512_kernel::<Positions, 2>(rows, blocked, prefetch),
-        (Isa::Avx512, 1, _) => avx512_kernel::<Positions, 1>(rows, blocked, prefetch),
-        (_, v, _) => unreachable!("general tiles of {v} vectors"),
-    }
-}
-
 /// A family of AVX-512 tile kernels with one instance per tile shape: [`position_tile`]'s, or
 /// the cell tiles'.
 #[cfg(target_arch = "x86_64")]
@@ -455,10 +430,4 @@ fn avx512_rows<T: Avx512Tiles, const NV: usize, const BLOCKED: bool, const PREFE
         7 => T::instance::<NV, 7, BLOCKED, PREFETCH>(),
         _ => T::instance::<NV, 8, BLOCKED, PREFETCH>(),
     }
-}
-
-/// Off x86-64 no instruction set has position tiles ([`Isa::detect`] finds none).
-#[cfg(not(target_arch = "x86_64"))]
-pub fn kernel_for(isa: Isa, _: usize, _: usize, _: bool, _: bool) -> PositionTile {
-    unreachable!("no position tiles for {isa:?} off x86-64")
 }

@@ -16,7 +16,6 @@ use rayon::prelude::*;
 use std::mem::MaybeUninit;
 
 use super::blocked_image;
-use super::cell_tile;
 use super::direct::{self, PaddedImage};
 use super::panels::Panels;
 use super::position_task::{Output, Task, rectangles, shares};
@@ -148,8 +147,9 @@ impl PackedA {
                     data: img.data,
                     offsets: &img.offsets,
                     starts: &img.starts,
+                    count: img.cells.unwrap_or(img.starts.len()),
                     prefetch: prefetches(self.isa, im, self.k),
-                    cells: taps == 1 && cell_tile::adjacent(&img.starts),
+                    cells: img.cells.is_some(),
                     grouped: taps == 1 || by_taps,
                     by_taps: by_taps.then_some(taps),
                 };
@@ -195,6 +195,7 @@ impl PackedA {
             data: x,
             offsets: &offsets,
             starts: &starts,
+            count: tokens,
             prefetch: false,
             cells: false,
             // A token's features are consecutive floats: the tiles run as strips.
@@ -235,18 +236,21 @@ impl PackedA {
             padded_bias[..m].copy_from_slice(&b[..m]);
         }
         let bias = bias.map(|_| &padded_bias[..]);
-        let starts = operand.starts;
-        let count = starts.len();
+        let (starts, count) = (operand.starts, operand.count);
         // Each tile's positions as offsets from the image's start, 8 entries per tile; the
-        // empty lanes repeat the last position (read, never written).
+        // empty lanes repeat the last position (read, never written). Adjacent cells need
+        // no table: the tiles find them from the first.
         let height = panels.height(self.isa, count);
         let tiles = count.div_ceil(height);
-        let pos: Vec<usize> = (0..tiles * POSITIONS)
-            .map(|e| {
-                let lane = (e % POSITIONS).min(height - 1);
-                starts[(e / POSITIONS * height + lane).min(count - 1)]
-            })
-            .collect();
+        let pos: Vec<usize> = match operand.cells {
+            true => Vec::new(),
+            false => (0..tiles * POSITIONS)
+                .map(|e| {
+                    let lane = (e % POSITIONS).min(height - 1);
+                    starts[(e / POSITIONS * height + lane).min(count - 1)]
+                })
+                .collect(),
+        };
         let task = Task {
             a: self,
             panels,
@@ -306,6 +310,7 @@ fn with_planar_operand<R>(
             data: img.data,
             offsets: &img.offsets,
             starts: &starts,
+            count: oh * ow,
             prefetch: false,
             cells: false,
             grouped: false,
@@ -319,12 +324,16 @@ fn with_planar_operand<R>(
 struct Operand<'a> {
     data: &'a [f32],
     offsets: &'a [usize],
+    /// Each output position's window start (empty when `cells`).
     starts: &'a [usize],
+    /// How many output positions there are.
+    count: usize,
     /// Whether each tile prefetches the next tile's cells ([`prefetches`]).
     prefetch: bool,
-    /// Whether the image is blocked, the window 1×1 and the output positions adjacent cells
-    /// (unit strides, no padding): each block's 16 depth rows are one cell's consecutive
-    /// floats, and each group's tiles of a panel run as one cell strip of adjacent cells.
+    /// Whether the image is blocked, the window 1×1 and the output positions the image's
+    /// first cells in order (position `q` at `16·q`; unit strides, no padding): each block's
+    /// 16 depth rows are one cell's consecutive floats, and each group's tiles of a panel run
+    /// as one cell strip of adjacent cells.
     cells: bool,
     /// Whether every 16 depth rows from the start are one cell's consecutive floats (a 1×1
     /// window on a blocked image, or `by_taps`), the rows past the last such block excepted:
