@@ -43,9 +43,9 @@ const CELL: usize = 16;
 /// rows past the last whole block taken one by one; without, every row at its own offset (a
 /// planar image's `(c, u, v)`: as strips, the stems of squeezenet and inception_v3 took
 /// 0.69× and 0.77× the time of tiles called one by one, googlenet's 7×7 stem 0.94×;
-/// `conv_rate`, one thread, Zen 3). `pos.ahead_lines` lines
-/// from `pos.ahead` are prefetched into L2, spread over the strip's tiles and each tile's
-/// blocks (without `GROUPED`, at each tile's start). With `PREFETCH`, each tile
+/// `conv_rate`, one thread, Zen 3). `pos.ahead_lines` lines from `pos.ahead` are prefetched
+/// into L2, spread over the strip's tiles and each tile's blocks (without `GROUPED`, at each
+/// tile's start). With `PREFETCH`, each tile
 /// fetches the next tile's cells block by block: the strip's own, and after its last tile
 /// those at `pos.next`. The last tile, when partly filled, runs as a general tile.
 ///
