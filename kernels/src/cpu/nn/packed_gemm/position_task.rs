@@ -94,7 +94,7 @@ pub(super) struct Task<'a> {
     /// cell's 16 floats: the tiles run as strips of adjacent cells ([`cell_strip`]).
     pub(super) cells: bool,
     /// Whether the depth rows are in blocks of one cell's 16 floats, whatever the positions:
-    /// the tiles run as cell strips.
+    /// the strips then take them block by block from one pointer, else row by row.
     pub(super) grouped: bool,
 }
 
