@@ -257,6 +257,17 @@ pub(super) unsafe fn tile_with<const NV: usize, const H: usize, const BLOCKED: b
             _mm256_set1_epi32(live_pos as i32),
             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
         );
+        if BLOCKED && live_pos == H && live_ch >= NV * 16 {
+            match (accumulate, finish) {
+                (false, None) => store_full::<NV, H, false, false>(&acc, c, ldc, step, None),
+                (false, Some(f)) if f.z.is_null() => {
+                    store_full::<NV, H, false, false>(&acc, c, ldc, step, Some(f))
+                }
+                (false, Some(f)) => store_full::<NV, H, false, true>(&acc, c, ldc, step, Some(f)),
+                (true, f) => store_full::<NV, H, true, true>(&acc, c, ldc, step, f),
+            }
+            return;
+        }
         if BLOCKED {
             // Constant bounds with the live ones as conditions: the loops unroll and the
             // accumulators stay in registers (through `take`, they went to the stack first,
@@ -311,6 +322,47 @@ pub(super) unsafe fn tile_with<const NV: usize, const H: usize, const BLOCKED: b
                         false => _mm256_maskstore_ps(dst, live, out),
                     }
                 }
+            }
+        }
+    }
+}
+
+/// [`tile_with`]'s blocked store of a tile whose positions and channels are all live, its
+/// choices (`ACCUMULATE`, and `ADD`: whether `finish` adds a residual) made once per tile, as
+/// the AVX2 tiles' `store_full`.
+///
+/// # Safety
+/// As [`tile_with`]'s; `finish.z` is null unless `ADD`; the caller enables AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn store_full<const NV: usize, const H: usize, const ACCUMULATE: bool, const ADD: bool>(
+    acc: &Acc<NV, H>,
+    c: *mut f32,
+    ldc: usize,
+    step: usize,
+    finish: Option<TileFinish>,
+) {
+    // SAFETY: the caller enables AVX-512F.
+    let clamp = finish.map(|f| unsafe { (_mm512_set1_ps(f.lo), _mm512_set1_ps(f.hi)) });
+    let z = finish.map_or(std::ptr::null(), |f| f.z);
+    for (v, row) in acc.iter().enumerate() {
+        for (i, &out) in row.iter().enumerate() {
+            let at = v * ldc + i * step;
+            // SAFETY: the caller's contract: every position and channel is live.
+            unsafe {
+                let dst = c.add(at);
+                let mut out = out;
+                if ACCUMULATE {
+                    out = _mm512_add_ps(out, _mm512_loadu_ps(dst));
+                }
+                if ADD && !z.is_null() {
+                    out = _mm512_add_ps(out, _mm512_loadu_ps(z.add(at)));
+                }
+                if let Some((lo, hi)) = clamp {
+                    // As `finish_block`: `v` second, so NaN stays NaN.
+                    out = _mm512_min_ps(hi, _mm512_max_ps(lo, out));
+                }
+                _mm512_storeu_ps(dst, out);
             }
         }
     }

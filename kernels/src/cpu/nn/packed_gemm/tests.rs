@@ -259,6 +259,10 @@ fn image_source_is_the_im2col_matrix() {
         (KC / 9 + 4, [6, 21], [3, 3], [1, 1], [1, 1], [0, 0]),
         // 1x1 with stride 2: one of the four phases is read, and only it is copied.
         (6, [9, 9], [1, 1], [2, 2], [1, 1], [0, 0]),
+        // Strided windows without padding (squeezenet's stem), read in place by position
+        // tiles: the last row and column unread, uneven strides with dilations.
+        (3, [16, 17], [3, 3], [2, 2], [1, 1], [0, 0]),
+        (2, [13, 12], [3, 2], [2, 3], [2, 1], [0, 0]),
         // Outputs of 7×7, 7×5 and 1×41: position tiles of 7 (the last one partly empty for
         // 41).
         (20, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1]),
