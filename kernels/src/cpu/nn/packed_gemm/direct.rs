@@ -293,7 +293,7 @@ fn window_cells(im: &Image2d<'_>, width: usize, plane: usize) -> Vec<usize> {
 /// Every im2col row's offset: channel `c`'s window `cells`, `c · stride` further on. Built in
 /// place at its exact size (a table grown push by push made googlenet's pointwise
 /// convolutions on 7×7 measurably slower).
-fn im2col_offsets(cells: &[usize], channels: usize, stride: usize) -> Vec<usize> {
+pub(super) fn im2col_offsets(cells: &[usize], channels: usize, stride: usize) -> Vec<usize> {
     if let [cell] = cells {
         return (0..channels).map(|c| c * stride + cell).collect();
     }

@@ -291,51 +291,41 @@ impl PackedA {
     }
 }
 
-/// Runs `f` on `im` (`channels` planes) as the operand of position tiles: its padded phase
-/// planes ([`direct::with_padded_image`]) and each output's window start in them, row by row
+/// Runs `f` on `im` (`channels` planes) as the operand of position tiles: the image where it
+/// is when no window reaches past its edges ([`unpadded_windows`]), else its padded phase
+/// planes ([`direct::with_padded_image`]); each output's window start as a table, row by row
 /// (a division per entry cost more than the table's use on googlenet's small products).
 fn with_planar_operand<R>(
     im: &Image2d<'_>,
     channels: usize,
     f: impl FnOnce(&Operand<'_>) -> R,
 ) -> R {
-    if let Some((offsets, starts)) = unpadded_windows(im, channels) {
-        return f(&Operand {
-            data: im.img,
-            offsets: &offsets,
-            starts: &starts,
-            count: starts.len(),
-            prefetch: false,
-            cells: false,
-            grouped: false,
-            by_taps: None,
-        });
+    if let Some(offsets) = unpadded_windows(im, channels) {
+        let [sh, sw] = im.strides;
+        let starts = window_starts(im.out, sh * im.size[1], sw);
+        return f(&Operand::planar(im.img, &offsets, &starts));
     }
     direct::with_padded_image(im, channels, 0, |img: &PaddedImage<'_>| {
-        let [oh, ow] = img.out;
-        let mut starts = Vec::with_capacity(oh * ow);
-        for y in 0..oh {
-            starts.extend(y * img.width..y * img.width + ow);
-        }
-        f(&Operand {
-            data: img.data,
-            offsets: &img.offsets,
-            starts: &starts,
-            count: oh * ow,
-            prefetch: false,
-            cells: false,
-            grouped: false,
-            by_taps: None,
-        })
+        let starts = window_starts(img.out, img.width, 1);
+        f(&Operand::planar(img.data, &img.offsets, &starts))
     })
 }
 
-/// The depth rows' offsets and the output positions' window starts of `im` (`channels`
-/// planes) read where it is, at any stride, when no window reaches past its edges (no
-/// padding: squeezenet's and inception_v3's stride-2 stems). The tiles broadcast single
-/// floats, so unlike the column tiles' vector loads they need no phase planes; the copy
-/// into them took a tenth of squeezenet's stem (`perf`, one thread, AVX-512).
-fn unpadded_windows(im: &Image2d<'_>, channels: usize) -> Option<(Vec<usize>, Vec<usize>)> {
+/// Each output position's window start, row by row: output `(y, x)` at `y · row + x · column`.
+fn window_starts([oh, ow]: [usize; 2], row: usize, column: usize) -> Vec<usize> {
+    let mut starts = Vec::with_capacity(oh * ow);
+    for y in 0..oh {
+        starts.extend((0..ow).map(|x| y * row + x * column));
+    }
+    starts
+}
+
+/// The depth rows' offsets of `im` (`channels` planes) read where it is, at any stride, when
+/// no window reaches past its edges (no padding: squeezenet's and inception_v3's stride-2
+/// stems). The tiles broadcast single floats, so unlike the column tiles' vector loads they
+/// need no phase planes; the copy into them took a tenth of squeezenet's stem (`perf`, one
+/// thread, AVX-512).
+fn unpadded_windows(im: &Image2d<'_>, channels: usize) -> Option<Vec<usize>> {
     let ([h, w], [oh, ow], [kh, kw]) = (im.size, im.out, im.kernel);
     let ([dh, dw], [sh, sw]) = (im.dilations, im.strides);
     let inside = |out: usize, stride: usize, window: usize, size: usize| {
@@ -348,17 +338,10 @@ fn unpadded_windows(im: &Image2d<'_>, channels: usize) -> Option<(Vec<usize>, Ve
     if !fits {
         return None;
     }
-    let mut offsets = Vec::with_capacity(channels * kh * kw);
-    for c in 0..channels {
-        for u in 0..kh {
-            offsets.extend((0..kw).map(|v| c * h * w + u * dh * w + v * dw));
-        }
-    }
-    let mut starts = Vec::with_capacity(oh * ow);
-    for y in 0..oh {
-        starts.extend((0..ow).map(|x| y * sh * w + x * sw));
-    }
-    Some((offsets, starts))
+    let cells: Vec<usize> = (0..kh)
+        .flat_map(|u| (0..kw).map(move |v| u * dh * w + v * dw))
+        .collect();
+    Some(direct::im2col_offsets(&cells, channels, h * w))
 }
 
 /// The image operand of a product in position tiles: `img[offsets[p] + starts[q]]` is depth
@@ -385,6 +368,22 @@ struct Operand<'a> {
     /// (`(c / 16, u, v, c % 16)`), not channel by channel (`(c, u, v)`, the weights' own
     /// order): the tiles then read [`PackedA::transposed_by_taps`].
     by_taps: Option<usize>,
+}
+
+impl<'a> Operand<'a> {
+    /// A planar image's operand: depth rows anywhere, positions from `starts`, no prefetch.
+    fn planar(data: &'a [f32], offsets: &'a [usize], starts: &'a [usize]) -> Self {
+        Operand {
+            data,
+            offsets,
+            starts,
+            count: starts.len(),
+            prefetch: false,
+            cells: false,
+            grouped: false,
+            by_taps: None,
+        }
+    }
 }
 
 /// Whether the tiles of a product over a blocked image prefetch the next tile's cells: for 1×1
