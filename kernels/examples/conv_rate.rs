@@ -1,6 +1,6 @@
 //! GFLOP/s of the packed GEMM on one convolution's image operand, on `THREADS` threads
 //! (default 1), with a bias and
-//! a ReLU as a fused convolution has them (`PLAIN=1`: neither), the output in channel planes
+//! a ReLU as a fused convolution has them (`PLAIN=1`: neither; `ADD=1`: a residual added too), the output in channel planes
 //! or (`BLOCKED=1`) in blocks of 16 channels (`BLOCKED_INPUT=1`: the image read as blocks of
 //! 16 channels too, as between two blocked convolutions of a model):
 //! `cargo run --release -p spillway-kernels --example conv_rate -- M CH KERNEL SIDE [STRIDE]`.
@@ -44,8 +44,13 @@ fn main() {
     let blocked_mode = std::env::var("BLOCKED").unwrap_or_default();
     let blocked = blocked_mode == "1" || blocked_mode == "2";
     let bias: Vec<f32> = (0..m).map(|i| (i % 3) as f32 - 1.0).collect();
+    // ADD=1: a residual input added before the ReLU, laid out like the output (as resnet's
+    // last convolution of a block has it).
+    let residual: Vec<f32> = (0..m.div_ceil(16) * 16 * n)
+        .map(|i| (i % 11) as f32 * 0.1)
+        .collect();
     let relu = Epilogue {
-        add: None,
+        add: switch("ADD").then_some(&residual[..]),
         activation: Activation::Relu,
     };
     let (bias, epilogue) = if plain {

@@ -92,6 +92,9 @@ fn winograd_convolutions_match_the_direct_sum() {
         (16, 16, [3, 3], [0, 0, 0, 0]),
         (16, 16, [10, 6], [2, 0, 1, 2]),
         (32, 32, [29, 31], [1, 1, 1, 1]),
+        // Past BLOCK_FLOATS of scratch: F(4×4) in blocks of 32 and 31 tile rows, F(2×2) in
+        // three of 42, 42 and 41.
+        (32, 32, [250, 38], [1, 1, 1, 1]),
     ]
     .map(|(c, m, size, pads)| Case { c, m, size, pads });
     for (n, case) in cases.iter().enumerate() {
