@@ -1,8 +1,8 @@
 //! GFLOP/s of the packed GEMM on one convolution's image operand, on `THREADS` threads
-//! (default 1), with a bias and
-//! a ReLU as a fused convolution has them (`PLAIN=1`: neither; `ADD=1`: a residual added too), the output in channel planes
-//! or (`BLOCKED=1`) in blocks of 16 channels (`BLOCKED_INPUT=1`: the image read as blocks of
-//! 16 channels too, as between two blocked convolutions of a model):
+//! (default 1), with a bias and a ReLU as a fused convolution has them (`PLAIN=1`: neither;
+//! `ADD=1`: a residual added too), the output in channel planes or (`BLOCKED=1`) in blocks of
+//! 16 channels (`BLOCKED_INPUT=1`: the image read as blocks of 16 channels too, as between two
+//! blocked convolutions of a model):
 //! `cargo run --release -p spillway-kernels --example conv_rate -- M CH KERNEL SIDE [STRIDE]`.
 
 mod timing;

@@ -58,9 +58,9 @@ const LANES: usize = 16;
 /// reused from the L3 by every block of a convolution (a tile row of a wide image or many
 /// channels can need more). The image is cut into blocks of equal rows. Against 16 MiB and
 /// blocks cut by that size alone (2 threads, Zen 5, traces of whole runs), inception_v3's
-/// 147² and 71² convolutions, 13–19 MB of scratch in one or two uneven blocks, ran 0.65×,
-/// 0.60× and 0.80× the time, and googlenet's 56² one (7 MB, now two blocks) about 0.75× its
-/// share of the run.
+/// 147² and 71² convolutions, 13–19 MB of scratch in one or two uneven blocks, ran 0.66×,
+/// 0.66× and 0.81× the time, and googlenet's 56² one (7 MB, now two blocks) about 0.75× its
+/// share of the run (`benches/results/winograd-blocks-2026-12-03.md`).
 const BLOCK_FLOATS: usize = 1 << 20;
 /// The fewest tiles per block (when the image has them): each block streams all 36
 /// transformed filters once.
