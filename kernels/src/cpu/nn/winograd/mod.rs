@@ -60,7 +60,9 @@ const LANES: usize = 16;
 /// blocks cut by that size alone (2 threads, Zen 5, traces of whole runs), inception_v3's
 /// 147² and 71² convolutions, 13–19 MB of scratch in one or two uneven blocks, ran 0.66×,
 /// 0.66× and 0.81× the time, and googlenet's 56² one (7 MB, now two blocks) about 0.75× its
-/// share of the run (`benches/results/winograd-blocks-2026-12-03.md`).
+/// share of the run (`benches/results/winograd-blocks-2026-12-03.md`). A block holds at least
+/// as much as the filters, which it streams once: 512 → 512 at 38² (38 MB of filters, 15 MB of
+/// scratch) ran 1.13–1.14× the time in two blocks (`winograd_rate`, `COLD=1`, 2 threads).
 const BLOCK_FLOATS: usize = 1 << 20;
 /// The fewest tiles per block (when the image has them): each block streams all 36
 /// transformed filters once.
@@ -233,7 +235,11 @@ fn convolve_in<T: Tiling>(
     }
     let (th, tw) = (oh.div_ceil(T::OUTPUT), ow.div_ceil(T::OUTPUT));
     let per_row = T::PRODUCTS * tw * (c + m);
-    let blocks = (th * per_row).div_ceil(BLOCK_FLOATS).max(1);
+    // Each block streams all the transformed filters once: no block smaller than they are.
+    let filters_floats = T::PRODUCTS * c * m;
+    let blocks = (th * per_row)
+        .div_ceil(BLOCK_FLOATS.max(filters_floats))
+        .max(1);
     let rows_per_block = th
         .div_ceil(blocks)
         .max(BLOCK_TILES.div_ceil(tw))
