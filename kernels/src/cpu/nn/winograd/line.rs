@@ -487,7 +487,7 @@ impl Outputs<'_> {
                     if let Some(z) = add {
                         value = value.add(V::load(z.as_ptr().add(at)));
                     }
-                    value.max(lo).min(hi).store(y.add(at));
+                    hi.min(lo.max(value)).store(y.add(at));
                 }
             }
             let Some(e) = self.epilogue.filter(|_| clamp.is_none()) else {

@@ -70,8 +70,10 @@ impl Outputs<'_> {
     }
 
     /// The outputs of tile row `ty` (of the block's `rows`, `tw` tiles each) for output
-    /// channel block `cb`, then their epilogue, in vectors `V`; inlined into the functions
-    /// that enable their instruction set.
+    /// channel block `cb`, then their epilogue, in vectors `V`. A clamp (none, `Relu`,
+    /// `Clip`) finishes in registers, with its residual where the outputs are blocked (a
+    /// residual is laid out like the outputs); other epilogues in a pass over the tile row
+    /// after. Inlined into the functions that enable `V`'s instruction set.
     ///
     /// # Safety
     /// The caller enables `V`'s instruction set; no other thread writes these outputs.
@@ -89,9 +91,16 @@ impl Outputs<'_> {
         let y = self.y.get();
         let p = products.as_ptr();
         let oy = (T::OUTPUT * ty, (T::OUTPUT * ty + T::OUTPUT).min(oh));
-        // SAFETY: products `[ξ][t][cb·16..]` lie inside `products`; outputs are written
-        // only at cells inside the image and channels of this block.
+        let clamp = self
+            .epilogue
+            .filter(|e| self.blocked || e.add.is_none())
+            .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
+        let ((lo, hi), add) = clamp.unwrap_or(((f32::NEG_INFINITY, f32::INFINITY), None));
+        // SAFETY: products `[ξ][t][cb·16..]` lie inside `products`; outputs (and residuals,
+        // which cover the output) are touched only at cells inside the image and channels of
+        // this block.
         unsafe {
+            let (lo, hi) = (V::splat(lo), V::splat(hi));
             let bias = V::load(self.bias.as_ptr().add(cb * LANES));
             for tx in 0..tw {
                 let t = first + tx;
@@ -102,9 +111,17 @@ impl Outputs<'_> {
                     let columns = T::OUTPUT.min(ow - (T::OUTPUT * tx).min(ow));
                     for (j, &value) in row.iter().enumerate().take(columns) {
                         let xx = T::OUTPUT * tx + j;
+                        let mut value = value;
                         match self.blocked {
-                            true => value.store(y.add(cb * LANES * plane + (yy * ow + xx) * LANES)),
+                            true => {
+                                let at = cb * LANES * plane + (yy * ow + xx) * LANES;
+                                if let Some(z) = add {
+                                    value = value.add(V::load(z.as_ptr().add(at)));
+                                }
+                                hi.min(lo.max(value)).store(y.add(at));
+                            }
                             false => {
+                                value = hi.min(lo.max(value));
                                 let mut lanes = [0f32; LANES];
                                 value.store(lanes.as_mut_ptr());
                                 for (l, &v) in lanes.iter().enumerate() {
@@ -115,7 +132,7 @@ impl Outputs<'_> {
                     }
                 }
             }
-            let Some(e) = self.epilogue else {
+            let Some(e) = self.epilogue.filter(|_| clamp.is_none()) else {
                 return;
             };
             let span = (oy.1 - oy.0) * ow;

@@ -216,3 +216,99 @@ fn transformed_filters_give_the_products_of_the_definition() {
         }
     }
 }
+
+/// A convolution into its outputs with its epilogue.
+type Convolution<'a> = dyn Fn(&mut [MaybeUninit<f32>], Option<&Epilogue<'_, f32>>) + 'a;
+
+/// A NaN in the image stays NaN in every output whose window holds it, whatever finishes the
+/// outputs: none, a `Relu` or `Clip` clamped in registers (as the unfused kernels, which keep
+/// NaN), with or without a residual; 2-D and 1-D (F(4, 3) along the width), blocked and
+/// planar outputs.
+#[test]
+fn a_nan_in_the_image_stays_nan_through_every_epilogue() {
+    if !applies([3, 3], [1, 1], [1, 1], 16, 16) {
+        eprintln!("neither AVX2 nor AVX-512: the Winograd path does not run on this CPU");
+        return;
+    }
+    let (c, m, side) = (16, 32, 9);
+    let plane = side * side;
+    let (nan_channel, nan_at) = (5, 4 * side + 4);
+    let mut x = uniform(c * plane, 1);
+    x[nan_channel * plane + nan_at] = f32::NAN;
+    let blocked_x = to_blocks(&x, c, plane);
+    let z = uniform(m * plane, 2);
+    let bias = uniform(m, 3);
+    let image = |blocked: bool, pads: [usize; 2]| WinogradImage {
+        x: if blocked { &blocked_x } else { &x },
+        blocked,
+        channels: c,
+        size: [side, side],
+        pads,
+        out: [side, side],
+    };
+    // Outputs laid out as `blocked` says, the residual likewise.
+    let run = |blocked: bool, finish: Option<(Activation, bool)>, conv: &Convolution| {
+        let zin = match blocked {
+            true => to_blocks(&z, m, plane),
+            false => z.clone(),
+        };
+        let epilogue = finish.map(|(activation, with_z)| Epilogue {
+            add: with_z.then_some(&zin[..]),
+            activation,
+        });
+        let mut y = vec![MaybeUninit::new(0.0f32); m * plane];
+        conv(&mut y, epilogue.as_ref());
+        // SAFETY: every element was initialized.
+        let y: Vec<f32> = y.iter().map(|v| unsafe { v.assume_init() }).collect();
+        match blocked {
+            true => from_blocks(&y, m, plane),
+            false => y,
+        }
+    };
+    let finishes = [
+        None,
+        Some((Activation::Identity, true)),
+        Some((Activation::Relu, false)),
+        Some((Activation::Relu, true)),
+        Some((Activation::Clip(-0.5, 0.5), false)),
+    ];
+    let wt = uniform(m * c * 9, 4);
+    let filters = pack_filters(&wt, m, c, [side, side]).expect("AVX2 or AVX-512");
+    let wt_line = uniform(m * c * 3, 5);
+    let line_filters = line::pack_filters(&wt_line, m, c, 3).expect("AVX2 or AVX-512");
+    for finish in finishes {
+        for blocked_out in [true, false] {
+            let y = run(blocked_out, finish, &|y, e| {
+                convolve(
+                    &filters,
+                    &image(true, [1, 1]),
+                    y,
+                    blocked_out,
+                    Some(&bias),
+                    e,
+                )
+            });
+            for o in 0..m {
+                let got = y[o * plane + nan_at];
+                assert!(
+                    got.is_nan(),
+                    "2-D, {finish:?}, out blocked {blocked_out}: channel {o} is {got}"
+                );
+            }
+        }
+        let y = run(true, finish, &|y, e| {
+            line::convolve(
+                &line_filters,
+                line::Along::Width,
+                &image(true, [0, 1]),
+                y,
+                Some(&bias),
+                e,
+            )
+        });
+        for o in 0..m {
+            let got = y[o * plane + nan_at];
+            assert!(got.is_nan(), "1×3, {finish:?}: channel {o} is {got}");
+        }
+    }
+}
