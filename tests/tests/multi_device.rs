@@ -285,6 +285,7 @@ fn auto_on_cpu_lanes_reports_the_engine_it_chose() {
         .unwrap();
     let report = session.placement_report().expect("Auto reports its choice");
     let lanes_used: std::collections::BTreeSet<usize> = report.nodes.iter().map(|n| n.3).collect();
+    eprintln!("Auto chose: {}", report.policy);
     if report.policy.starts_with("Auto: one lane") {
         assert!(session.execution_plan().is_none(), "{}", report.policy);
         assert_eq!(lanes_used.len(), 1, "one lane runs every node");

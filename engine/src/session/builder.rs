@@ -66,7 +66,8 @@ impl SessionBuilder {
     /// The placement policy (default: `Auto` with several devices or lanes, else `Sequential`).
     /// On CPU lanes alone (no cost model given, threads per lane not fixed), `Auto` also
     /// predicts one lane with every core and runs that unless the lanes are predicted at least
-    /// 5 % faster; the placement report says which it chose.
+    /// 5 % faster, and then times both on the profile inputs and keeps the faster; the
+    /// placement report says which it chose and why.
     ///
     /// With a GPU among the devices and a model it runs whole, every node runs on it and the
     /// policy assigns its streams: `Sequential` one stream; `Lios`, `Opara`, `Greedy` or `Heft`
