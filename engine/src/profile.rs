@@ -108,7 +108,8 @@ pub fn boundness(op_type: &str) -> Boundness {
     }
 }
 
-fn median_us(mut samples: Vec<f64>) -> f64 {
+/// The middle sample (the upper of the two middle ones for an even count; 0 for none).
+pub(crate) fn median_us(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples.get(samples.len() / 2).copied().unwrap_or(0.0)
 }

@@ -1,6 +1,7 @@
 //! The public entry point: [`Session`], its builder and its reports.
 
 mod builder;
+mod lane_choice;
 mod placing;
 mod report;
 

@@ -1,17 +1,15 @@
 //! From a graph and devices to a running engine: profile (or load a cost model), place with a
 //! policy, compile the plan, start the workers; the report of the placement (`report.rs`).
 
-use std::time::Instant;
-
 use spillway_kernels::{DType, Tensor};
 use spillway_placement::{Policy, place, simulate};
 
 use super::builder::SessionBuilder;
+use super::lane_choice::{OneLane, Race};
 use super::report::PlacementReport;
-use crate::device::{Device, Devices};
+use crate::device::Devices;
 use crate::error::{Error, Result};
-use crate::exec::kernel_pool::on_kernel_pool;
-use crate::exec::{ParallelExecutor, RunOptions, SequentialPlan};
+use crate::exec::{ParallelExecutor, SequentialPlan};
 use crate::graph::{Graph, ValueType};
 use crate::plan;
 use crate::profile::{self, CostModel, ProfileOptions};
@@ -155,6 +153,19 @@ pub(crate) fn build(
     let simulation = simulate(&cost_model.graph, &cost_model.topology, &schedule)
         .map_err(|e| Error::Placement(e.to_string()))?;
     drop(_span);
+    // `Auto` on CPU lanes alone also weighs one lane with every core (`lane_choice.rs`).
+    let one_lane = match policy {
+        Policy::Auto => OneLane::candidate(builder, graph, devices, &inputs, model_hash)?,
+        _ => None,
+    };
+    let lanes_makespan = simulation.makespan;
+    let one_lane = match one_lane {
+        Some(one) if !one.lanes_predicted_faster(lanes_makespan) => {
+            let label = one.label(devices, lanes_makespan, None);
+            return Ok(one.into_engine(graph, label));
+        }
+        lanes_worth_timing => lanes_worth_timing,
+    };
     let plan = {
         let _span = tracing::info_span!("compile").entered();
         plan::compile(graph, &schedule, devices)?
@@ -165,26 +176,24 @@ pub(crate) fn build(
     } else {
         schedule.policy.clone()
     };
-    if policy == Policy::Auto {
-        match one_lane_if_faster(
-            builder,
-            graph,
-            devices,
-            &inputs,
-            model_hash,
-            (simulation.makespan, &executor),
-        )? {
-            Choice::OneLane(engine) => return Ok(*engine),
-            Choice::Lanes(Some(race)) => label = format!("{label} ({race})"),
-            Choice::Lanes(None) => {}
+    if let Some(one) = one_lane {
+        let race = Race::run(&one.plan, &executor, graph, &inputs)?;
+        if !race.lanes_faster() {
+            let label = one.label(devices, lanes_makespan, Some(&race));
+            return Ok(one.into_engine(graph, label));
         }
+        label = format!(
+            "{label} ({}; one lane with every core {})",
+            race.describe(devices),
+            one.predicted(devices, lanes_makespan)
+        );
     }
     let report = PlacementReport::new(label, graph, devices, cost_model, schedule, simulation);
     Ok(Engine::Parallel { executor, report })
 }
 
 /// Profiles `graph` on `devices` with `intra` threads per lane, through the profile cache.
-fn measure(
+pub(super) fn measure(
     builder: &SessionBuilder,
     graph: &Graph,
     devices: &Devices,
@@ -229,132 +238,6 @@ fn check_cost_model(cost_model: &CostModel, graph: &Graph, devices: &Devices) ->
     Ok(())
 }
 
-/// The share of one lane's predicted time, and then of its measured time, under which
-/// [`one_lane_if_faster`] keeps the lanes.
-/// The prediction adds up operators timed alone, and lanes side by side share the memory
-/// bandwidth. On the 2-vCPU Zen 5, SSDlite's two lanes were predicted within a few percent of
-/// one lane either way (8.7 ms against 8.3 in one profile; ahead of it in two others) and ran
-/// 1.27× its time (14.9 ms against 11.7); NASNet's, predicted at 0.93×, ran 0.96×.
-const LANES_MARGIN: f64 = 0.95;
-
-/// What [`one_lane_if_faster`] chose.
-enum Choice {
-    /// One lane with every core.
-    OneLane(Box<Engine>),
-    /// The lanes; with the timed runs that kept them, when they were timed.
-    Lanes(Option<String>),
-}
-
-/// Timed runs of each engine (after one warm-up each), alternating, when the prediction
-/// favours the lanes.
-const RACE_RUNS: usize = 5;
-
-/// `Auto` on CPU lanes alone weighs them against one lane with every core: lanes run
-/// independent branches side by side, but each lane's operators get only its share of the
-/// cores, which a chain of large convolutions (resnet50) cannot make up for. Unless the lanes'
-/// predicted makespan (µs) is below [`LANES_MARGIN`] of one lane's, the session runs
-/// sequentially, with a report that says so. Where the prediction favours the lanes, both
-/// engines run the profile inputs ([`RACE_RUNS`] times each, alternately), and the lanes are
-/// kept only if their median is below the same share of one lane's: the prediction had picked
-/// two lanes for inception_v3 that ran 1.29× one lane's time (35.4 ms against 27.4, 2-vCPU Zen
-/// 5), and 3 timed runs each, without the margin, kept two lanes measured at 0.97× that ran
-/// 1.20×. Only when the caller fixed neither a cost model nor the threads per lane.
-fn one_lane_if_faster(
-    builder: &SessionBuilder,
-    graph: &Graph,
-    devices: &Devices,
-    inputs: &[Value],
-    model_hash: u64,
-    (lanes_makespan, lanes): (f64, &ParallelExecutor),
-) -> Result<Choice> {
-    let cpu_lanes_only = devices.specs().len() == 1 && devices.specs()[0].device == Device::Cpu;
-    if !cpu_lanes_only || builder.cost_model.is_some() || builder.intra_op_threads.is_some() {
-        return Ok(Choice::Lanes(None));
-    }
-    let one = Devices::cpu();
-    let cost_model = measure(
-        builder,
-        graph,
-        &one,
-        inputs,
-        one.threads_per_lane(),
-        model_hash,
-    )?;
-    let options = builder.placement_options.clone().unwrap_or_default();
-    let place_err = |e: spillway_placement::PlacementError| Error::Placement(e.to_string());
-    let schedule = place(
-        Policy::Sequential,
-        &cost_model.graph,
-        &cost_model.topology,
-        &options,
-    )
-    .map_err(place_err)?;
-    let simulation =
-        simulate(&cost_model.graph, &cost_model.topology, &schedule).map_err(place_err)?;
-    let plan = SequentialPlan::compile(graph)?.for_input_shapes(graph);
-    let predicted = format!(
-        "predicted {:.0} µs; {} lanes: {:.0} µs",
-        simulation.makespan,
-        devices.total_lanes(),
-        lanes_makespan
-    );
-    let label = if LANES_MARGIN * simulation.makespan >= lanes_makespan {
-        let (one_us, lanes_us) = race(&plan, lanes, graph, inputs)?;
-        let measured = format!(
-            "measured {one_us:.0} µs; {} lanes: {lanes_us:.0} µs",
-            devices.total_lanes()
-        );
-        if lanes_us < LANES_MARGIN * one_us {
-            return Ok(Choice::Lanes(Some(format!(
-                "{measured}; one lane with every core {predicted}"
-            ))));
-        }
-        format!("Auto: one lane with every core ({measured}; {predicted})")
-    } else {
-        format!("Auto: one lane with every core ({predicted})")
-    };
-    let report = PlacementReport::new(label, graph, &one, cost_model, schedule, simulation);
-    Ok(Choice::OneLane(Box::new(Engine::Sequential {
-        plan,
-        report: Some(report),
-    })))
-}
-
-/// The median times (µs) of `one` (on the kernel pool) and of `lanes` on `inputs`, each run
-/// once to warm up, then [`RACE_RUNS`] times, alternately.
-fn race(
-    one: &SequentialPlan,
-    lanes: &ParallelExecutor,
-    graph: &Graph,
-    inputs: &[Value],
-) -> Result<(f64, f64)> {
-    let run_one = || -> Result<f64> {
-        let bound = graph.inputs.iter().copied().zip(inputs.iter().cloned());
-        let start = Instant::now();
-        on_kernel_pool(|| one.run(bound.collect()))?;
-        Ok(start.elapsed().as_secs_f64() * 1e6)
-    };
-    let run_lanes = || -> Result<f64> {
-        let start = Instant::now();
-        lanes.run(inputs.to_vec(), RunOptions::default())?;
-        Ok(start.elapsed().as_secs_f64() * 1e6)
-    };
-    run_one()?;
-    run_lanes()?;
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..RACE_RUNS {
-        a.push(run_one()?);
-        b.push(run_lanes()?);
-    }
-    Ok((median(&mut a), median(&mut b)))
-}
-
-/// The middle value (the upper of the two middle ones for an even count).
-fn median(times: &mut [f64]) -> f64 {
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
-
 /// A session with a GPU, for the input shapes of the profile inputs (declared shapes,
 /// symbolic dims from the builder's profile shapes or 1), to which `graph` is specialized
 /// (shapes fixed, shape arithmetic folded). When every node can run on the GPU and the policy
@@ -366,6 +249,7 @@ pub(crate) fn build_gpu(
     graph: &mut Graph,
     devices: &Devices,
 ) -> Result<Engine> {
+    use crate::device::Device;
     use crate::gpu::{GpuEngine, HybridEngine, HybridParts, open_gpu};
     use spillway_kernels::cuda::GpuOptions;
     let gpus: Vec<(u32, usize)> = devices
