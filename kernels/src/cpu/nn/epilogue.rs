@@ -135,6 +135,9 @@ fn bad_params(reason: &str) -> KernelError {
     }
 }
 
+/// A clamp epilogue as kernels finish it in registers: the bounds `(lo, hi)` and the add.
+pub type Clamp<'a, T> = ((f32, f32), Option<&'a [T]>);
+
 /// `y ← activation(y + add)` over a block of output values. `add`, when given, is laid out
 /// like the output the epilogue belongs to: the value added to output element `i` is `add[i]`.
 #[derive(Debug, Clone, Copy)]
@@ -155,6 +158,12 @@ impl<'a, T: Real> Epilogue<'a, T> {
             add: self.add.map(|a| &a[offset..]),
             activation: self.activation,
         }
+    }
+
+    /// `((lo, hi), add)` when the activation is a clamp (none, `Relu`, `Clip`), which
+    /// kernels finish in their registers with the add; `None` for the other activations.
+    pub fn clamp(&self) -> Option<Clamp<'a, T>> {
+        Some((self.activation.clamp_bounds()?, self.add))
     }
 
     /// Finishes `values`, the output elements `offset..offset + values.len()`.

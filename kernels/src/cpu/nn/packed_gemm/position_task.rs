@@ -113,9 +113,7 @@ impl Task<'_> {
             .max(1);
         let panels_per_block = (GROUP_FLOATS / (per_group * self.height * full)).max(1);
         // The clamp epilogues finish in the tiles' registers; the others in a pass per group.
-        let in_tiles = self
-            .epilogue
-            .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
+        let in_tiles = self.epilogue.and_then(Epilogue::clamp);
         let mut pos = TilePositions::default();
         let all_tiles = self.count.div_ceil(self.height);
         for g0 in (tiles.0..tiles.1).step_by(per_group) {

@@ -459,9 +459,7 @@ impl Outputs<'_> {
         let tiles = (block.1 - block.0) * strips.per_strip;
         let first = (s - block.0) * strips.per_strip;
         let (y, p) = (self.y.get(), products.as_ptr());
-        let clamp = self
-            .epilogue
-            .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
+        let clamp = self.epilogue.and_then(Epilogue::clamp);
         let ((lo, hi), add) = clamp.unwrap_or(((f32::NEG_INFINITY, f32::INFINITY), None));
         // SAFETY: products `[ξ][t][cb·16..]` lie inside `products`; outputs (and residuals,
         // which cover the output) are touched only at cells inside the image and channels of

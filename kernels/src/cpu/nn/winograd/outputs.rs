@@ -94,7 +94,7 @@ impl Outputs<'_> {
         let clamp = self
             .epilogue
             .filter(|e| self.blocked || e.add.is_none())
-            .and_then(|e| Some((e.activation.clamp_bounds()?, e.add)));
+            .and_then(Epilogue::clamp);
         let ((lo, hi), add) = clamp.unwrap_or(((f32::NEG_INFINITY, f32::INFINITY), None));
         // SAFETY: products `[ξ][t][cb·16..]` lie inside `products`; outputs (and residuals,
         // which cover the output) are touched only at cells inside the image and channels of
