@@ -5,12 +5,17 @@
 # is printed with per-op counts. The CUDA backend is compiled in (feature `cuda`): on a machine
 # without a GPU its tests check the typed errors and compile every generated kernel with NVRTC.
 # The HiGHS MILP solver is compiled in too (feature `highs`; scripts/system-deps.sh installs
-# cmake and libclang-dev from apt for its build). Last, Miri on the arena code (scripts/miri.sh,
+# cmake and libclang-dev from apt for its build). Last, Miri on the arena code (scripts/miri.sh
+echo "hardware-dependent tests that skipped their checks: $(sort -u "$SPILLWAY_SKIPPED_LOG" | wc -l)"
+sort -u "$SPILLWAY_SKIPPED_LOG",
 # which installs nightly's miri component).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/system-deps.sh
 scripts/venv.sh
+# Tests whose hardware is missing (AVX-512, a GPU, TensorRT) name themselves here.
+export SPILLWAY_SKIPPED_LOG="$PWD/target/skipped-tests.txt"
+mkdir -p target && : > "$SPILLWAY_SKIPPED_LOG"
 cargo test --workspace --all-targets --no-fail-fast \
   --features spillway-tests/cuda,spillway-placement/highs -- --nocapture
 # On a CPU with AVX-512 the run above takes it; the blocked kernels' and Winograd's AVX2 paths
@@ -22,3 +27,5 @@ if grep -qw avx512f /proc/cpuinfo; then
     --features spillway-tests/cuda,spillway-placement/highs -- blocked packed_gemm winograd
 fi
 scripts/miri.sh
+echo "hardware-dependent tests that skipped their checks: $(sort -u "$SPILLWAY_SKIPPED_LOG" | wc -l)"
+sort -u "$SPILLWAY_SKIPPED_LOG"

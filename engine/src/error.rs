@@ -19,6 +19,20 @@ pub enum Error {
     /// The protobuf decoded but does not describe a valid model.
     #[error("invalid model: {0}")]
     InvalidModel(String),
+    /// A run went past one of its limits (a `Loop`'s iterations, its time).
+    #[error("resource limit: {0}")]
+    ResourceLimit(String),
+    /// A node that breaks its operator's definition (input or output count, attributes,
+    /// shapes): found at load, before the model runs.
+    #[error("invalid model: node '{node}' ({op_type}) {rule}")]
+    InvalidNode {
+        /// Node name (or a generated `op_type#index` when the model has none).
+        node: String,
+        /// ONNX op type.
+        op_type: String,
+        /// The rule it breaks.
+        rule: String,
+    },
     /// A node the kernels cannot build: unsupported op, opset, attribute or type.
     #[error("node '{node}' ({op_type}, opset {opset}): {cause}")]
     Unsupported {
@@ -121,6 +135,15 @@ pub enum Error {
     /// A placement policy failed.
     #[error("placement: {0}")]
     Placement(String),
+    /// A kernel panicked (a bug in Spillway, caught so that it does not cross the API; the
+    /// session stays usable). Tests and fuzzers count it as a failure.
+    #[error("{context} panicked: {message} (a bug: please report it)")]
+    Panic {
+        /// What panicked: `node 'name' (op)`, or the step of creating a session.
+        context: String,
+        /// The panic's message.
+        message: String,
+    },
     /// A worker thread failed unexpectedly (a bug: reported instead of a panic across the API).
     #[error("internal error: {0}")]
     Internal(String),
@@ -128,3 +151,12 @@ pub enum Error {
 
 /// Shorthand for the engine's results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The message a panic was raised with (`panic!`'s text), or a placeholder.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic without a message".into())
+}

@@ -1,5 +1,13 @@
 //! The `spillway` command line.
 
+/// `println!` for the commands' results: a closed standard output (`spillway run | head -1`)
+/// ends the program quietly with status 0, as it does a Unix filter, instead of a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::write_line(format_args!($($arg)*))
+    };
+}
+
 mod cli;
 
 use std::path::PathBuf;
@@ -195,7 +203,7 @@ fn main() -> Result<()> {
                 .with_context(|| format!("loading {}", model.display()))?;
             for image in &images {
                 let r = spillway::detect::detect_file(&session, image, &out, score_threshold)?;
-                println!(
+                say!(
                     "{}: {} detections in {:.3} s -> {}, {}",
                     image.display(),
                     r.kept,
@@ -208,7 +216,7 @@ fn main() -> Result<()> {
         }
         Command::Ops => {
             for op in spillway::supported_ops() {
-                println!("- {op}");
+                say!("- {op}");
             }
             Ok(())
         }

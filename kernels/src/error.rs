@@ -59,6 +59,9 @@ pub enum KernelError {
     /// An input value the operator rejects (index out of range, negative size, …).
     #[error("invalid input value: {0}")]
     InvalidValue(String),
+    /// A tensor larger than the limit set for the run (or than memory can be asked for).
+    #[error("resource limit: {0}")]
+    ResourceLimit(String),
     /// An input of the wrong kind of value: a sequence or optional where the operator takes a
     /// tensor, or the other way round (ONNX's `seq(…)` / `optional(…)` types).
     #[error("input {index} is {got}, the operator takes {expected}")]

@@ -11,11 +11,14 @@ pub mod cuda;
 pub mod dtype;
 pub mod error;
 pub mod kernel;
+pub mod limits;
 pub mod low_precision;
 pub mod output_buffer;
 pub mod tensor;
 #[cfg(test)]
 mod test_values;
+#[doc(hidden)]
+pub mod testing;
 
 pub use attrs::{AttrValue, Attributes};
 pub use dtype::{DType, Element};

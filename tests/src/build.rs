@@ -222,6 +222,18 @@ impl ModelBuilder {
         self
     }
 
+    /// A float initializer of the given values.
+    pub fn floats(&mut self, name: &str, dims: &[i64], values: &[f32]) -> &mut Self {
+        self.graph.initializer.push(TensorProto {
+            name: Some(name.into()),
+            dims: dims.to_vec(),
+            data_type: Some(1),
+            float_data: values.to_vec(),
+            ..Default::default()
+        });
+        self
+    }
+
     /// An int64 1-D initializer.
     pub fn ints(&mut self, name: &str, values: &[i64]) -> &mut Self {
         self.graph.initializer.push(TensorProto {
@@ -302,6 +314,28 @@ impl ModelBuilder {
     /// A typed input of any element type.
     pub fn typed_input(&mut self, name: &str, elem_type: i32, dims: &[i64]) -> &mut Self {
         self.graph.input.push(value_info(name, elem_type, dims));
+        self
+    }
+
+    /// A typed input whose dims are written as `dim_value`s exactly as given, `-1` included
+    /// (as Paddle's exporters write a dynamic dimension).
+    pub fn input_with_dim_values(&mut self, name: &str, elem_type: i32, dims: &[i64]) -> &mut Self {
+        use proto::tensor_shape_proto::{Dimension, dimension::Value};
+        let mut info = value_info(name, elem_type, &[]);
+        if let Some(proto::type_proto::Value::TensorType(t)) =
+            info.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.shape = Some(proto::TensorShapeProto {
+                dim: dims
+                    .iter()
+                    .map(|&d| Dimension {
+                        value: Some(Value::DimValue(d)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            });
+        }
+        self.graph.input.push(info);
         self
     }
 

@@ -5,6 +5,7 @@ pub mod build;
 pub mod detections;
 pub mod fixtures;
 pub mod oracle;
+pub mod redraw;
 
 use std::path::{Path, PathBuf};
 
@@ -249,17 +250,36 @@ fn same_shape_values(want: &Tensor, got: &Tensor) -> Result<(Vec<f64>, Vec<f64>)
     Ok((w, g))
 }
 
-/// Relative L2 error ‖a − e‖ / ‖e‖ of two numeric tensors of the same shape (0 when both are 0).
+/// Relative L2 error ‖a − e‖ / ‖e‖ of two numeric tensors of the same shape (0 when both are
+/// 0), over the positions where `expected` is finite. A position where either is not finite
+/// must match exactly (NaN matches NaN): otherwise the error is infinite, never NaN, so that
+/// a fold with `f64::max` cannot drop it.
 pub fn relative_l2(expected: &Tensor, actual: &Tensor) -> Result<f64, String> {
     let (e, a) = same_shape_values(expected, actual)?;
-    let diff: f64 = e
-        .iter()
-        .zip(&a)
-        .map(|(x, y)| (x - y) * (x - y))
-        .sum::<f64>()
-        .sqrt();
-    let norm: f64 = e.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let mut diff = 0f64;
+    let mut norm = 0f64;
+    for (x, y) in e.iter().zip(&a) {
+        if !(x.is_finite() && y.is_finite()) {
+            if !(x == y || x.is_nan() && y.is_nan()) {
+                return Ok(f64::INFINITY);
+            }
+            continue;
+        }
+        diff += (x - y) * (x - y);
+        norm += x * x;
+    }
+    let (diff, norm) = (diff.sqrt(), norm.sqrt());
     Ok(if norm == 0.0 { diff } else { diff / norm })
+}
+
+/// The larger of two errors, where NaN (an error that could not be measured) wins: a fold with
+/// `f64::max` would drop it.
+pub fn worse(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
 }
 
 /// The smallest intersection over union of the masks `p > 0.5` of `want` and `got`, one mask

@@ -68,12 +68,23 @@ fn bit_flipped_models_never_panic_on_load_or_run() {
             copy[pos] ^= 1 << (state >> 61);
         }
         match load_never_panics(&copy) {
+            Err(Error::Panic { context, message }) => {
+                panic!("loading a bit-flipped model panicked in {context}: {message}")
+            }
             Err(_) => rejected += 1,
             Ok(session) => {
+                // The executor catches a kernel's panic and returns it as `Error::Panic`:
+                // that is a failure here as much as a panic across the API.
                 let run = catch_unwind(AssertUnwindSafe(|| {
                     session.run([("input", f32_tensor(&[1, 3, 64, 64]))])
                 }));
-                assert!(run.is_ok(), "running a bit-flipped model panicked");
+                match run {
+                    Err(_) => panic!("running a bit-flipped model panicked across the API"),
+                    Ok(Err(Error::Panic { context, message })) => {
+                        panic!("running a bit-flipped model: {context} panicked: {message}")
+                    }
+                    Ok(_) => {}
+                }
             }
         }
     }
@@ -141,15 +152,18 @@ fn unsupported_op_names_the_node() {
 }
 
 #[test]
-fn unsupported_attribute_is_an_error() {
+fn an_attribute_the_operator_does_not_have_is_an_invalid_node() {
     let mut m = ModelBuilder::new(1);
     m.input("x", &[2])
         .node("Relu", &["x"], &["y"], &[("mystery", Attr::Int(3))])
         .output("y");
-    assert!(matches!(
-        Session::builder().commit_from_memory(&m.to_bytes(13)),
-        Err(Error::Unsupported { .. })
-    ));
+    match Session::builder().commit_from_memory(&m.to_bytes(13)) {
+        Err(Error::InvalidNode { node, rule, .. }) => {
+            assert_eq!(node, "Relu_0");
+            assert!(rule.contains("'mystery'"), "{rule}");
+        }
+        other => panic!("expected InvalidNode, got {other:?}"),
+    }
 }
 
 #[test]

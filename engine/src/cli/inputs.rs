@@ -20,6 +20,9 @@ pub fn model_inputs(
         if !declared.iter().any(|v| v.name == name) {
             bail!("--input '{name}': the model has no input of that name");
         }
+        if files.iter().any(|(n, _)| n == name) {
+            bail!("--input '{name}' is given more than once");
+        }
         files.push((name.to_string(), read_npy(file.as_ref())?));
     }
     let mut inputs = Vec::with_capacity(declared.len());
@@ -49,7 +52,8 @@ pub fn model_inputs(
 
 /// Seeded values in [-1, 1) for floats, small non-negative integers for ints.
 pub fn random_tensor(dtype: DType, shape: &[usize], seed: u64) -> Result<Tensor> {
-    let n: usize = shape.iter().product();
+    let n = spillway_kernels::limits::checked_elements(shape, dtype.size_of())
+        .with_context(|| format!("a random input of shape {shape:?}"))?;
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move || {
         state ^= state << 13;
@@ -76,20 +80,26 @@ pub fn random_tensor(dtype: DType, shape: &[usize], seed: u64) -> Result<Tensor>
     })
 }
 
+/// Reads a `.npy` file of any element type a tensor can hold. A file whose header names
+/// another type is tried as the next one; any other failure (a truncated file, a bad header)
+/// is reported as it is.
 fn read_npy(path: &std::path::Path) -> Result<Tensor> {
     use ndarray::ArrayD;
-    use ndarray_npy::ReadNpyExt;
-    let open = || std::fs::File::open(path).with_context(|| format!("opening {}", path.display()));
+    use ndarray_npy::{ReadNpyError, ReadNpyExt};
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     macro_rules! try_type {
         ($($t:ty),*) => {$(
-            if let Ok(a) = ArrayD::<$t>::read_npy(open()?) {
-                return Ok(Tensor::from(a));
+            match ArrayD::<$t>::read_npy(bytes.as_slice()) {
+                Ok(a) => return Ok(Tensor::from(a)),
+                Err(ReadNpyError::WrongDescriptor(_)) => {}
+                Err(e) => bail!("{}: not a readable .npy file: {e}", path.display()),
             }
         )*};
     }
     try_type!(f32, f64, i64, i32, i16, i8, u8, u16, u32, u64, bool);
     bail!(
-        "{}: not a .npy file of a supported element type",
+        "{}: a .npy file of an element type tensors cannot hold (supported: f32, f64, \
+         i64, i32, i16, i8, u8, u16, u32, u64, bool)",
         path.display()
     )
 }

@@ -11,6 +11,13 @@ use spillway::{DType, SessionOutputs, Tensor};
 /// type `.npy` cannot hold (strings, 16-bit and smaller floats), fails naming the output.
 pub fn write_npy_dir(dir: &Path, outputs: &SessionOutputs) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut files: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
+    for (name, _) in outputs.iter_values() {
+        let file = file_name(name);
+        if let Some(other) = files.insert(file.clone(), name) {
+            bail!("outputs '{other}' and '{name}' would both be written to {file}");
+        }
+    }
     for (name, value) in outputs.iter_values() {
         let Some(tensor) = value.as_tensor() else {
             bail!(
@@ -18,13 +25,18 @@ pub fn write_npy_dir(dir: &Path, outputs: &SessionOutputs) -> Result<()> {
                 value.type_string()
             );
         };
-        let path = dir.join(format!("{}.npy", name.replace(['/', '\\'], "_")));
+        let path = dir.join(file_name(name));
         let file =
             std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         write_npy(tensor, std::io::BufWriter::new(file))
             .with_context(|| format!("writing output {name} to {}", path.display()))?;
     }
     Ok(())
+}
+
+/// `NAME.npy`, with `/` and `\\` in the name replaced by `_`.
+fn file_name(output: &str) -> String {
+    format!("{}.npy", output.replace(['/', '\\'], "_"))
 }
 
 fn write_npy(tensor: &Tensor, out: impl std::io::Write) -> Result<()> {

@@ -60,7 +60,7 @@ pub fn profile(
         .iter()
         .map(|(k, us)| format!("{k} {us:.1} µs"))
         .collect();
-    println!(
+    say!(
         "{} operators on {} devices; sum of operator costs: {}; written to {}",
         model_costs.graph.ops.len(),
         model_costs.topology.devices.len(),

@@ -75,16 +75,16 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
         .map_or("bundled inception_block.onnx".to_string(), |p| {
             p.display().to_string()
         });
-    println!("model: {label}");
+    say!("model: {label}");
     if let Some(report) = session
         .placement_report()
         .filter(|_| session.devices().has_cuda())
     {
-        println!("placement: {}", report.policy);
+        say!("placement: {}", report.policy);
     }
     let inputs = model_inputs(&session.inputs(), given, dim_default)?;
     for (name, t) in &inputs {
-        println!("input  {name}: {:?} {}", t.shape(), t.dtype());
+        say!("input  {name}: {:?} {}", t.shape(), t.dtype());
     }
     let (outputs, mut stats) = session.run_with_stats(inputs.clone())?;
     let mut times = Vec::with_capacity(repeat);
@@ -119,29 +119,29 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
             .collect();
         std::fs::write(path, chrome_trace_json(&events, &devices))
             .with_context(|| format!("writing {}", path.display()))?;
-        println!(
+        say!(
             "chrome trace of {repeat} runs written to {}",
             path.display()
         );
     }
     for (name, v) in outputs.iter_values() {
         match v.as_tensor() {
-            Some(t) => println!(
+            Some(t) => say!(
                 "output {name}: {:?} {} first values {}",
                 t.shape(),
                 t.dtype(),
                 first_values(t, 6)
             ),
-            None => println!("output {name}: {}", v.type_string()),
+            None => say!("output {name}: {}", v.type_string()),
         }
     }
     if let Some(dir) = &settings.output_dir {
         super::outputs::write_npy_dir(dir, &outputs)?;
-        println!("outputs written to {}", dir.display());
+        say!("outputs written to {}", dir.display());
     }
     // A GPU session's values live in its device arena, planned once; these are the CPU's.
     if !session.devices().has_cuda() {
-        println!(
+        say!(
             "peak intermediate memory: {:.1} KiB ({} outputs written into reused buffers, {} \
              into pooled ones; {:.1} KiB pooled for the next run)",
             stats.peak_intermediate_bytes as f64 / 1024.0,
@@ -152,7 +152,7 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
     }
     if !times.is_empty() {
         times.sort_by(f64::total_cmp);
-        println!(
+        say!(
             "median latency: {:.3} ms over {repeat} runs{}",
             times[times.len() / 2],
             if pause.is_zero() {

@@ -48,10 +48,10 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
             "the session has one CPU lane and no other device: nothing to place (use --lanes 2 or --virtual 1)"
         );
     };
-    print!("{report}");
+    say!("{}", report.trim_end_matches('\n'));
     if let Some(path) = &args.gantt {
         write(path, &report.gantt_svg())?;
-        println!("gantt chart written to {}", path.display());
+        say!("gantt chart written to {}", path.display());
     }
     let inputs = model_inputs(&session.inputs(), &[], args.dim_default)?;
     // The first run also packs every convolution's weights: warm up before the traced run.
@@ -73,7 +73,7 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
         .collect();
     if let Some(path) = &args.trace {
         write(path, &chrome_trace_json(&events, &names))?;
-        println!("chrome trace written to {}", path.display());
+        say!("chrome trace written to {}", path.display());
     }
     let mut times = Vec::with_capacity(args.repeat);
     for _ in 0..args.repeat.max(1) {
@@ -83,9 +83,9 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
     }
     times.sort_by(f64::total_cmp);
     let measured = times[times.len() / 2];
-    println!();
-    println!("{:<24} {:>14} {:>14}", "", "predicted µs", "measured µs");
-    println!(
+    say!();
+    say!("{:<24} {:>14} {:>14}", "", "predicted µs", "measured µs");
+    say!(
         "{:<24} {:>14.1} {:>14.1}   (measured: median wall time of {} runs)",
         "makespan",
         report.predicted_makespan_us,
@@ -94,14 +94,14 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
     );
     for (d, name) in names.iter().enumerate() {
         let predicted = report.simulation.devices.get(d).map_or(0.0, |s| s.busy_us);
-        println!(
+        say!(
             "{:<24} {:>14.1} {:>14.1}",
             format!("{name} busy"),
             predicted,
             busy_us(&events, d)
         );
     }
-    println!("(measured busy: time with at least one operator running, from the traced run)");
+    say!("(measured busy: time with at least one operator running, from the traced run)");
     Ok(())
 }
 

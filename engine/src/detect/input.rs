@@ -9,11 +9,41 @@ use super::DetectError;
 
 /// Decodes a JPEG or PNG file (any colour type) into 8-bit RGB.
 pub fn read_rgb(path: &Path) -> Result<RgbImage, DetectError> {
-    let img = image::open(path).map_err(|source| DetectError::Image {
+    let bytes = std::fs::read(path).map_err(|e| DetectError::Image {
+        path: path.display().to_string(),
+        source: image::ImageError::IoError(e),
+    })?;
+    if let Some(reason) = jpeg_truncation(&bytes) {
+        return Err(DetectError::Truncated {
+            path: path.display().to_string(),
+            reason: reason.into(),
+        });
+    }
+    let img = image::load_from_memory(&bytes).map_err(|source| DetectError::Image {
         path: path.display().to_string(),
         source,
     })?;
     Ok(img.to_rgb8())
+}
+
+/// Why a JPEG file is cut short, if it is: its last scan (after the last start-of-scan
+/// marker) must be followed by the end-of-image marker. Decoders accept a truncated scan and
+/// make up the rest of the picture.
+fn jpeg_truncation(bytes: &[u8]) -> Option<&'static str> {
+    const SOI: [u8; 2] = [0xFF, 0xD8];
+    const SOS: [u8; 2] = [0xFF, 0xDA];
+    const EOI: [u8; 2] = [0xFF, 0xD9];
+    if !bytes.starts_with(&SOI) {
+        return None;
+    }
+    let last_scan = bytes.windows(2).rposition(|w| w == SOS);
+    let Some(last_scan) = last_scan else {
+        return Some("the JPEG has no image data (no start-of-scan marker)");
+    };
+    match bytes[last_scan..].windows(2).any(|w| w == EOI) {
+        true => None,
+        false => Some("the JPEG is truncated (no end-of-image marker after its last scan)"),
+    }
 }
 
 /// The torchvision detectors' input: a `3 × H × W` float tensor, RGB, each channel in `[0, 1]`
@@ -47,5 +77,25 @@ mod tests {
         for (a, b) in v.iter().zip(expected) {
             assert!((a - b).abs() < 1e-6, "{v:?}");
         }
+    }
+
+    #[test]
+    fn a_truncated_jpeg_is_an_error() {
+        let img = RgbImage::from_fn(64, 48, |x, y| image::Rgb([x as u8 * 4, y as u8 * 5, 90]));
+        let mut jpeg = Vec::new();
+        img.write_to(
+            &mut std::io::Cursor::new(&mut jpeg),
+            image::ImageFormat::Jpeg,
+        )
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("spillway-jpeg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (whole, cut) = (dir.join("whole.jpg"), dir.join("cut.jpg"));
+        std::fs::write(&whole, &jpeg).unwrap();
+        std::fs::write(&cut, &jpeg[..jpeg.len() * 2 / 3]).unwrap();
+        assert_eq!(read_rgb(&whole).unwrap().dimensions(), (64, 48));
+        let err = read_rgb(&cut).unwrap_err();
+        assert!(matches!(err, DetectError::Truncated { .. }), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

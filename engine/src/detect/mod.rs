@@ -28,6 +28,14 @@ pub enum DetectError {
         /// The decoder's error.
         source: image::ImageError,
     },
+    /// The photo's file is cut short: the decoder would fill the missing part with grey.
+    #[error("reading {path}: {reason}")]
+    Truncated {
+        /// The file.
+        path: String,
+        /// What is missing.
+        reason: String,
+    },
     /// The input tensor could not be built.
     #[error("building the input tensor: {0}")]
     Tensor(String),

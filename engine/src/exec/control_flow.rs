@@ -230,6 +230,9 @@ fn run_loop(
     let mut scans: Vec<Vec<Tensor>> = Vec::new();
     let mut iteration: i64 = 0;
     while cond && max_trips.is_none_or(|m| iteration < m) {
+        if let Err(e) = super::limits::check_loop(iteration as u64) {
+            return Ok(Err(e));
+        }
         let mut formal = vec![
             Value::Tensor(Tensor::scalar(iteration)),
             Value::Tensor(Tensor::scalar(cond)),

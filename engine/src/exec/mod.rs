@@ -3,6 +3,7 @@
 mod control_flow;
 mod events;
 pub(crate) mod kernel_pool;
+pub(crate) mod limits;
 mod loop_append;
 mod parallel;
 mod queue;
@@ -17,6 +18,7 @@ mod arena_tests;
 mod pool_tests;
 
 pub use kernel_pool::with_workers_awake;
+pub use limits::RunLimits;
 pub use parallel::{ParallelExecutor, RunOptions};
 pub use queue::QueueKind;
 pub use sequential::{RunStats, SequentialPlan, SequentialRun, build_kernel};

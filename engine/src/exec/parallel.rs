@@ -57,6 +57,8 @@ struct RunState {
     done: AtomicBool,
     waiter: Thread,
     options: RunOptions,
+    /// The caller's run limits, put in force on each lane while it runs a task of this run.
+    limits: Option<super::limits::Active>,
     trace: Option<TraceLog>,
 }
 
@@ -200,6 +202,7 @@ impl ParallelExecutor {
             waiter: std::thread::current(),
             trace: options.trace.then(TraceLog::new),
             options,
+            limits: super::limits::current(),
         });
         for (&slot, t) in plan.input_slots.iter().zip(inputs) {
             *lock(&run.slots[slot]) = Some(t);
@@ -265,12 +268,14 @@ impl Shared {
     fn run_job(&self, job: Job) {
         let Job { run, task } = job;
         let mut next = Some(task);
-        while let Some(t) = next {
-            if run.failed.load(Ordering::Acquire) {
-                return;
+        super::limits::scoped(run.limits, || {
+            while let Some(t) = next {
+                if run.failed.load(Ordering::Acquire) {
+                    return;
+                }
+                next = self.execute(&run, t);
             }
-            next = self.execute(&run, t);
-        }
+        })
     }
 
     /// Executes one task; returns the chained successor to run inline, if it became ready.
@@ -302,7 +307,9 @@ impl Shared {
                     op_type: task.op_type.clone(),
                     cause,
                 };
-                let result = if run.options.inject_failure_at == Some(*node) {
+                let result = if let Err(e) = super::limits::check_deadline() {
+                    Err(e)
+                } else if run.options.inject_failure_at == Some(*node) {
                     Err(fail(KernelError::InvalidValue(
                         "injected failure (testing hook)".into(),
                     )))
@@ -341,10 +348,10 @@ impl Shared {
                         Ok(Ok(Ok(values))) => Ok(values),
                         Ok(Ok(Err(cause))) => Err(fail(cause)),
                         Ok(Err(e)) => Err(e),
-                        Err(_) => Err(Error::Internal(format!(
-                            "node '{}' ({}) panicked",
-                            task.name, task.op_type
-                        ))),
+                        Err(payload) => Err(Error::Panic {
+                            context: format!("node '{}' ({})", task.name, task.op_type),
+                            message: crate::error::panic_message(&*payload),
+                        }),
                     }
                 };
                 drop(args);

@@ -384,6 +384,7 @@ impl SequentialPlan {
                 .map(|v| buffer_of(v).and_then(|b| buffers[b].take()))
                 .collect();
             let offered = offers.iter().flatten().count();
+            super::limits::check_deadline()?;
             let began = Instant::now();
             let results = if options.inject_failure_at == Some(index) {
                 Ok(Err(KernelError::InvalidValue(
@@ -397,11 +398,11 @@ impl SequentialPlan {
                         step.work.run(&args, step.declared_inputs)
                     })
                 }))
-                .unwrap_or_else(|_| {
-                    Err(Error::Internal(format!(
-                        "node '{}' ({}) panicked",
-                        step.name, step.op_type
-                    )))
+                .unwrap_or_else(|payload| {
+                    Err(Error::Panic {
+                        context: format!("node '{}' ({})", step.name, step.op_type),
+                        message: crate::error::panic_message(&*payload),
+                    })
                 })
             };
             if let Some(events) = &mut trace {

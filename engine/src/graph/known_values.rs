@@ -71,9 +71,26 @@ impl Partial {
     }
 
     fn new(shape: Vec<usize>, elements: Vec<Element>) -> Option<Partial> {
-        (elements.len() == shape.iter().product::<usize>() && elements.len() <= MAX_ELEMENTS)
-            .then_some(Partial { shape, elements })
+        (small_count(&shape) == Some(elements.len())).then_some(Partial { shape, elements })
     }
+
+    /// `shape` filled with `value`, when it is small enough to track.
+    fn filled(shape: Vec<usize>, value: Element) -> Option<Partial> {
+        let n = small_count(&shape)?;
+        Partial::new(shape, vec![value; n])
+    }
+}
+
+/// The element count of `shape` when it is at most [`MAX_ELEMENTS`], and no product of its
+/// dimensions overflows (shapes come from the model: `[0, 2^40, 2^40]` holds no element, but
+/// the size of its last two axes overflows).
+fn small_count(shape: &[usize]) -> Option<usize> {
+    shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |n, &d| n.checked_mul(d))?;
+    let n = shape.iter().product();
+    (n <= MAX_ELEMENTS).then_some(n)
 }
 
 /// Values with more elements than this are not tracked: shapes, pads and sizes are short.
@@ -93,9 +110,7 @@ impl KnownValues {
         if let Some(t) = graph.constants.get(&v) {
             return of_tensor(t);
         }
-        let shape = graph.value(v).fixed_shape()?;
-        let n = shape.iter().product();
-        Partial::new(shape, vec![Element::Unknown; n])
+        Partial::filled(graph.value(v).fixed_shape()?, Element::Unknown)
     }
 
     /// Computes and keeps the partial value of `node`'s first output, once its inputs' are
@@ -184,7 +199,9 @@ fn evaluate(known: &KnownValues, graph: &Graph, node: &Node, y: ValueId) -> Opti
                 .value(node.inputs.first().copied().flatten()?)
                 .shape
                 .clone()?;
-            let size = dims.iter().map(Dim::fixed).product::<Option<usize>>();
+            let size = dims
+                .iter()
+                .try_fold(1usize, |n, d| n.checked_mul(d.fixed()?));
             Partial::new(
                 vec![],
                 vec![size.map_or(Element::Unknown, |n| Element::Int(n as i64))],
@@ -228,8 +245,7 @@ fn evaluate(known: &KnownValues, graph: &Graph, node: &Node, y: ValueId) -> Opti
                 Some(t) => of_tensor(t)?.elements.first()?.clone(),
                 None => Element::Int(0),
             };
-            let n = shape.iter().product();
-            Partial::new(shape, vec![value; n])
+            Partial::filled(shape, value)
         }
         "Range" => {
             let (start, limit, delta) =
@@ -310,7 +326,7 @@ fn arithmetic(op: &str, e: &[Element], dtype: DType) -> Element {
             "Sub" => checked(a.checked_sub(*b), dtype),
             "Mul" => checked(a.checked_mul(*b), dtype),
             // Only exact quotients: integer and float division agree on those.
-            "Div" if *b != 0 && a % b == 0 => checked(a.checked_div(*b), dtype),
+            "Div" if a.checked_rem(*b) == Some(0) => checked(a.checked_div(*b), dtype),
             "Max" => Int(*a.max(b)),
             "Min" => Int(*a.min(b)),
             "Equal" => flag(a == b),
@@ -353,10 +369,7 @@ fn elementwise(
     shape: Vec<usize>,
     f: impl Fn(&[Element]) -> Element,
 ) -> Option<Partial> {
-    let n: usize = shape.iter().product();
-    if n > MAX_ELEMENTS {
-        return None;
-    }
+    let n = small_count(&shape)?;
     let elements = (0..n)
         .map(|i| {
             let args: Vec<Element> = inputs

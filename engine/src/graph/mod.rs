@@ -7,6 +7,7 @@ mod node;
 pub mod passes;
 pub mod shape_inference;
 mod shape_rules;
+pub mod validate;
 mod value;
 mod value_kinds;
 

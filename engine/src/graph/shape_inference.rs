@@ -251,7 +251,8 @@ fn infer_node(
                     .opt_ints("perm")
                     .ok()?
                     .unwrap_or_else(|| (0..s.len() as i64).rev().collect());
-                perm.iter().map(|&p| s.get(p as usize).cloned()).collect()
+                let perm = spillway_kernels::cpu::shape::transpose::check_perm(&perm, s.len());
+                perm.ok()?.iter().map(|&p| s.get(p).cloned()).collect()
             });
             (dtype_of(0), one(s))
         }
@@ -283,7 +284,8 @@ fn infer_node(
                         .map(|(d, r)| match (d, r.int()) {
                             (d, Some(1)) => d.clone(),
                             (Dim::Fixed(d), Some(r)) => {
-                                usize::try_from(r).map_or(Dim::Unknown, |r| Dim::Fixed(d * r))
+                                let tiled = usize::try_from(r).ok().and_then(|r| d.checked_mul(r));
+                                tiled.map_or(Dim::Unknown, Dim::Fixed)
                             }
                             _ => Dim::Unknown,
                         })

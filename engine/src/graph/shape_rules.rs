@@ -158,8 +158,7 @@ pub(super) fn product(dims: &[Dim]) -> Dim {
         return single.clone();
     }
     dims.iter()
-        .map(Dim::fixed)
-        .product::<Option<usize>>()
+        .try_fold(1usize, |n, d| n.checked_mul(d.fixed()?))
         .map_or(Dim::Unknown, Dim::Fixed)
 }
 
@@ -281,11 +280,15 @@ pub(super) fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Opti
         return None;
     }
     let mut out = vec![x[0].clone(), channels];
+    // The attributes come from the model: in i128, no sum or product of them overflows.
+    let wide = |v: &[i64]| v.iter().map(|&v| i128::from(v)).collect::<Vec<_>>();
+    let (kernel, strides, dilations, pads) =
+        (wide(&kernel), wide(&strides), wide(&dilations), wide(&pads));
     for i in 0..spatial {
         let k = (kernel[i] - 1) * dilations[i] + 1;
         let s = strides[i].max(1);
         let d = match x[2 + i].fixed() {
-            Some(d) => d as i64,
+            Some(d) => d as i128,
             None => {
                 // A window of stride 1 padded by its extent less one keeps the size.
                 let same = match auto_pad.as_str() {
@@ -318,10 +321,9 @@ pub(super) fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Opti
                 n
             }
         };
-        out.push(if n > 0 {
-            Dim::Fixed(n as usize)
-        } else {
-            Dim::Unknown
+        out.push(match usize::try_from(n) {
+            Ok(n) if n > 0 => Dim::Fixed(n),
+            _ => Dim::Unknown,
         });
     }
     Some(out)

@@ -24,6 +24,19 @@ pub fn load_file(path: &Path) -> Result<Graph> {
         cause,
     };
     let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(Error::InvalidModel(format!(
+            "{} is not a file (a directory or a device): give the path of a .onnx file",
+            path.display()
+        )));
+    }
+    if meta.len() == 0 {
+        return Err(Error::InvalidModel(format!(
+            "{} is empty (0 bytes): not an ONNX model",
+            path.display()
+        )));
+    }
     // SAFETY: the map is read-only; if another process truncates the file while we decode,
     // reads may fault (SIGBUS) — the same caveat every mmap-based loader (ORT, tract) accepts.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
@@ -33,6 +46,9 @@ pub fn load_file(path: &Path) -> Result<Graph> {
 
 /// Loads a model from bytes. `base_dir` resolves external data; `None` forbids it.
 pub fn load_bytes(bytes: Bytes, base_dir: Option<&Path>) -> Result<Graph> {
+    if bytes.is_empty() {
+        return Err(Error::InvalidModel("the model is empty (0 bytes)".into()));
+    }
     let model = ModelProto::decode(bytes).map_err(|e| Error::Decode(e.to_string()))?;
     let graph = model
         .graph
@@ -381,7 +397,9 @@ fn tensor_type(name: &str, t: &proto::type_proto::Tensor) -> Result<ValueType> {
             .dim
             .iter()
             .map(|d| match &d.value {
-                Some(D::DimValue(v)) if *v >= 0 => Dim::Fixed(*v as usize),
+                // Exporters write a dynamic dim as `dim_value` -1 (Paddle) or 0, or leave it
+                // empty: all three are dynamic, as ONNX Runtime takes them.
+                Some(D::DimValue(v)) if *v > 0 => Dim::Fixed(*v as usize),
                 Some(D::DimParam(s)) if !s.is_empty() => Dim::Symbol(s.clone()),
                 _ => Dim::Unknown,
             })

@@ -41,6 +41,7 @@ pub struct SessionBuilder {
     pub(super) profile_options: ProfileOptions,
     pub(super) use_profile_cache: bool,
     pub(super) tf32: bool,
+    pub(super) limits: crate::exec::RunLimits,
 }
 
 impl SessionBuilder {
@@ -48,6 +49,14 @@ impl SessionBuilder {
     /// relative error). Off by default, so GPU outputs match the CPU's.
     pub fn with_tf32(mut self, tf32: bool) -> Self {
         self.tf32 = tf32;
+        self
+    }
+
+    /// What each run may take: the largest tensor, its time, a `Loop`'s iterations. A run past
+    /// a limit fails with a typed error naming the node, and the session stays usable. The
+    /// tensor limit also holds for the constants folded while the session is created.
+    pub fn with_run_limits(mut self, limits: crate::exec::RunLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -151,7 +160,19 @@ impl SessionBuilder {
         self.commit(graph, 0)
     }
 
-    fn commit(self, mut graph: Graph, model_hash: u64) -> Result<Session> {
+    /// Validates, optimizes and compiles `graph`. A panic on the way (a bug) is an
+    /// [`Error::Panic`], not a panic across the API.
+    fn commit(self, graph: Graph, model_hash: u64) -> Result<Session> {
+        let commit = std::panic::AssertUnwindSafe(|| self.commit_unguarded(graph, model_hash));
+        std::panic::catch_unwind(commit).unwrap_or_else(|payload| {
+            Err(Error::Panic {
+                context: "creating the session".into(),
+                message: crate::error::panic_message(&*payload),
+            })
+        })
+    }
+
+    fn commit_unguarded(self, mut graph: Graph, model_hash: u64) -> Result<Session> {
         let (devices, dropped) = self.devices.split_available();
         if let Some((device, reason)) = dropped.first() {
             if !self.devices.fallback_allowed() {
@@ -164,6 +185,10 @@ impl SessionBuilder {
                 tracing::warn!(%device, %reason, "device unavailable: falling back to the remaining devices");
             }
         }
+        {
+            let _span = tracing::info_span!("validate").entered();
+            crate::graph::validate::validate(&mut graph)?;
+        }
         let level = match self.optimization {
             OptimizationLevel::Disabled => None,
             OptimizationLevel::Basic => Some(passes::Level::Basic),
@@ -173,12 +198,13 @@ impl SessionBuilder {
         };
         if let Some(level) = level {
             let _span = tracing::info_span!("optimize", ?level).entered();
-            passes::optimize(&mut graph, level)?;
+            let limits = Some(self.limits.start());
+            crate::exec::limits::scoped(limits, || passes::optimize(&mut graph, level))?;
         }
         #[cfg(feature = "cuda")]
         if devices.has_cuda() {
             let engine = placing::build_gpu(&self, &mut graph, &devices)?;
-            return Ok(Session::new(graph, engine, devices));
+            return Ok(Session::new(graph, engine, devices, self.limits));
         }
         let parallel = devices.specs().len() > 1
             || devices.total_lanes() > 1
@@ -192,7 +218,7 @@ impl SessionBuilder {
                 report: None,
             }
         };
-        Ok(Session::new(graph, engine, devices))
+        Ok(Session::new(graph, engine, devices, self.limits))
     }
 }
 

@@ -30,6 +30,7 @@ pub struct Session {
     engine: Engine,
     input_index: HashMap<String, usize>,
     devices: Devices,
+    limits: crate::exec::RunLimits,
 }
 
 /// What a run reports besides its outputs.
@@ -41,7 +42,12 @@ pub struct RunReport {
     pub trace: Option<Vec<TraceEvent>>,
 }
 impl Session {
-    fn new(graph: Graph, engine: Engine, devices: Devices) -> Session {
+    fn new(
+        graph: Graph,
+        engine: Engine,
+        devices: Devices,
+        limits: crate::exec::RunLimits,
+    ) -> Session {
         let input_index = graph
             .inputs
             .iter()
@@ -53,6 +59,7 @@ impl Session {
             input_index,
             graph,
             devices,
+            limits,
         }
     }
 
@@ -155,6 +162,7 @@ impl Session {
     ) -> Result<(SessionOutputs, RunReport)> {
         let _span = tracing::debug_span!("run").entered();
         let bound = self.bind_inputs(inputs)?;
+        let limits = Some(self.limits.start());
         let names = self
             .graph
             .outputs
@@ -166,7 +174,9 @@ impl Session {
                 // The whole run goes to one worker of the kernel pool (the caller waits), so
                 // each kernel's parallel loops start inside the pool instead of handing work
                 // over from this thread and sleeping until it is done, once per node.
-                let run = on_kernel_pool(|| plan.run_with_options(bound, options))?;
+                let run = on_kernel_pool(|| {
+                    crate::exec::limits::scoped(limits, || plan.run_with_options(bound, options))
+                })?;
                 Ok((
                     SessionOutputs::new(names, run.outputs),
                     RunReport {
@@ -178,8 +188,7 @@ impl Session {
             #[cfg(feature = "cuda")]
             Engine::Gpu { engine, .. } => {
                 let inputs = placing::gpu_inputs(bound.into_iter().map(|(_, v)| v))?;
-                let values = engine
-                    .run(&inputs)?
+                let values = crate::exec::limits::scoped(limits, || engine.run(&inputs))?
                     .into_iter()
                     .map(Value::Tensor)
                     .collect();
@@ -187,12 +196,14 @@ impl Session {
             }
             #[cfg(feature = "cuda")]
             Engine::Hybrid { engine, .. } => {
-                let values = engine.run(bound.into_iter().map(|(_, v)| v).collect())?;
+                let bound = bound.into_iter().map(|(_, v)| v).collect();
+                let values = crate::exec::limits::scoped(limits, || engine.run(bound))?;
                 Ok((SessionOutputs::new(names, values), RunReport::default()))
             }
             Engine::Parallel { executor, .. } => {
                 let inputs = bound.into_iter().map(|(_, v)| v).collect();
-                let (values, trace) = executor.run(inputs, options.clone())?;
+                let (values, trace) =
+                    crate::exec::limits::scoped(limits, || executor.run(inputs, options.clone()))?;
                 Ok((
                     SessionOutputs::new(names, values),
                     RunReport {

@@ -150,8 +150,7 @@ pub(super) fn transpose(node: &Node, x: Partial) -> Option<Partial> {
         .opt_ints("perm")
         .ok()?
         .unwrap_or_else(|| (0..rank as i64).rev().collect());
-    let perm: Option<Vec<usize>> = perm.iter().map(|&p| axis_index(p, rank)).collect();
-    let perm = perm.filter(|p| p.len() == rank)?;
+    let perm = spillway_kernels::cpu::shape::transpose::check_perm(&perm, rank).ok()?;
     let shape: Vec<usize> = perm.iter().map(|&p| x.shape[p]).collect();
     let mut strides = vec![1; rank];
     for k in (0..rank.saturating_sub(1)).rev() {

@@ -92,10 +92,13 @@ fn spatial_zero_pads(graph: &Graph, pad: &Node) -> Option<Vec<i64>> {
         }
     };
     let rank = pads.len() / 2;
+    // The pads come from the model: a list of odd length or of a rank under 3 is no image's.
+    if rank < 3 || pads.len() != 2 * rank {
+        return None;
+    }
     let keeps = |axis: usize| pads[axis] == 0 && pads[rank + axis] == 0;
     let spatial = [&pads[2..rank], &pads[rank + 2..]].concat();
-    (rank >= 3 && pads.len() == 2 * rank && keeps(0) && keeps(1) && spatial.iter().all(|&p| p >= 0))
-        .then_some(spatial)
+    (keeps(0) && keeps(1) && spatial.iter().all(|&p| p >= 0)).then_some(spatial)
 }
 
 /// The `pads` `reader` takes instead of reading `padded`, a `Pad` of `spatial` zeros (begins,

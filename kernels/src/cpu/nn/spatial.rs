@@ -151,7 +151,12 @@ impl WindowAttrs {
                         check_len("pads", p.len(), 2 * n)?;
                         (pad_begin[i], pad_end[i]) = (p[i], p[i + n]);
                     }
-                    let padded = input[i] + pad_begin[i] + pad_end[i];
+                    let padded = input[i]
+                        .checked_add(pad_begin[i])
+                        .and_then(|p| p.checked_add(pad_end[i]))
+                        .ok_or_else(|| {
+                            KernelError::ResourceLimit(format!("spatial dim {i}: pads overflow"))
+                        })?;
                     if padded < dk {
                         return Err(KernelError::Shape(format!(
                             "spatial dim {i}: padded input {padded} is smaller than the \
@@ -171,6 +176,9 @@ impl WindowAttrs {
                 }
             }
         }
+        // The window count is the output's size per image and channel: a model's pads or
+        // strides must not ask for more than a tensor may hold.
+        crate::limits::checked_elements(&out, 4)?;
         Ok(Geometry {
             kernel,
             strides,

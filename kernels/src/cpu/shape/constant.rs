@@ -94,6 +94,7 @@ pub fn build_constant_of_shape(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 impl Kernel for ConstantOfShape {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let shape = to_dims(&input(inputs, 0)?.to_i64_vec()?, "ConstantOfShape shape")?;
+        crate::limits::checked_elements(&shape, self.value.dtype().size_of())?;
         let out = crate::dispatch_all!(&self.value, a => {
             let v = a.iter().next().cloned().unwrap_or_default();
             // Written out (not lazily zeroed pages) in memory offered for it: a reader would

@@ -49,6 +49,7 @@ impl Kernel for Expand {
         let x = input(inputs, 0)?;
         let target = to_dims(&input(inputs, 1)?.to_i64_vec()?, "Expand shape")?;
         let shape = broadcast_shapes(x.shape(), &target)?;
+        crate::limits::checked_elements(&shape, x.dtype().size_of())?;
         if shape == x.shape() {
             return Ok(vec![x.clone()]);
         }

@@ -89,6 +89,20 @@ impl Kernel for Pad {
             begin[ax] = pads[i];
             end[ax] = pads[i + axes.len()];
         }
+        let padded: Option<Vec<usize>> = (0..rank)
+            .map(|ax| {
+                let n = i64::try_from(x.shape()[ax]).ok()?;
+                // Negative pads crop: their negation must exist too.
+                begin[ax].checked_neg()?;
+                end[ax].checked_neg()?;
+                let out = n.checked_add(begin[ax])?.checked_add(end[ax])?;
+                usize::try_from(out.max(0)).ok()
+            })
+            .collect();
+        let padded = padded.ok_or_else(|| {
+            KernelError::InvalidValue(format!("pads {pads:?} overflow the axes' sizes"))
+        })?;
+        crate::limits::checked_elements(&padded, x.dtype().size_of())?;
         let maps = (0..rank)
             .map(|ax| axis_map(x.shape()[ax], begin[ax], end[ax], self.mode))
             .collect::<Result<Vec<_>>>()?;

@@ -50,6 +50,8 @@ impl Kernel for Range {
             } else {
                 0
             };
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            let n = crate::limits::checked_elements(&[n], dt.size_of())?;
             let vals: Vec<i64> = (0..n as i64)
                 .map(|i| start.wrapping_add(i.wrapping_mul(delta)))
                 .collect();
@@ -72,7 +74,9 @@ impl Kernel for Range {
                 "Range({start}, {limit}, {delta}) is not a finite sequence"
             )));
         }
+        // `as` saturates: a count past usize's range fails the limit below.
         let n = ((limit - start) / delta).ceil().max(0.0) as usize;
+        let n = crate::limits::checked_elements(&[n], dt.size_of())?;
         let vals = (0..n).map(|i| start + i as f64 * delta);
         match dt {
             DType::F32 => tensor_from(&[n], vals.map(|v| v as f32).collect()),

@@ -434,6 +434,7 @@ impl Resize {
         single: bool,
     ) -> Result<(Vec<usize>, Vec<ResizePass>, f64)> {
         let (out_shape, scales, rois, axes) = self.geometry(inputs, shape, single)?;
+        crate::limits::checked_elements(&out_shape, 4)?;
         let passes = self.passes(shape, &out_shape, &scales, &rois, &axes, single);
         Ok((out_shape, passes, self.extrapolation))
     }

@@ -29,6 +29,14 @@ impl Kernel for Tile {
                 x.rank()
             )));
         }
+        let tiled: Option<Vec<usize>> = x
+            .shape()
+            .iter()
+            .zip(&repeats)
+            .map(|(&d, &r)| d.checked_mul(r))
+            .collect();
+        let tiled = tiled.unwrap_or_else(|| vec![usize::MAX]);
+        crate::limits::checked_elements(&tiled, x.dtype().size_of())?;
         let out = dispatch_all!(x, a => tile_typed(a, &repeats)?);
         Ok(vec![out])
     }

@@ -25,7 +25,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 }
 
 /// Checks that `perm` is a permutation of `0..rank`.
-pub(crate) fn check_perm(perm: &[i64], rank: usize) -> Result<Vec<usize>> {
+pub fn check_perm(perm: &[i64], rank: usize) -> Result<Vec<usize>> {
     let mut seen = vec![false; rank];
     let mut out = Vec::with_capacity(rank);
     for &p in perm {

@@ -88,6 +88,7 @@ fn ints(v: &[i64]) -> AttrValue {
 #[test]
 fn blocked_convolutions_equal_the_planar_fused_conv() {
     if !available() {
+        crate::testing::skipped("neither AVX2 nor AVX-512: no blocked kernels on this CPU");
         return;
     }
     // (batch, in, out, side, kernel, stride, pad, dilation)
@@ -193,6 +194,7 @@ fn blocked_convolutions_equal_the_planar_fused_conv() {
 #[test]
 fn blocked_line_convolutions_equal_the_planar_fused_conv() {
     if !available() {
+        crate::testing::skipped("neither AVX2 nor AVX-512: no blocked kernels on this CPU");
         return;
     }
     // (in, out, image, window, pads top/left/bottom/right): inception_v3's factorized
@@ -260,6 +262,7 @@ fn blocked_line_convolutions_equal_the_planar_fused_conv() {
 #[test]
 fn blocked_pools_equal_the_planar_pools() {
     if !available() {
+        crate::testing::skipped("neither AVX2 nor AVX-512: no blocked kernels on this CPU");
         return;
     }
     // NaN never wins a window, in either layout.
@@ -312,6 +315,7 @@ fn blocked_pools_equal_the_planar_pools() {
 #[test]
 fn pools_keep_padded_blocks_padded() {
     if !available() {
+        crate::testing::skipped("neither AVX2 nor AVX-512: no blocked kernels on this CPU");
         return;
     }
     let x = seeded(&[1, 40, 9, 10], 12);
@@ -329,6 +333,7 @@ fn pools_keep_padded_blocks_padded() {
 #[test]
 fn blocked_concat_packs_the_live_channels() {
     if !available() {
+        crate::testing::skipped("neither AVX2 nor AVX-512: no blocked kernels on this CPU");
         return;
     }
     // Shifts of 0, 10, 8 and 12 lanes; a whole block after a padded one; a last block padded.
@@ -368,6 +373,7 @@ fn blocked_concat_packs_the_live_channels() {
 #[test]
 fn blocked_concat_with_relu_equals_concat_then_relu() {
     if !available() {
+        crate::testing::skipped("neither AVX2 nor AVX-512: no blocked kernels on this CPU");
         return;
     }
     // Whole blocks (copied without the Relu) and a shifted padded one; NaN, -0 and negatives.
@@ -429,6 +435,7 @@ fn reorder_output_undoes_the_blocking() {
 #[test]
 fn bad_blocked_inputs_are_typed_errors() {
     if !available() {
+        crate::testing::skipped("neither AVX2 nor AVX-512: no blocked kernels on this CPU");
         return;
     }
     let attrs = Attributes::new().with("kernel_shape", ints(&[3, 3]));
@@ -448,6 +455,7 @@ fn bad_blocked_inputs_are_typed_errors() {
 #[test]
 fn blocked_depthwise_convolutions_equal_the_planar_ones() {
     if !available() {
+        crate::testing::skipped("neither AVX2 nor AVX-512: no blocked kernels on this CPU");
         return;
     }
     // (batch, channels, height, width, kernel, stride, pads, dilation, activation, bias)

@@ -79,7 +79,9 @@ fn from_blocks(x: &[f32], c: usize, plane: usize) -> Vec<f32> {
 #[test]
 fn winograd_convolutions_match_the_direct_sum() {
     if !applies([3, 3], [1, 1], [1, 1], 16, 16) {
-        eprintln!("neither AVX2 nor AVX-512: the Winograd path does not run on this CPU");
+        crate::testing::skipped(
+            "neither AVX2 nor AVX-512: the Winograd path does not run on this CPU",
+        );
         assert!(pack_filters(&[0.0; 16 * 16 * 9], 16, 16, [8, 8]).is_none());
         return;
     }
@@ -227,7 +229,9 @@ type Convolution<'a> = dyn Fn(&mut [MaybeUninit<f32>], Option<&Epilogue<'_, f32>
 #[test]
 fn a_nan_in_the_image_stays_nan_through_every_epilogue() {
     if !applies([3, 3], [1, 1], [1, 1], 16, 16) {
-        eprintln!("neither AVX2 nor AVX-512: the Winograd path does not run on this CPU");
+        crate::testing::skipped(
+            "neither AVX2 nor AVX-512: the Winograd path does not run on this CPU",
+        );
         return;
     }
     let (c, m, side) = (16, 32, 9);

@@ -1,0 +1,175 @@
+//! The `spillway` command line on bad input: closed pipes, bad paths, bad files, repeated or
+//! colliding names. Each gets a message and an exit status, never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use prost::Message;
+use spillway::onnx::proto::{
+    GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
+    ValueInfoProto, tensor_shape_proto, type_proto,
+};
+
+fn spillway() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_spillway"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("spillway-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn assert_no_panic(out: &Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(out.status.code(), Some(101), "{stderr}");
+}
+
+/// Fails with a message containing `expected` (and no panic).
+fn assert_fails_saying(out: Output, expected: &str) {
+    assert_no_panic(&out);
+    assert!(!out.status.success(), "should fail: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(expected), "'{expected}' not in: {stderr}");
+}
+
+fn float_info(name: &str, dims: &[i64]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|&d| tensor_shape_proto::Dimension {
+            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `x [2] → Relu → a/b` and `x → Neg → a_b`: two outputs whose file names collide.
+fn colliding_outputs_model(dir: &Path) -> PathBuf {
+    let node = |op: &str, out: &str| NodeProto {
+        op_type: Some(op.into()),
+        name: Some(op.into()),
+        input: vec!["x".into()],
+        output: vec![out.into()],
+        ..Default::default()
+    };
+    let model = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(GraphProto {
+            name: Some("collide".into()),
+            node: vec![node("Relu", "a/b"), node("Neg", "a_b")],
+            input: vec![float_info("x", &[2])],
+            output: vec![float_info("a/b", &[2]), float_info("a_b", &[2])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let path = dir.join("collide.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn a_closed_standard_output_ends_the_program_quietly() {
+    for args in [&["ops"][..], &["run", "--repeat", "1"][..]] {
+        let mut child = spillway()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the program writes: `spillway … | head -0`.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_no_panic(&out);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+}
+
+#[test]
+fn bad_model_paths_say_what_is_wrong() {
+    let dir = scratch("paths");
+    let run = |path: &Path| spillway().arg("run").arg(path).output().unwrap();
+    assert_fails_saying(run(&dir), "not a file");
+    let empty = dir.join("empty.onnx");
+    std::fs::write(&empty, b"").unwrap();
+    assert_fails_saying(run(&empty), "empty");
+    assert_fails_saying(run(&dir.join("missing.onnx")), "No such file");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_repeated_input_name_is_refused() {
+    let dir = scratch("repeat");
+    let npy = dir.join("x.npy");
+    let x = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[2]));
+    ndarray_npy::write_npy(&npy, &x).unwrap();
+    let model = colliding_outputs_model(&dir);
+    let spec = format!("x={}", npy.display());
+    let out = spillway()
+        .args(["run", "--repeat", "1", "--input", &spec, "--input", &spec])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert_fails_saying(out, "more than once");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_truncated_npy_file_says_so() {
+    let dir = scratch("npy");
+    let npy = dir.join("x.npy");
+    let x = ndarray::ArrayD::<f32>::zeros(ndarray::IxDyn(&[2]));
+    ndarray_npy::write_npy(&npy, &x).unwrap();
+    let bytes = std::fs::read(&npy).unwrap();
+    std::fs::write(&npy, &bytes[..bytes.len() - 3]).unwrap();
+    let out = spillway()
+        .args(["run", "--repeat", "1", "--input"])
+        .arg(format!("x={}", npy.display()))
+        .arg(colliding_outputs_model(&dir))
+        .output()
+        .unwrap();
+    assert_fails_saying(out, "not a readable .npy file");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn outputs_that_would_share_a_file_are_refused() {
+    let dir = scratch("collide");
+    let out = spillway()
+        .args(["run", "--repeat", "1", "--output-dir"])
+        .arg(dir.join("out"))
+        .arg(colliding_outputs_model(&dir))
+        .output()
+        .unwrap();
+    assert_fails_saying(out, "would both be written to a_b.npy");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_huge_default_dimension_is_an_error_not_an_abort() {
+    // The bundled model's batch is symbolic: 10^11 × 3 × 64 × 64 floats is 4.9 PB, and
+    // 10^16 of them overflows.
+    for dims in ["100000000000", "10000000000000000"] {
+        let out = spillway()
+            .args(["run", "--repeat", "1", "--dim-default", dims])
+            .output()
+            .unwrap();
+        assert_fails_saying(out, "larger than");
+    }
+}

@@ -1,0 +1,403 @@
+//! Invalid models and inputs that once gave a wrong answer, a panic or an abort (issue 80):
+//! each now gets a typed error at load or at run time, and the session stays usable.
+
+use spillway::{Error, OptimizationLevel, RunLimits, Session, Tensor};
+use spillway_kernels::KernelError;
+use spillway_tests::build::{Attr, ModelBuilder};
+
+const LEVELS: [OptimizationLevel; 3] = [
+    OptimizationLevel::Disabled,
+    OptimizationLevel::Basic,
+    OptimizationLevel::All,
+];
+
+fn load(bytes: &[u8], level: OptimizationLevel) -> Result<Session, Error> {
+    Session::builder()
+        .with_optimization(level)
+        .commit_from_memory(bytes)
+}
+
+fn f32_tensor(shape: &[usize]) -> Tensor {
+    let n = shape.iter().product();
+    Tensor::from_shape_vec(shape, (0..n).map(|i| (i % 7) as f32 * 0.25).collect()).unwrap()
+}
+
+/// An error of any kind but a caught panic (a bug that would have crossed the API).
+fn assert_typed<T: std::fmt::Debug>(result: Result<T, Error>, what: &str) -> Error {
+    match result {
+        Err(Error::Panic { context, message }) => panic!("{what}: {context} panicked: {message}"),
+        Err(e) => e,
+        Ok(v) => panic!("{what}: expected an error, got {v:?}"),
+    }
+}
+
+#[test]
+fn conv_whose_image_and_weights_disagree_on_channels_is_rejected_at_every_level() {
+    // 16 channels in, weights for 8: the blocked layout used to read the first 8 and answer.
+    let mut m = ModelBuilder::new(3);
+    m.input("x", &[1, 16, 8, 8])
+        .weight("w", &[32, 8, 3, 3], 0.1)
+        .node(
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            &[("pads", Attr::Ints(vec![1; 4]))],
+        )
+        .output("y");
+    for level in LEVELS {
+        match load(&m.to_bytes(17), level) {
+            Err(Error::InvalidNode {
+                node,
+                op_type,
+                rule,
+            }) => {
+                assert_eq!((node.as_str(), op_type.as_str()), ("Conv_0", "Conv"));
+                assert!(rule.contains("16 channels"), "{rule}");
+            }
+            other => panic!("{level:?}: expected InvalidNode, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn grouped_conv_channels_are_checked_too() {
+    let mut m = ModelBuilder::new(3);
+    m.input("x", &[1, 12, 8, 8])
+        .weight("w", &[8, 4, 3, 3], 0.1)
+        .node("Conv", &["x", "w"], &["y"], &[("group", Attr::Int(2))])
+        .output("y");
+    assert!(matches!(
+        load(&m.to_bytes(17), OptimizationLevel::All),
+        Err(Error::InvalidNode { .. })
+    ));
+}
+
+#[test]
+fn transpose_with_a_repeated_axis_is_an_error_not_a_panic() {
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[3, 3])
+        .weight("c", &[3, 3], 1.0)
+        .node(
+            "Transpose",
+            &["c"],
+            &["t"],
+            &[("perm", Attr::Ints(vec![0, 0]))],
+        )
+        .node("Add", &["t", "x"], &["y"], &[])
+        .output("y");
+    for level in LEVELS {
+        let outcome =
+            load(&m.to_bytes(13), level).and_then(|s| s.run([("x", f32_tensor(&[3, 3]))]));
+        assert_typed(outcome, "Transpose perm [0, 0]");
+    }
+}
+
+#[test]
+fn pad_whose_pads_do_not_match_the_rank_is_an_error_not_a_panic() {
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[1, 1, 4, 4])
+        .ints("p", &[0, 0, 1])
+        .weight("w", &[1, 1, 3, 3], 1.0)
+        .node("Pad", &["x", "p"], &["xp"], &[])
+        .node("Conv", &["xp", "w"], &["y"], &[])
+        .output("y");
+    for level in LEVELS {
+        let outcome =
+            load(&m.to_bytes(13), level).and_then(|s| s.run([("x", f32_tensor(&[1, 1, 4, 4]))]));
+        assert_typed(outcome, "Pad of 3 pads on rank 4");
+    }
+}
+
+#[test]
+fn int64_min_divided_by_minus_one_wraps_instead_of_panicking() {
+    let mut m = ModelBuilder::new(1);
+    m.typed_input("x", 7, &[1])
+        .ints("a", &[i64::MIN])
+        .ints("b", &[-1])
+        .node("Div", &["a", "b"], &["q"], &[])
+        .node("Add", &["q", "x"], &["y"], &[])
+        .typed_output("y", 7, &[1]);
+    for level in LEVELS {
+        let session = load(&m.to_bytes(13), level).unwrap();
+        let x = Tensor::from_shape_vec(&[1], vec![0i64]).unwrap();
+        let y = session.run([("x", x)]).unwrap();
+        // Two's complement, as the kernel's integer division wraps (C++ would trap).
+        assert_eq!(y[0].to_i64_vec().unwrap(), vec![i64::MIN], "{level:?}");
+    }
+}
+
+#[test]
+fn a_graph_output_no_node_produces_is_rejected_at_load() {
+    let mut m = ModelBuilder::new(1);
+    m.input("x", &[2])
+        .node("Relu", &["x"], &["y"], &[])
+        .output("y")
+        .output("z");
+    match load(&m.to_bytes(13), OptimizationLevel::All) {
+        Err(Error::InvalidModel(msg)) => assert!(msg.contains("'z'"), "{msg}"),
+        other => panic!("expected InvalidModel, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_directory_or_an_empty_file_is_named_as_such() {
+    let dir = std::env::temp_dir().join(format!("spillway-invalid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    match Session::builder().commit_from_file(&dir) {
+        Err(Error::InvalidModel(msg)) => assert!(msg.contains("not a file"), "{msg}"),
+        other => panic!("a directory: expected InvalidModel, got {other:?}"),
+    }
+    let empty = dir.join("empty.onnx");
+    std::fs::write(&empty, b"").unwrap();
+    match Session::builder().commit_from_file(&empty) {
+        Err(Error::InvalidModel(msg)) => assert!(msg.contains("empty"), "{msg}"),
+        other => panic!("an empty file: expected InvalidModel, got {other:?}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn schema_rules_name_the_node() {
+    // Too few inputs, a required attribute missing, an attribute of the wrong type, an op
+    // used before its opset.
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        {
+            let mut m = ModelBuilder::new(1);
+            m.input("x", &[2])
+                .node("Add", &["x"], &["y"], &[])
+                .output("y");
+            (m.to_bytes(13), "has 1 inputs")
+        },
+        {
+            let mut m = ModelBuilder::new(1);
+            m.input("x", &[2, 2])
+                .node("Flatten", &["x"], &["y"], &[("axis", Attr::Float(1.0))])
+                .output("y");
+            (m.to_bytes(13), "attribute 'axis'")
+        },
+        {
+            let mut m = ModelBuilder::new(1);
+            m.input("x", &[1, 1, 4, 4])
+                .node("MaxPool", &["x"], &["y"], &[])
+                .output("y");
+            (m.to_bytes(13), "required attribute 'kernel_shape'")
+        },
+        {
+            let mut m = ModelBuilder::new(1);
+            m.input("x", &[2])
+                .node("Gelu", &["x"], &["y"], &[])
+                .output("y");
+            (m.to_bytes(13), "does not exist in opset 13")
+        },
+    ];
+    for (bytes, expected) in cases {
+        match load(&bytes, OptimizationLevel::All) {
+            Err(Error::InvalidNode { rule, .. }) => {
+                assert!(rule.contains(expected), "'{rule}' should say '{expected}'")
+            }
+            other => panic!("expected InvalidNode ({expected}), got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn huge_constant_of_shape_is_a_resource_error_at_load() {
+    let mut m = ModelBuilder::new(1);
+    m.ints("s", &[1 << 20, 1 << 20, 1 << 10])
+        .node("ConstantOfShape", &["s"], &["y"], &[])
+        .output("y");
+    for level in LEVELS {
+        let outcome =
+            load(&m.to_bytes(13), level).and_then(|s| s.run(Vec::<(&str, Tensor)>::new()));
+        match assert_typed(outcome, "ConstantOfShape 2^50") {
+            Error::Kernel {
+                cause: KernelError::ResourceLimit(_),
+                ..
+            } => {}
+            other => panic!("{level:?}: expected a resource limit, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn range_sized_by_an_input_fails_past_the_limit_and_the_session_stays_usable() {
+    let mut m = ModelBuilder::new(1);
+    m.scalar_input("n", 7)
+        .scalar_int("zero", 0, 7)
+        .scalar_int("one", 1, 7)
+        .node("Range", &["zero", "n", "one"], &["y"], &[])
+        .output("y");
+    let session = Session::builder()
+        .with_run_limits(RunLimits {
+            max_tensor_bytes: Some(1 << 20),
+            ..Default::default()
+        })
+        .commit_from_memory(&m.to_bytes(13))
+        .unwrap();
+    let n = |v: i64| [("n", Tensor::scalar(v))];
+    for huge in [1 << 18, i64::MAX] {
+        match session.run(n(huge)) {
+            Err(Error::Kernel {
+                op_type,
+                cause: KernelError::ResourceLimit(_),
+                ..
+            }) => assert_eq!(op_type, "Range"),
+            other => panic!("Range(0, {huge}): expected a resource limit, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        session.run(n(5)).unwrap()[0].to_i64_vec().unwrap(),
+        vec![0, 1, 2, 3, 4]
+    );
+}
+
+#[test]
+fn conv_pads_and_resize_scales_past_the_limit_are_errors() {
+    let mut pads = ModelBuilder::new(1);
+    pads.input("x", &[1, 1, 4, 4])
+        .weight("w", &[1, 1, 3, 3], 1.0)
+        .node(
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            &[("pads", Attr::Ints(vec![1 << 30; 4]))],
+        )
+        .output("y");
+    let mut resize = ModelBuilder::new(1);
+    resize
+        .input("x", &[1, 1, 4, 4])
+        .floats("sc", &[4], &[1.0, 1.0, 1e6, 1e6])
+        .node("Resize", &["x", "", "sc"], &["y"], &[])
+        .output("y");
+    for (name, model) in [("Conv pads 2^30", &pads), ("Resize 1e6", &resize)] {
+        for level in LEVELS {
+            let outcome = load(&model.to_bytes(13), level)
+                .and_then(|s| s.run([("x", f32_tensor(&[1, 1, 4, 4]))]));
+            match assert_typed(outcome, name) {
+                Error::Kernel {
+                    cause: KernelError::ResourceLimit(_),
+                    ..
+                } => {}
+                other => panic!("{name} at {level:?}: expected a resource limit, got {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_loop_past_its_iteration_limit_fails_and_the_session_stays_usable() {
+    // Loop(M, cond = true) { x + 1 }: runs M times.
+    let mut body = ModelBuilder::new(1);
+    body.scalar_input("i", 7)
+        .scalar_input("c", 9)
+        .typed_input("v", 1, &[1])
+        .scalar_float("one", 1.0)
+        .node("Identity", &["c"], &["c_out"], &[])
+        .node("Add", &["v", "one"], &["v_out"], &[])
+        .typed_output("c_out", 9, &[])
+        .typed_output("v_out", 1, &[1]);
+    let mut m = ModelBuilder::new(1);
+    m.scalar_input("m", 7)
+        .scalar_input("cond", 9)
+        .typed_input("v0", 1, &[1])
+        .node_with_graphs(
+            "Loop",
+            &["m", "cond", "v0"],
+            &["v"],
+            vec![("body", body.graph())],
+        )
+        .typed_output("v", 1, &[1]);
+    let session = Session::builder()
+        .with_run_limits(RunLimits {
+            max_loop_iterations: Some(1000),
+            ..Default::default()
+        })
+        .commit_from_memory(&m.to_bytes(13))
+        .unwrap();
+    let inputs = |trips: i64| {
+        [
+            ("m", Tensor::scalar(trips)),
+            ("cond", Tensor::scalar(true)),
+            ("v0", Tensor::from_shape_vec(&[1], vec![0f32]).unwrap()),
+        ]
+    };
+    match session.run(inputs(i64::MAX)) {
+        Err(Error::Kernel {
+            op_type,
+            cause: KernelError::ResourceLimit(_),
+            ..
+        }) => assert_eq!(op_type, "Loop"),
+        other => panic!("expected the Loop's limit, got {other:?}"),
+    }
+    let v = session.run(inputs(1000)).unwrap();
+    assert_eq!(v[0].to_f64_vec().unwrap(), vec![1000.0]);
+}
+
+#[test]
+fn a_run_past_its_time_limit_fails() {
+    let mut body = ModelBuilder::new(1);
+    body.scalar_input("i", 7)
+        .scalar_input("c", 9)
+        .typed_input("v", 1, &[1])
+        .scalar_float("one", 1.0)
+        .node("Identity", &["c"], &["c_out"], &[])
+        .node("Add", &["v", "one"], &["v_out"], &[])
+        .typed_output("c_out", 9, &[])
+        .typed_output("v_out", 1, &[1]);
+    let mut m = ModelBuilder::new(1);
+    m.scalar_input("m", 7)
+        .scalar_input("cond", 9)
+        .typed_input("v0", 1, &[1])
+        .node_with_graphs(
+            "Loop",
+            &["m", "cond", "v0"],
+            &["v"],
+            vec![("body", body.graph())],
+        )
+        .typed_output("v", 1, &[1]);
+    let session = Session::builder()
+        .with_run_limits(RunLimits {
+            timeout: Some(std::time::Duration::from_millis(50)),
+            ..Default::default()
+        })
+        .commit_from_memory(&m.to_bytes(13))
+        .unwrap();
+    let outcome = session.run([
+        ("m", Tensor::scalar(i64::MAX)),
+        ("cond", Tensor::scalar(true)),
+        ("v0", Tensor::from_shape_vec(&[1], vec![0f32]).unwrap()),
+    ]);
+    match outcome {
+        Err(Error::Kernel {
+            cause: KernelError::ResourceLimit(msg),
+            ..
+        }) => assert!(msg.contains("time limit"), "{msg}"),
+        other => panic!("expected the time limit, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_dim_value_of_minus_one_is_dynamic() {
+    // Paddle's exporters write dynamic dims as dim_value -1.
+    let mut m = ModelBuilder::new(2);
+    m.input_with_dim_values("x", 1, &[-1, 3, -1, -1])
+        .weight("w", &[4, 3, 3, 3], 0.5)
+        .node(
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            &[("pads", Attr::Ints(vec![1; 4]))],
+        )
+        .output("y");
+    for level in LEVELS {
+        let session = load(&m.to_bytes(13), level).unwrap();
+        for shape in [[1, 3, 48, 192], [2, 3, 8, 8]] {
+            let y = session.run([("x", f32_tensor(&shape))]).unwrap();
+            assert_eq!(
+                y[0].shape(),
+                &[shape[0], 4, shape[2], shape[3]],
+                "{level:?}"
+            );
+        }
+    }
+}
