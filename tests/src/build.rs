@@ -20,6 +20,8 @@ pub enum Attr {
     Floats(Vec<f32>),
     /// A string.
     Str(&'static str),
+    /// Strings.
+    Strs(Vec<&'static str>),
 }
 
 /// Accumulates a graph and serializes it as a model.
@@ -234,6 +236,18 @@ impl ModelBuilder {
         self
     }
 
+    /// An int32 1-D initializer.
+    pub fn int32s(&mut self, name: &str, values: &[i32]) -> &mut Self {
+        self.graph.initializer.push(TensorProto {
+            name: Some(name.into()),
+            dims: vec![values.len() as i64],
+            data_type: Some(6),
+            int32_data: values.to_vec(),
+            ..Default::default()
+        });
+        self
+    }
+
     /// An int64 1-D initializer.
     pub fn ints(&mut self, name: &str, values: &[i64]) -> &mut Self {
         self.graph.initializer.push(TensorProto {
@@ -282,6 +296,13 @@ impl ModelBuilder {
                     Attr::Str(s) => {
                         p.s = Some(bytes::Bytes::from_static(s.as_bytes()));
                         p.set_type(T::String);
+                    }
+                    Attr::Strs(v) => {
+                        p.strings = v
+                            .iter()
+                            .map(|s| bytes::Bytes::from_static(s.as_bytes()))
+                            .collect();
+                        p.set_type(T::Strings);
                     }
                 }
                 p

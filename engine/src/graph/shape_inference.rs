@@ -6,7 +6,7 @@ use spillway_kernels::{DType, Tensor};
 
 use super::known_values::{Element, KnownValues};
 use super::shape_rules::{
-    Shape, broadcast, clamp_index, conv_like, matmul, padded, product, reduced, reshape,
+    Shape, broadcast, clamp_index, conv_like, matmul, padded, product, recurrent, reduced, reshape,
     resize_shape, sliced, squeezed,
 };
 use super::{Dim, Graph, Node, ValueInfo};
@@ -230,6 +230,7 @@ fn infer_node(
             (dtype_of(0), one(s))
         }
         "MatMul" | "MatMulBias" => (dtype_of(0), one(matmul(shape_of(0), shape_of(1)))),
+        "LSTM" | "GRU" | "RNN" => (dtype_of(0), recurrent(node, shape_of(0), shape_of(2))),
         "Flatten" => {
             let s = shape_of(0).and_then(|s| {
                 let axis = attrs.int("axis", 1).ok()?;

@@ -1,5 +1,5 @@
-//! CPU kernels: nn family — convolutions, matrix products, pooling, normalisation, Einsum, and
-//! ONNX Runtime's `com.microsoft` `FusedConv`.
+//! CPU kernels: nn family — convolutions, matrix products, pooling, normalisation, Einsum, the
+//! recurrent LSTM, GRU and RNN, and ONNX Runtime's `com.microsoft` `FusedConv`.
 
 /// The domain of Spillway's own fused ops, which the graph passes make: `MatMulBias`
 /// ([`matmul::build_with_bias`]) and `RMSNormalization` ([`layer_norm::build_rms`]).
@@ -29,6 +29,7 @@ pub mod pool;
 pub mod pool2d;
 pub mod pool_same;
 pub mod pool_stride2;
+pub mod rnn;
 pub mod spatial;
 pub mod winograd;
 
@@ -48,11 +49,14 @@ pub const OPS: &[&str] = &[
     "Gemm",
     "GlobalAveragePool",
     "GlobalMaxPool",
+    "GRU",
     "InstanceNormalization",
     "LRN",
+    "LSTM",
     "LayerNormalization",
     "MatMul",
     "MaxPool",
+    "RNN",
 ];
 
 /// Builds a kernel for an op in [`OPS`].
@@ -69,6 +73,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         "LayerNormalization" => layer_norm::build(spec),
         "LRN" => lrn::build(spec),
         "Einsum" => einsum::build(spec),
+        "LSTM" | "GRU" | "RNN" => rnn::build(spec),
         _ => Err(KernelError::UnsupportedOp {
             op_type: spec.op_type.to_string(),
             domain: spec.domain.to_string(),
