@@ -7,6 +7,7 @@ pub(crate) mod aligned;
 pub mod binary;
 pub mod detection;
 pub mod nn;
+pub mod quant;
 pub mod reduce;
 pub mod shape;
 pub(crate) mod transpose_block;
@@ -24,6 +25,7 @@ const FAMILIES: &[(&[&str], Builder)] = &[
     (binary::OPS, binary::build),
     (reduce::OPS, reduce::build),
     (nn::OPS, nn::build),
+    (quant::OPS, quant::build),
     (shape::OPS, shape::build),
     (detection::OPS, detection::build),
 ];
