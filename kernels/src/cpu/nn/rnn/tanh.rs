@@ -16,7 +16,7 @@ const ALPHA: [f32; 7] = [
     -2.760_768_5e-16,
 ];
 /// `Q`'s coefficients, `x⁰` to `x⁶`.
-const BETA: [f32; 4] = [4.893_525_2e-3, 2.268_434_7e-3, 1.185_347e-4, 1.198_258_4e-6];
+const BETA: [f32; 4] = [4.893_525e-3, 2.268_434_7e-3, 1.185_347e-4, 1.198_258_4e-6];
 
 #[inline(always)]
 fn tanh_portable(xs: &mut [f32]) {

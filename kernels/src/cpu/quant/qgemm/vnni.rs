@@ -14,6 +14,8 @@ pub(super) fn raw((m, k, n): (usize, usize, usize), a: &[u8], b: &[i8], c: &mut 
     let out = OutPtr(c.as_mut_ptr());
     let tiles = n.div_ceil(NR);
     for_each_tile(m, MR, tiles, m * n * k, |row0, rows, t| {
+        // The whole wrapper is captured, not its raw pointer field (which is not `Send`).
+        #[allow(clippy::redundant_locals)]
         let out = out;
         let cols = NR.min(n - t * NR);
         let a = &ap[row0 * groups * 4..];
