@@ -3,6 +3,9 @@
 /// `println!` for the commands' results: a closed standard output (`spillway run | head -1`)
 /// ends the program quietly with status 0, as it does a Unix filter, instead of a panic.
 macro_rules! say {
+    () => {
+        $crate::cli::write_line(format_args!(""))
+    };
     ($($arg:tt)*) => {
         $crate::cli::write_line(format_args!($($arg)*))
     };

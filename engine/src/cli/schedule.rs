@@ -48,7 +48,7 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
             "the session has one CPU lane and no other device: nothing to place (use --lanes 2 or --virtual 1)"
         );
     };
-    say!("{}", report.trim_end_matches('\n'));
+    say!("{}", report.to_string().trim_end_matches('\n'));
     if let Some(path) = &args.gantt {
         write(path, &report.gantt_svg())?;
         say!("gantt chart written to {}", path.display());
