@@ -329,6 +329,38 @@ pub(super) fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Opti
     Some(out)
 }
 
+/// `LSTM`, `GRU` and `RNN`, from `X` and `R`: `Y` is `[seq, directions, batch, hidden]`, the
+/// last states (`Y_h`, `Y_c`) are `[directions, batch, hidden]`; with `layout = 1` the batch
+/// comes first (`[batch, seq, directions, hidden]`, `[batch, directions, hidden]`).
+pub(super) fn recurrent(node: &Node, x: Option<Shape>, r: Option<Shape>) -> Vec<Option<Shape>> {
+    let Some(x) = x.filter(|x| x.len() == 3) else {
+        return vec![];
+    };
+    let attrs = &node.attrs;
+    let dirs = match attrs.string("direction", "forward").ok().as_deref() {
+        Some("bidirectional") => Dim::Fixed(2),
+        _ => Dim::Fixed(1),
+    };
+    let hidden = match attrs.opt_int("hidden_size").ok().flatten() {
+        Some(h) => usize::try_from(h).map_or(Dim::Unknown, Dim::Fixed),
+        None => r.and_then(|r| r.get(2).cloned()).unwrap_or(Dim::Unknown),
+    };
+    let (y, state) = if attrs.int("layout", 0).unwrap_or(0) == 1 {
+        let (batch, seq) = (x[0].clone(), x[1].clone());
+        (
+            vec![batch.clone(), seq, dirs.clone(), hidden.clone()],
+            vec![batch, dirs, hidden],
+        )
+    } else {
+        let (seq, batch) = (x[0].clone(), x[1].clone());
+        (
+            vec![seq, dirs.clone(), batch.clone(), hidden.clone()],
+            vec![dirs, batch, hidden],
+        )
+    };
+    vec![Some(y), Some(state.clone()), Some(state)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,36 +416,4 @@ mod tests {
         );
         assert_eq!(padded(x, None, None), None, "pads known only when running");
     }
-}
-
-/// `LSTM`, `GRU` and `RNN`, from `X` and `R`: `Y` is `[seq, directions, batch, hidden]`, the
-/// last states (`Y_h`, `Y_c`) are `[directions, batch, hidden]`; with `layout = 1` the batch
-/// comes first (`[batch, seq, directions, hidden]`, `[batch, directions, hidden]`).
-pub(super) fn recurrent(node: &Node, x: Option<Shape>, r: Option<Shape>) -> Vec<Option<Shape>> {
-    let Some(x) = x.filter(|x| x.len() == 3) else {
-        return vec![];
-    };
-    let attrs = &node.attrs;
-    let dirs = match attrs.string("direction", "forward").ok().as_deref() {
-        Some("bidirectional") => Dim::Fixed(2),
-        _ => Dim::Fixed(1),
-    };
-    let hidden = match attrs.opt_int("hidden_size").ok().flatten() {
-        Some(h) => usize::try_from(h).map_or(Dim::Unknown, Dim::Fixed),
-        None => r.and_then(|r| r.get(2).cloned()).unwrap_or(Dim::Unknown),
-    };
-    let (y, state) = if attrs.int("layout", 0).unwrap_or(0) == 1 {
-        let (batch, seq) = (x[0].clone(), x[1].clone());
-        (
-            vec![batch.clone(), seq, dirs.clone(), hidden.clone()],
-            vec![batch, dirs, hidden],
-        )
-    } else {
-        let (seq, batch) = (x[0].clone(), x[1].clone());
-        (
-            vec![seq, dirs.clone(), batch.clone(), hidden.clone()],
-            vec![dirs, batch, hidden],
-        )
-    };
-    vec![Some(y), Some(state.clone()), Some(state)]
 }
