@@ -5,7 +5,6 @@ pub mod build;
 pub mod detections;
 pub mod fixtures;
 pub mod oracle;
-pub mod redraw;
 
 use std::path::{Path, PathBuf};
 

@@ -4,9 +4,11 @@
 //! its alpha and beta, `linear_before_reset`, `input_forget`, batches above 1, hidden sizes of
 //! 64 and more (in whole and partial blocks of 16), omitted outputs, opsets 7, 14 and 22.
 //! Every listed output must be within a relative difference of 1e-4 of ORT's (NaN fails), on
-//! the first run and on the second (which finds the packed weights of the first).
+//! the first run and on the second (which finds the packed weights of the first). ORT runs
+//! batch-major cases as their time-major twins (it rejects `layout = 1`).
 
 use spillway::Session;
+use spillway_kernels::Tensor;
 use spillway_tests::build::{Attr, ModelBuilder};
 use spillway_tests::max_relative_difference;
 use spillway_tests::oracle::{Oracle, OrtConfig};
@@ -305,6 +307,43 @@ fn model(c: &Case) -> (Vec<u8>, Vec<(String, Vec<usize>)>) {
     (m.to_bytes(c.opset), feeds)
 }
 
+/// `t` with its axes in the order `perm`.
+fn permuted(t: &Tensor, perm: &[usize]) -> Tensor {
+    let a = t.view::<f32>().unwrap().permuted_axes(perm.to_vec());
+    Tensor::from_shape_vec(a.shape(), a.iter().copied().collect()).unwrap()
+}
+
+/// ORT's outputs for `c` on `inputs`. ORT's CPU recurrent ops reject `layout = 1`
+/// ("Batchwise recurrent operations (layout == 1) are not supported"), so a batch-major case
+/// runs as its time-major twin (the same weights) on transposed inputs, whose outputs are
+/// transposed back.
+fn oracle(c: &Case, bytes: &[u8], inputs: &[(String, Tensor)]) -> Vec<Tensor> {
+    let run = |bytes: &[u8], inputs: &[(String, Tensor)]| {
+        Oracle::load_bytes(bytes, OrtConfig::default())
+            .and_then(|mut o| o.run(inputs))
+            .unwrap_or_else(|e| panic!("{}: ORT: {e}", c.name))
+    };
+    if !c.batch_first {
+        return run(bytes, inputs);
+    }
+    let (twin, _) = model(&Case {
+        batch_first: false,
+        ..c.clone()
+    });
+    // X and the states swap their first two axes both ways.
+    let inputs: Vec<_> = inputs
+        .iter()
+        .map(|(n, t)| (n.clone(), permuted(t, &[1, 0, 2])))
+        .collect();
+    run(&twin, &inputs)
+        .iter()
+        .map(|t| match t.rank() {
+            4 => permuted(t, &[2, 0, 1, 3]),
+            _ => permuted(t, &[1, 0, 2]),
+        })
+        .collect()
+}
+
 #[test]
 fn recurrent_ops_match_onnx_runtime() {
     let mut rows = Vec::new();
@@ -319,9 +358,7 @@ fn recurrent_ops_match_onnx_runtime() {
         let session = Session::builder()
             .commit_from_memory(&bytes)
             .unwrap_or_else(|e| panic!("{}: {e}", c.name));
-        let theirs = Oracle::load_bytes(&bytes, OrtConfig::default())
-            .and_then(|mut o| o.run(&inputs))
-            .unwrap_or_else(|e| panic!("{}: ORT: {e}", c.name));
+        let theirs = oracle(&c, &bytes, &inputs);
         let mut worst = 0f64;
         for run in 0..2 {
             let ours = session
@@ -372,11 +409,8 @@ fn the_comparison_catches_differences_and_nans() {
     assert!(d > TOLERANCE, "another model's output compared as {d:.2e}");
     let mut nan = ours[0].to_f64_vec().unwrap();
     nan[3] = f64::NAN;
-    let nan = spillway_kernels::Tensor::from_shape_vec(
-        ours[0].shape(),
-        nan.into_iter().map(|v| v as f32).collect(),
-    )
-    .unwrap();
+    let nan = Tensor::from_shape_vec(ours[0].shape(), nan.into_iter().map(|v| v as f32).collect())
+        .unwrap();
     let d = max_relative_difference(&ours[0], &nan).unwrap();
     assert!(d.is_nan() || d > TOLERANCE, "a NaN compared as {d}");
 }
