@@ -284,9 +284,8 @@ fn conv_pads_and_resize_scales_past_the_limit_are_errors() {
     }
 }
 
-#[test]
-fn a_loop_past_its_iteration_limit_fails_and_the_session_stays_usable() {
-    // Loop(M, cond = true) { x + 1 }: runs M times.
+/// `Loop(m, cond) { v + 1 }` from `v0`: with `cond` true, runs `m` times.
+fn counting_loop() -> ModelBuilder {
     let mut body = ModelBuilder::new(1);
     body.scalar_input("i", 7)
         .scalar_input("c", 9)
@@ -307,6 +306,12 @@ fn a_loop_past_its_iteration_limit_fails_and_the_session_stays_usable() {
             vec![("body", body.graph())],
         )
         .typed_output("v", 1, &[1]);
+    m
+}
+
+#[test]
+fn a_loop_past_its_iteration_limit_fails_and_the_session_stays_usable() {
+    let m = counting_loop();
     let session = Session::builder()
         .with_run_limits(RunLimits {
             max_loop_iterations: Some(1000),
@@ -335,26 +340,7 @@ fn a_loop_past_its_iteration_limit_fails_and_the_session_stays_usable() {
 
 #[test]
 fn a_run_past_its_time_limit_fails() {
-    let mut body = ModelBuilder::new(1);
-    body.scalar_input("i", 7)
-        .scalar_input("c", 9)
-        .typed_input("v", 1, &[1])
-        .scalar_float("one", 1.0)
-        .node("Identity", &["c"], &["c_out"], &[])
-        .node("Add", &["v", "one"], &["v_out"], &[])
-        .typed_output("c_out", 9, &[])
-        .typed_output("v_out", 1, &[1]);
-    let mut m = ModelBuilder::new(1);
-    m.scalar_input("m", 7)
-        .scalar_input("cond", 9)
-        .typed_input("v0", 1, &[1])
-        .node_with_graphs(
-            "Loop",
-            &["m", "cond", "v0"],
-            &["v"],
-            vec![("body", body.graph())],
-        )
-        .typed_output("v", 1, &[1]);
+    let m = counting_loop();
     let session = Session::builder()
         .with_run_limits(RunLimits {
             timeout: Some(std::time::Duration::from_millis(50)),
