@@ -5,9 +5,7 @@
 # is printed with per-op counts. The CUDA backend is compiled in (feature `cuda`): on a machine
 # without a GPU its tests check the typed errors and compile every generated kernel with NVRTC.
 # The HiGHS MILP solver is compiled in too (feature `highs`; scripts/system-deps.sh installs
-# cmake and libclang-dev from apt for its build). Last, Miri on the arena code (scripts/miri.sh
-echo "hardware-dependent tests that skipped their checks: $(sort -u "$SPILLWAY_SKIPPED_LOG" | wc -l)"
-sort -u "$SPILLWAY_SKIPPED_LOG",
+# cmake and libclang-dev from apt for its build). Last, Miri on the arena code (scripts/miri.sh,
 # which installs nightly's miri component).
 set -euo pipefail
 cd "$(dirname "$0")/.."
