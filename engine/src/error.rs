@@ -16,6 +16,9 @@ pub enum Error {
     /// The bytes are not a valid ONNX protobuf message.
     #[error("malformed ONNX protobuf: {0}")]
     Decode(String),
+    /// The bytes are not a `.npy` array of a supported element type.
+    #[error("malformed .npy data: {0}")]
+    Npy(String),
     /// The protobuf decoded but does not describe a valid model.
     #[error("invalid model: {0}")]
     InvalidModel(String),

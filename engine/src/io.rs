@@ -175,3 +175,94 @@ impl std::ops::Index<&str> for SessionOutputs {
         self.tensor(name).unwrap_or_else(|e| panic!("{e}"))
     }
 }
+
+/// Reads a `.npy` array (format versions 1 to 3, any byte order, C or Fortran order) of
+/// one of the element types `f32`, `f64`, `i64`, `i32`, `i16`, `i8`, `u8`, `u16`, `u32`,
+/// `u64` or `bool`.
+///
+/// Untrusted bytes are safe to pass: a header or a shape that claims more bytes than `bytes`
+/// holds is an error before anything is allocated for it.
+pub fn tensor_from_npy(bytes: &[u8]) -> Result<Tensor> {
+    use ndarray::ArrayD;
+    use ndarray_npy::npy::header::Header;
+    use ndarray_npy::{ReadNpyError, ReadNpyExt};
+
+    let bad = |what: String| Error::Npy(what);
+    // The header's length field comes before the header: check it against the bytes we have
+    // (the parser allocates the length it reads).
+    const MAGIC: &[u8] = b"\x93NUMPY";
+    if bytes.len() < MAGIC.len() + 2 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(bad("no .npy magic string".into()));
+    }
+    let (len_field, header_len) = match bytes[MAGIC.len()] {
+        1 => (
+            2,
+            bytes
+                .get(8..10)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize),
+        ),
+        2 | 3 => (
+            4,
+            bytes
+                .get(8..12)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize),
+        ),
+        v => return Err(bad(format!("format version {v} is not supported"))),
+    };
+    let header_len = header_len.ok_or_else(|| bad("truncated header".into()))?;
+    let data_start = 8 + len_field + header_len;
+    if data_start > bytes.len() {
+        return Err(bad(format!(
+            "the header claims {header_len} bytes, the data holds {}",
+            bytes.len() - 8 - len_field
+        )));
+    }
+    // A header is a dict holding a tuple (the shape): deeper nesting is no array we read, and
+    // the header parser backtracks exponentially in the depth (a 134-byte header of nested
+    // braces took seconds).
+    let mut depth = 0usize;
+    for &b in &bytes[8 + len_field..data_start] {
+        match b {
+            b'{' | b'(' | b'[' => depth += 1,
+            b'}' | b')' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > 2 {
+            return Err(bad(
+                "the header nests deeper than a dict holding a tuple".into()
+            ));
+        }
+    }
+    let mut reader = bytes;
+    let header = Header::from_reader(&mut reader).map_err(|e| bad(e.to_string()))?;
+    // Every element takes at least one byte: a shape of more elements than bytes left is
+    // wrong whatever its type (and would be allocated before the data is read).
+    let count = header
+        .shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| bad(format!("shape {:?} overflows", header.shape)))?;
+    if count > bytes.len() - data_start {
+        return Err(bad(format!(
+            "shape {:?} needs more data than the {} bytes present",
+            header.shape,
+            bytes.len() - data_start
+        )));
+    }
+    // A header naming another type is tried as the next one; any other failure (data shorter
+    // than the shape) is reported as it is.
+    macro_rules! try_type {
+        ($($t:ty),*) => {$(
+            match ArrayD::<$t>::read_npy(bytes) {
+                Ok(a) => return Ok(Tensor::from(a)),
+                Err(ReadNpyError::WrongDescriptor(_)) => {}
+                Err(e) => return Err(bad(format!("not a readable .npy file: {e}"))),
+            }
+        )*};
+    }
+    try_type!(f32, f64, i64, i32, i16, i8, u8, u16, u32, u64, bool);
+    Err(bad(format!(
+        "element type {} is not supported (or the data does not match the header)",
+        header.type_descriptor
+    )))
+}

@@ -30,7 +30,7 @@ pub mod value;
 pub use device::{CopyCost, Device, Devices};
 pub use error::{Error, Result};
 pub use exec::{RunLimits, RunOptions};
-pub use io::{IntoTensor, SessionOutputs};
+pub use io::{IntoTensor, SessionOutputs, tensor_from_npy};
 pub use session::{OptimizationLevel, PlacementReport, RunReport, Session, SessionBuilder};
 pub use spillway_kernels::{DType, Tensor};
 pub use value::{Sequence, Value};

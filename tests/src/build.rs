@@ -196,6 +196,18 @@ impl ModelBuilder {
         self
     }
 
+    /// A float initializer with the given values.
+    pub fn floats(&mut self, name: &str, dims: &[i64], values: &[f32]) -> &mut Self {
+        self.graph.initializer.push(TensorProto {
+            name: Some(name.into()),
+            dims: dims.to_vec(),
+            data_type: Some(1),
+            float_data: values.to_vec(),
+            ..Default::default()
+        });
+        self
+    }
+
     /// A scalar integer initializer: int32 (`elem_type` 6) or int64 (7).
     pub fn scalar_int(&mut self, name: &str, value: i64, elem_type: i32) -> &mut Self {
         let mut t = TensorProto {
@@ -219,18 +231,6 @@ impl ModelBuilder {
             dims: Vec::new(),
             data_type: Some(1),
             float_data: vec![value],
-            ..Default::default()
-        });
-        self
-    }
-
-    /// A float initializer of the given values.
-    pub fn floats(&mut self, name: &str, dims: &[i64], values: &[f32]) -> &mut Self {
-        self.graph.initializer.push(TensorProto {
-            name: Some(name.into()),
-            dims: dims.to_vec(),
-            data_type: Some(1),
-            float_data: values.to_vec(),
             ..Default::default()
         });
         self

@@ -3,7 +3,13 @@
 
 pub mod build;
 pub mod detections;
+pub mod differential;
 pub mod fixtures;
+/// The fuzzing harness (`fuzz/src/lib.rs`): the checks of the fuzz targets and the graph
+/// generator, shared with the regression and differential tests.
+#[allow(dead_code)]
+#[path = "../../fuzz/src/lib.rs"]
+pub mod fuzz_harness;
 pub mod oracle;
 
 use std::path::{Path, PathBuf};

@@ -80,26 +80,8 @@ pub fn random_tensor(dtype: DType, shape: &[usize], seed: u64) -> Result<Tensor>
     })
 }
 
-/// Reads a `.npy` file of any element type a tensor can hold. A file whose header names
-/// another type is tried as the next one; any other failure (a truncated file, a bad header)
-/// is reported as it is.
+/// Reads a `.npy` file of any element type a tensor can hold.
 fn read_npy(path: &std::path::Path) -> Result<Tensor> {
-    use ndarray::ArrayD;
-    use ndarray_npy::{ReadNpyError, ReadNpyExt};
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    macro_rules! try_type {
-        ($($t:ty),*) => {$(
-            match ArrayD::<$t>::read_npy(bytes.as_slice()) {
-                Ok(a) => return Ok(Tensor::from(a)),
-                Err(ReadNpyError::WrongDescriptor(_)) => {}
-                Err(e) => bail!("{}: not a readable .npy file: {e}", path.display()),
-            }
-        )*};
-    }
-    try_type!(f32, f64, i64, i32, i16, i8, u8, u16, u32, u64, bool);
-    bail!(
-        "{}: a .npy file of an element type tensors cannot hold (supported: f32, f64, \
-         i64, i32, i16, i8, u8, u16, u32, u64, bool)",
-        path.display()
-    )
+    let bytes = std::fs::read(path).with_context(|| format!("opening {}", path.display()))?;
+    spillway::tensor_from_npy(&bytes).with_context(|| format!("reading {}", path.display()))
 }

@@ -183,6 +183,14 @@ impl<'c, 'o> Builder<'c, 'o> {
                 self.merge_info(id, vi)?;
             }
         }
+        // A name read (by a node or as an output) that nothing defines: no input,
+        // initializer, node output or enclosing-scope value.
+        if let Some(&id) = self.forward.iter().min_by_key(|id| id.index()) {
+            return Err(Error::InvalidModel(format!(
+                "value '{}' is used but never defined",
+                self.graph.values[id.index()].name
+            )));
+        }
         let mut graph = self.graph;
         graph
             .inputs

@@ -163,11 +163,14 @@ fn from_le_bytes(
     if dtype.is_low_precision() {
         return from_packed(dtype, shape, count, raw);
     }
-    if raw.len() != count * size {
+    // The element count is checked for overflow, its size in bytes not yet.
+    let Some(needed) = count.checked_mul(size) else {
+        return Err(format!("shape {shape:?} of {dtype} overflows in bytes"));
+    };
+    if raw.len() != needed {
         return Err(format!(
-            "raw data has {} bytes, shape {shape:?} of {dtype} needs {}",
+            "raw data has {} bytes, shape {shape:?} of {dtype} needs {needed}",
             raw.len(),
-            count * size
         ));
     }
     macro_rules! le {

@@ -163,13 +163,25 @@ fn geometry(
             reason: format!("has {} values, expected {n}", out_pad.len()),
         });
     }
-    // Size of the full (unpadded) result along each dim.
+    // Size of the full (unpadded) result along each dim (an empty kernel or a size past
+    // `i64` is an error, not an overflow).
     let full: Vec<i64> = (0..n)
         .map(|i| {
-            (strides[i] * (input[i].max(1) - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1)
-                as i64
+            let k = kernel[i].checked_sub(1)?;
+            strides[i]
+                .checked_mul(input[i].max(1) - 1)?
+                .checked_add(out_pad[i])?
+                .checked_add(k.checked_mul(dilations[i])?)?
+                .checked_add(1)
+                .and_then(|v| i64::try_from(v).ok())
         })
-        .collect();
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            KernelError::Shape(format!(
+                "ConvTranspose: kernel {kernel:?} (strides {strides:?}, dilations \
+                 {dilations:?}) on {input:?} has no output size"
+            ))
+        })?;
     let target: Option<Vec<usize>> = match (&ct.output_shape, ct.window.auto_pad) {
         (Some(s), _) if s.len() == n => Some(s.clone()),
         (Some(s), _) if s.len() == n + 2 => Some(s[2..].to_vec()),

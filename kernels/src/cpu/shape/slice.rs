@@ -102,10 +102,13 @@ pub(crate) fn slice_ranges(
             } else {
                 NdSlice::new(s as isize, Some(e as isize), step as isize)
             }
+        } else if dim == 0 {
+            // Nothing to walk (and `clamp(0, dim - 1)` would have its bounds reversed).
+            NdSlice::new(0, Some(0), 1)
         } else {
             let (s, e) = (start.clamp(0, dim - 1), end.clamp(-1, dim - 1));
             // ndarray walks [e+1, s+1) backwards from s when the step is negative.
-            if s <= e || dim == 0 {
+            if s <= e {
                 NdSlice::new(0, Some(0), 1)
             } else {
                 NdSlice::new((e + 1) as isize, Some((s + 1) as isize), step as isize)
@@ -174,6 +177,15 @@ mod tests {
         // empty: x[2:1]
         let out = run10(&x34(), &[2], &[1], None, None).unwrap();
         assert_eq!(out.shape(), &[0, 4]);
+    }
+
+    /// A negative step over an empty axis gives an empty slice (it panicked: found by the
+    /// `graph_gen` fuzz target).
+    #[test]
+    fn negative_step_on_an_empty_axis() {
+        let x = Tensor::from_shape_vec(&[2, 0], Vec::<f32>::new()).unwrap();
+        let out = run10(&x, &[-1], &[i64::MIN], Some(&[1]), Some(&[-1])).unwrap();
+        assert_eq!(out.shape(), &[2, 0]);
     }
 
     #[test]

@@ -1,0 +1,132 @@
+//! Differential fuzzing for wrong answers: small random graphs of supported ops (the fuzz
+//! harness's generator, `fuzz/src/generate.rs`) run by Spillway at every optimization level
+//! and by ONNX Runtime (optimizations off: its plain kernels). A graph both engines reject is
+//! skipped; an error on one side only, a different output count, element type or shape, or
+//! values further apart than the tolerance (NaN equal to NaN) is a [`Finding`].
+
+use spillway::{OptimizationLevel, Session, Tensor};
+
+use crate::fuzz_harness::generate::{Generated, generate_with};
+use crate::fuzz_harness::{LEVELS, assert_not_internal};
+use crate::oracle::{Oracle, OrtConfig};
+
+/// Relative and absolute tolerance of float outputs.
+pub const RTOL: f64 = 1e-4;
+/// See [`RTOL`].
+pub const ATOL: f64 = 1e-5;
+
+/// What one seed gave.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The bytes ran out before a graph was complete.
+    NoGraph,
+    /// Both engines rejected the graph (at load or at run).
+    BothRejected,
+    /// Every engine and level agreed.
+    Agreed,
+    /// A disagreement.
+    Finding(Finding),
+}
+
+/// A disagreement, with what reproduces it.
+#[derive(Debug)]
+pub struct Finding {
+    /// The seed of the generator's bytes.
+    pub seed: u64,
+    /// The op types of the graph, in order.
+    pub ops: Vec<&'static str>,
+    /// What differed.
+    pub what: String,
+    /// The model, to save beside the report.
+    pub model: Vec<u8>,
+}
+
+/// The generator's bytes for `seed` (xorshift, `len` bytes).
+pub fn seed_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+fn run_spillway(g: &Generated, level: OptimizationLevel) -> Result<Vec<Tensor>, String> {
+    let session = Session::builder()
+        .with_optimization(level)
+        .with_intra_op_threads(1)
+        .commit_from_memory(&g.model);
+    assert_not_internal("load", &session);
+    let session = session.map_err(|e| format!("load: {e}"))?;
+    let out = session.run(g.inputs.clone());
+    assert_not_internal("run", &out);
+    out.map_err(|e| format!("run: {e}"))?
+        .try_into_tensors()
+        .map_err(|e| format!("outputs: {e}"))
+}
+
+fn run_ort(g: &Generated) -> Result<Vec<Tensor>, String> {
+    let config = OrtConfig {
+        optimize: false,
+        ..OrtConfig::default()
+    };
+    let mut oracle = Oracle::load_bytes(&g.model, config).map_err(|e| format!("load: {e:#}"))?;
+    oracle.run(&g.inputs).map_err(|e| format!("run: {e:#}"))
+}
+
+/// Compares two engines' outputs.
+fn compare(expected: &[Tensor], actual: &[Tensor]) -> Result<(), String> {
+    if expected.len() != actual.len() {
+        return Err(format!(
+            "{} outputs, expected {}",
+            actual.len(),
+            expected.len()
+        ));
+    }
+    for (i, (e, a)) in expected.iter().zip(actual).enumerate() {
+        crate::assert_close(e, a, RTOL, ATOL).map_err(|m| format!("output {i}: {m}"))?;
+    }
+    Ok(())
+}
+
+/// Generates the graph of `seed` and compares the engines on it.
+pub fn check_seed(seed: u64, len: usize) -> Outcome {
+    let bytes = seed_bytes(seed, len);
+    // Clear of the pending bugs (a huge allocation would abort the process).
+    let Ok(g) = generate_with(&mut arbitrary::Unstructured::new(&bytes), true) else {
+        return Outcome::NoGraph;
+    };
+    let finding = |what: String| {
+        Outcome::Finding(Finding {
+            seed,
+            ops: g.ops.clone(),
+            what,
+            model: g.model.clone(),
+        })
+    };
+    let ort = run_ort(&g);
+    let ours: Vec<(OptimizationLevel, Result<Vec<Tensor>, String>)> = LEVELS
+        .iter()
+        .map(|&level| (level, run_spillway(&g, level)))
+        .collect();
+    let all_rejected = ort.is_err() && ours.iter().all(|(_, r)| r.is_err());
+    if all_rejected {
+        return Outcome::BothRejected;
+    }
+    for (level, result) in &ours {
+        match (&ort, result) {
+            (Ok(want), Ok(got)) => {
+                if let Err(m) = compare(want, got) {
+                    return finding(format!("{level:?} vs ORT: {m}"));
+                }
+            }
+            (Err(e), Ok(_)) => return finding(format!("ORT rejects ({e}), {level:?} runs")),
+            (Ok(_), Err(e)) => return finding(format!("ORT runs, {level:?} rejects: {e}")),
+            (Err(_), Err(_)) => {}
+        }
+    }
+    Outcome::Agreed
+}
