@@ -101,9 +101,8 @@ pub fn device_kind(d: Device) -> DeviceKind {
 /// Whether an op type is compute- or memory-bound (Opara's launch order uses it).
 pub fn boundness(op_type: &str) -> Boundness {
     match op_type {
-        "Conv" | "FusedConv" | "ConvTranspose" | "Gemm" | "MatMul" | "MatMulBias" | "Einsum" => {
-            Boundness::Compute
-        }
+        "Conv" | "FusedConv" | "ConvTranspose" | "Gemm" | "MatMul" | "MatMulBias" | "Einsum"
+        | "ConvInteger" | "QLinearConv" | "MatMulInteger" | "QLinearMatMul" => Boundness::Compute,
         _ => Boundness::Memory,
     }
 }

@@ -18,7 +18,7 @@ use spillway_tests::{
 };
 
 /// The operators under conformance (the engine-foundation and detection issues' lists, then
-/// the sequence and optional operators).
+/// the sequence and optional operators, then quantization).
 const CONFORMANCE_OPS: &[&str] = &[
     "Conv",
     "ConvTranspose",
@@ -135,6 +135,13 @@ const CONFORMANCE_OPS: &[&str] = &[
     "Optional",
     "OptionalHasElement",
     "OptionalGetElement",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+    "MatMulInteger",
+    "ConvInteger",
+    "QLinearMatMul",
+    "QLinearConv",
 ];
 
 struct Outcome {
