@@ -83,7 +83,7 @@ fn ours(path: &Path, level: OptimizationLevel, inputs: &[(String, Tensor)]) -> V
 }
 
 /// Spillway without QDQ fusion (`Basic`) against ORT without optimizations, and Spillway with
-/// it (the default `Extended`) against ORT with them.
+/// it (the default `All`) against ORT with them.
 #[test]
 fn quantized_models_match_onnx_runtime() {
     let (_, manifest) = models("differential");
@@ -98,7 +98,7 @@ fn quantized_models_match_onnx_runtime() {
         let inputs = seeded_inputs(&probe, 1);
         let names: Vec<String> = probe.outputs().iter().map(|o| o.name.clone()).collect();
         let basic = ours(&path, OptimizationLevel::Basic, &inputs);
-        let extended = ours(&path, OptimizationLevel::Extended, &inputs);
+        let extended = ours(&path, OptimizationLevel::All, &inputs);
         let plain = run_ort(&path, false, &inputs);
         let optimized = run_ort(&path, true, &inputs);
         for (i, out) in names.iter().enumerate() {
