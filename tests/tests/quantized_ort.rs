@@ -136,7 +136,11 @@ fn quantized_models_match_onnx_runtime() {
 #[test]
 fn qdq_fusion_makes_integer_ops() {
     let (_, manifest) = models("fusion");
-    for name in ["conv_net_qdq_s8", "conv_net_qdq_u8_per_channel", "matmul_net_qdq_s8"] {
+    for name in [
+        "conv_net_qdq_s8",
+        "conv_net_qdq_u8_per_channel",
+        "matmul_net_qdq_s8",
+    ] {
         let entry = &manifest[name];
         let path = PathBuf::from(entry["file"].as_str().unwrap());
         let data = std::fs::read(&path).unwrap();
@@ -151,14 +155,24 @@ fn qdq_fusion_makes_integer_ops() {
         };
         let before = floats(&graph);
         let fused = spillway::graph::passes::fuse_qdq(&mut graph);
-        assert!(before > 0 && fused == before, "{name}: fused {fused} of {before}");
+        assert!(
+            before > 0 && fused == before,
+            "{name}: fused {fused} of {before}"
+        );
         assert_eq!(floats(&graph), 0, "{name}");
         let plain = Session::builder().with_optimization(OptimizationLevel::Disabled);
         let probe = plain.clone().commit_from_file(&path).unwrap();
         let inputs = seeded_inputs(&probe, 1);
         let want = probe.run(inputs.clone()).unwrap();
         let got = plain.commit_graph(graph).unwrap().run(inputs).unwrap();
-        let step = entry["steps"].as_object().unwrap().values().next().unwrap().as_f64().unwrap();
+        let step = entry["steps"]
+            .as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()
+            .as_f64()
+            .unwrap();
         for i in 0..want.len() {
             let (d, _, _) = differences(&want[i], &got[i]);
             assert!(d <= 1.01 * step, "{name}: output {i} differs by {d}");
@@ -174,7 +188,11 @@ fn qdq_fusion_makes_integer_ops() {
 #[ignore = "a measurement, not a check"]
 fn int8_speed_against_onnx_runtime() {
     let (_, manifest) = models("speed");
-    for name in ["conv_wide_qdq_s8", "conv_wide_qdq_u8_per_channel", "conv_wide_dynamic_qint8"] {
+    for name in [
+        "conv_wide_qdq_s8",
+        "conv_wide_qdq_u8_per_channel",
+        "conv_wide_dynamic_qint8",
+    ] {
         let path = PathBuf::from(manifest[name]["file"].as_str().unwrap());
         let session = Session::builder()
             .with_intra_op_threads(1)
@@ -183,8 +201,9 @@ fn int8_speed_against_onnx_runtime() {
         let inputs = seeded_inputs(&session, 1);
         let mut oracle = Oracle::load(&path, OrtConfig::default()).unwrap();
         let runs = 30;
-        let ours = spillway_tests::median_wall_ms(runs, &|| session.run(inputs.clone()).map(|_| ()))
-            .unwrap();
+        let ours =
+            spillway_tests::median_wall_ms(runs, &|| session.run(inputs.clone()).map(|_| ()))
+                .unwrap();
         let oracle = std::cell::RefCell::new(&mut oracle);
         let theirs =
             spillway_tests::median_wall_ms(runs, &|| oracle.borrow_mut().run(&inputs).map(|_| ()))
