@@ -102,7 +102,8 @@ pub fn device_kind(d: Device) -> DeviceKind {
 pub fn boundness(op_type: &str) -> Boundness {
     match op_type {
         "Conv" | "FusedConv" | "ConvTranspose" | "Gemm" | "MatMul" | "MatMulBias" | "Einsum"
-        | "LSTM" | "GRU" | "RNN" => Boundness::Compute,
+        | "LSTM" | "GRU" | "RNN" | "ConvInteger" | "QLinearConv" | "MatMulInteger"
+        | "QLinearMatMul" => Boundness::Compute,
         _ => Boundness::Memory,
     }
 }

@@ -231,6 +231,39 @@ fn infer_node(
         }
         "MatMul" | "MatMulBias" => (dtype_of(0), one(matmul(shape_of(0), shape_of(1)))),
         "LSTM" | "GRU" | "RNN" => (dtype_of(0), recurrent(node, shape_of(0), shape_of(2))),
+        // Quantized outputs take the zero point's type (uint8 when absent, for QuantizeLinear
+        // `output_dtype` when given); dequantized ones the scale's.
+        "QuantizeLinear" => {
+            let dtype = dtype_of(2).or_else(|| match attrs.int("output_dtype", 0) {
+                Ok(0) | Err(_) => Some(DType::U8),
+                Ok(code) => DType::from_onnx(code as i32),
+            });
+            (dtype, one(shape_of(0)))
+        }
+        "DequantizeLinear" => {
+            let dtype = match attrs.int("output_dtype", 0) {
+                Ok(0) | Err(_) => dtype_of(1),
+                Ok(code) => DType::from_onnx(code as i32),
+            };
+            (dtype, one(shape_of(0)))
+        }
+        "DynamicQuantizeLinear" => (
+            Some(DType::U8),
+            vec![shape_of(0), Some(vec![]), Some(vec![])],
+        ),
+        "MatMulInteger" => (Some(DType::I32), one(matmul(shape_of(0), shape_of(1)))),
+        "QLinearMatMul" => (
+            dtype_of(7).or(dtype_of(0)),
+            one(matmul(shape_of(0), shape_of(3))),
+        ),
+        "ConvInteger" => (
+            Some(DType::I32),
+            one(conv_like(node, shape_of(0), shape_of(1))),
+        ),
+        "QLinearConv" => (
+            dtype_of(7).or(dtype_of(0)),
+            one(conv_like(node, shape_of(0), shape_of(3))),
+        ),
         "Flatten" => {
             let s = shape_of(0).and_then(|s| {
                 let axis = attrs.int("axis", 1).ok()?;

@@ -243,7 +243,10 @@ pub(super) fn conv_like(node: &Node, x: Option<Shape>, w: Option<Shape>) -> Opti
     }
     let spatial = x.len() - 2;
     let attrs = &node.attrs;
-    let channels = if matches!(node.op_type.as_str(), "Conv" | "FusedConv") {
+    let channels = if matches!(
+        node.op_type.as_str(),
+        "Conv" | "FusedConv" | "ConvInteger" | "QLinearConv"
+    ) {
         w.as_ref()
             .and_then(|w| w.first().cloned())
             .unwrap_or(Dim::Unknown)

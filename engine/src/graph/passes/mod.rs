@@ -9,6 +9,7 @@ mod fold_pads;
 mod fuse_activation;
 mod fuse_gelu;
 mod fuse_matmul_bias;
+mod fuse_qdq;
 mod fuse_rms_norm;
 mod identity;
 mod matching;
@@ -22,6 +23,7 @@ pub use fold_pads::fold_pads;
 pub use fuse_activation::fuse_conv_activations;
 pub use fuse_gelu::fuse_gelu;
 pub use fuse_matmul_bias::fuse_matmul_bias;
+pub use fuse_qdq::fuse_qdq;
 pub use fuse_rms_norm::fuse_rms_norm;
 pub use identity::{remove_identities, remove_identity_casts};
 
@@ -35,7 +37,9 @@ pub enum Level {
     /// same-type `Cast` removal, shape inference, constant folding, BatchNorm folding,
     /// dead-node removal.
     Basic,
-    /// `Basic`, then rewrites that only the CPU's kernels take: zero `Pad`s folded into the
+    /// `Basic`, then rewrites that only the CPU's kernels take: QDQ `Conv` and `MatMul`
+    /// fused into `QLinearConv` and `QLinearMatMul` (before constant folding), zero `Pad`s
+    /// folded into the
     /// padding of the `Conv` or `AveragePool` reading them (it may become asymmetric, which
     /// cuDNN does not take), fusions (`Conv` + activation → `com.microsoft` `FusedConv`; GELU
     /// written out op by op → `Gelu`; `MatMul` + bias `Add` → `spillway` `MatMulBias`; T5's RMS
@@ -55,6 +59,10 @@ pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
     remove_identities(graph);
     shape_inference::infer(graph);
     remove_identity_casts(graph);
+    if level == Level::Extended {
+        // Before constant folding, which would dequantize the weights.
+        fuse_qdq(graph);
+    }
     fold_constants(graph)?;
     fold_batchnorm_into_conv(graph);
     if level == Level::Extended {
