@@ -11,6 +11,7 @@ pub mod fixtures;
 #[path = "../../fuzz/src/lib.rs"]
 pub mod fuzz_harness;
 pub mod oracle;
+pub mod redraw;
 
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,7 @@ fn main() {
     let first: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(0);
     let count: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let out = std::path::PathBuf::from(args.get(3).map_or("diff_fuzz_findings", |s| s.as_str()));
-    let (mut graphs, mut rejected, mut agreed, mut findings) = (0, 0, 0, 0);
+    let (mut graphs, mut rejected, mut agreed, mut unjudged, mut findings) = (0, 0, 0, 0, 0);
     for seed in first..first + count {
         match check_seed(seed, 1024) {
             Outcome::NoGraph => {}
@@ -23,6 +23,10 @@ fn main() {
             Outcome::Agreed => {
                 graphs += 1;
                 agreed += 1;
+            }
+            Outcome::Unjudged(_) => {
+                graphs += 1;
+                unjudged += 1;
             }
             Outcome::Finding(f) => {
                 graphs += 1;
@@ -35,13 +39,13 @@ fn main() {
         }
         if (seed - first + 1) % 1000 == 0 {
             eprintln!(
-                "{} seeds: {graphs} graphs, {agreed} agreed, {rejected} rejected by both, {findings} findings",
+                "{} seeds: {graphs} graphs, {agreed} agreed, {rejected} rejected by both, {unjudged} ORT cannot judge, {findings} findings",
                 seed - first + 1
             );
         }
     }
     println!(
-        "{count} seeds: {graphs} graphs, {agreed} agreed, {rejected} rejected by both, {findings} findings"
+        "{count} seeds: {graphs} graphs, {agreed} agreed, {rejected} rejected by both, {unjudged} ORT cannot judge, {findings} findings"
     );
     if findings > 0 {
         std::process::exit(1);

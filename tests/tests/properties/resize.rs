@@ -155,11 +155,7 @@ fn case() -> impl Strategy<Value = (Case, Vec<f32>)> {
             any::<bool>(),
         ),
         (
-            // Not yet "nearest": the kernel gives 0 where a rounded coordinate falls past the
-            // edge (1×1 → 1×3 by sizes, asymmetric: [x, x, x] expected, [x, 0, 0]-like given;
-            // 1×1 → 1×2, half_pixel, floor: ONNX's reference and ORT give [x, x]). Add it
-            // back with the fix.
-            prop::sample::select(vec!["linear", "cubic"]),
+            prop::sample::select(vec!["nearest", "linear", "cubic"]),
             prop::sample::select(vec![
                 "half_pixel",
                 "pytorch_half_pixel",
@@ -168,10 +164,7 @@ fn case() -> impl Strategy<Value = (Case, Vec<f32>)> {
             ]),
             // (half_pixel_symmetric is left out too: 3 → 7 by sizes, linear, disagrees with this
             // reference at one element; not yet checked against ORT.)
-            // Not yet "floor" and "ceil": the kernel gives 0 where they round a coordinate past
-            // the edge (1×1 → 1×2 by sizes, half_pixel, floor: [x, x] by ONNX's reference and
-            // ORT, [0, x] given). Add them back with the fix.
-            prop::sample::select(vec!["round_prefer_floor", "round_prefer_ceil"]),
+            prop::sample::select(vec!["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]),
             prop::sample::select(vec![-0.75f64, -0.5]),
             any::<bool>(),
         ),

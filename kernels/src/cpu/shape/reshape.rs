@@ -72,7 +72,14 @@ pub(crate) fn reshape_target(
 impl Kernel for Reshape {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
-        let target = input(inputs, 1)?.to_i64_vec()?;
+        let target = input(inputs, 1)?;
+        if target.rank() != 1 {
+            return Err(KernelError::Shape(format!(
+                "the shape input must be 1-D, got shape {:?}",
+                target.shape()
+            )));
+        }
+        let target = target.to_i64_vec()?;
         let shape = reshape_target(x.shape(), &target, self.allowzero)?;
         Ok(vec![x.reshaped(&shape)?])
     }

@@ -239,7 +239,10 @@ pub(crate) fn plan(p: &AxisParams) -> AxisPlan {
         };
         let start = pp as i64 + off - pad;
         let last = p.in_len as i64 - 1;
-        if p.exclude_outside {
+        // Nearest has one tap of weight one: excluding it when it falls outside would leave
+        // no weight at all (ONNX's reference then divides 0 by 0); ONNX Runtime applies
+        // `exclude_outside` to the interpolating modes only, and so does this.
+        if p.exclude_outside && !matches!(p.interp, Interp::Nearest(_)) {
             for (k, ck) in c.iter_mut().enumerate() {
                 let i = start + k as i64;
                 if i < 0 || i > last {
