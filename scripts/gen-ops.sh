@@ -2,7 +2,7 @@
 # Regenerates the README's supported-operator list from the engine's op registry (`spillway ops`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-list="$(cargo run --quiet -p spillway -- ops)"
+list="$(cargo run --quiet -p spillway-cli -- ops)"
 python3 - "$list" <<'PY'
 import re, sys
 text = open("README.md").read()

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p spillway-tests --features cuda --bin gpu_check --bin gpu_zoo --bin gpu_hybrid
-cargo build --release -p spillway --features cuda --bin spillway
+cargo build --release -p spillway-cli --features cuda --bin spillway
 # The CUDA backend's tests (tests/tests/cuda_backend.rs), which check GPU sessions on a GPU.
 cuda_tests="$(cargo test --release -p spillway-tests --features cuda --test cuda_backend --no-run 2>&1 \
   | grep -o 'target/release/deps/cuda_backend-[0-9a-f]*' | head -1)"

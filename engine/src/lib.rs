@@ -11,7 +11,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod detect;
 pub mod device;
 pub mod error;
 pub mod exec;

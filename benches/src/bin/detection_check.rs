@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use spillway::Session;
-use spillway::detect::{read_rgb, to_chw_tensor};
+use spillway_cli::detect::{read_rgb, to_chw_tensor};
 use spillway_tests::assert_close;
 use spillway_tests::detections::{compare, extract};
 use spillway_tests::oracle::{Oracle, OrtConfig};

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use spillway::detect::{read_rgb, to_chw_tensor};
+use spillway_cli::detect::{read_rgb, to_chw_tensor};
 use spillway::{Devices, OptimizationLevel, Session, SessionOutputs};
 use spillway_kernels::Tensor;
 use spillway_kernels::cuda::probe;

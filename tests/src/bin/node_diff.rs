@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use prost::Message;
-use spillway::detect::{read_rgb, to_chw_tensor};
+use spillway_cli::detect::{read_rgb, to_chw_tensor};
 use spillway::onnx::proto::{ModelProto, ValueInfoProto};
 use spillway::{OptimizationLevel, Session, Tensor};
 use spillway_tests::oracle::{Oracle, OrtConfig};

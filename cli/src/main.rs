@@ -4,14 +4,14 @@
 /// ends the program quietly with status 0, as it does a Unix filter, instead of a panic.
 macro_rules! say {
     () => {
-        $crate::cli::write_line(format_args!(""))
+        $crate::commands::write_line(format_args!(""))
     };
     ($($arg:tt)*) => {
-        $crate::cli::write_line(format_args!($($arg)*))
+        $crate::commands::write_line(format_args!($($arg)*))
     };
 }
 
-mod cli;
+mod commands;
 
 use std::path::PathBuf;
 
@@ -20,8 +20,8 @@ use clap::{Parser, Subcommand};
 use spillway::Session;
 use spillway::profile::ProfileOptions;
 
-use cli::devices::{DeviceArgs, parse_policy};
-use cli::schedule::ScheduleArgs;
+use commands::devices::{DeviceArgs, parse_policy};
+use commands::schedule::ScheduleArgs;
 
 #[derive(Parser)]
 #[command(
@@ -145,10 +145,10 @@ fn main() -> Result<()> {
             pause_ms,
             cuda,
             output_dir,
-        } => cli::run::run(
+        } => commands::run::run(
             model,
             &inputs,
-            &cli::run::RunSettings {
+            &commands::run::RunSettings {
                 repeat,
                 dim_default,
                 optimization,
@@ -165,7 +165,7 @@ fn main() -> Result<()> {
             warmup,
             repeats,
             dim_default,
-        } => cli::profile::profile(
+        } => commands::profile::profile(
             &model,
             &devices,
             &out,
@@ -185,7 +185,7 @@ fn main() -> Result<()> {
             trace,
             repeat,
             dim_default,
-        } => cli::schedule::schedule(&ScheduleArgs {
+        } => commands::schedule::schedule(&ScheduleArgs {
             model,
             devices,
             policy: parse_policy(&policy)?,
@@ -205,7 +205,7 @@ fn main() -> Result<()> {
                 .commit_from_file(&model)
                 .with_context(|| format!("loading {}", model.display()))?;
             for image in &images {
-                let r = spillway::detect::detect_file(&session, image, &out, score_threshold)?;
+                let r = spillway_cli::detect::detect_file(&session, image, &out, score_threshold)?;
                 say!(
                     "{}: {} detections in {:.3} s -> {}, {}",
                     image.display(),

@@ -15,7 +15,7 @@ pub use detections::{Detection, Detections};
 pub use draw::draw;
 pub use input::{read_rgb, to_chw_tensor};
 
-use crate::Session;
+use spillway::Session;
 
 /// What can go wrong while detecting.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +44,7 @@ pub enum DetectError {
     Output(String),
     /// The model failed to run.
     #[error(transparent)]
-    Run(#[from] crate::Error),
+    Run(#[from] spillway::Error),
     /// Writing a result file failed.
     #[error("writing {path}: {message}")]
     Write {

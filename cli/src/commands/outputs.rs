@@ -72,9 +72,9 @@ mod tests {
     #[test]
     fn every_output_reads_back_equal() {
         let session = Session::builder()
-            .commit_from_memory(crate::cli::run::DEFAULT_MODEL)
+            .commit_from_memory(crate::commands::run::DEFAULT_MODEL)
             .unwrap();
-        let inputs = crate::cli::inputs::model_inputs(&session.inputs(), &[], 1).unwrap();
+        let inputs = crate::commands::inputs::model_inputs(&session.inputs(), &[], 1).unwrap();
         let outputs = session.run(inputs).unwrap();
         let dir = std::env::temp_dir().join(format!("spillway-outputs-{}", std::process::id()));
         write_npy_dir(&dir, &outputs).unwrap();
