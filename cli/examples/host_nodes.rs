@@ -14,7 +14,8 @@ fn main() -> anyhow::Result<()> {
     anyhow::ensure!(args.len() == 3, "usage: host_nodes MODEL.onnx PHOTO");
     let mut graph = spillway::onnx::load_file(args[1].as_ref())?;
     optimize(&mut graph, Level::Basic)?;
-    let img = spillway_cli::detect::to_chw_tensor(&spillway_cli::detect::read_rgb(args[2].as_ref())?)?;
+    let img =
+        spillway_cli::detect::to_chw_tensor(&spillway_cli::detect::read_rgb(args[2].as_ref())?)?;
     let inputs = vec![Value::Tensor(img)];
     let (_values, fixed): (_, FixedValues) = specialize(&mut graph, &inputs)?;
     let model = profile_values(

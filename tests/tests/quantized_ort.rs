@@ -120,7 +120,8 @@ fn quantized_models_match_onnx_runtime() {
                 Some(s) => 1.01 * s,
                 None => 1e-5 * scale,
             };
-            if !(dp <= limit) || !(dopt <= limit) {
+            let beyond = |d: f64| d.is_nan() || d > limit;
+            if beyond(dp) || beyond(dopt) {
                 failures.push(format!(
                     "{name}/{out}: {dp:e} unfused, {dopt:e} fused (limit {limit:e})"
                 ));

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use spillway_cli::detect::{read_rgb, to_chw_tensor};
 use spillway::{Devices, OptimizationLevel, Session, SessionOutputs};
+use spillway_cli::detect::{read_rgb, to_chw_tensor};
 use spillway_kernels::Tensor;
 use spillway_kernels::cuda::probe;
 use spillway_placement::Policy;

@@ -18,9 +18,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use prost::Message;
-use spillway_cli::detect::{read_rgb, to_chw_tensor};
 use spillway::onnx::proto::{ModelProto, ValueInfoProto};
 use spillway::{OptimizationLevel, Session, Tensor};
+use spillway_cli::detect::{read_rgb, to_chw_tensor};
 use spillway_tests::oracle::{Oracle, OrtConfig};
 use spillway_tests::{relative_l2, seeded_inputs};
 

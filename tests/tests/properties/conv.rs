@@ -44,6 +44,8 @@ impl Case {
 }
 
 /// The spec's sum in f64, and the sum of magnitudes of its terms (for the tolerance).
+// `m` indexes the bias and picks the group: a loop over `b` would hide that.
+#[allow(clippy::needless_range_loop)]
 fn reference(c: &Case, x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
     let [oh, ow] = c.out().expect("valid case");
     let (cin_all, m_all) = (c.groups * c.cin, c.groups * c.cout);

@@ -164,7 +164,12 @@ fn case() -> impl Strategy<Value = (Case, Vec<f32>)> {
             ]),
             // (half_pixel_symmetric is left out too: 3 → 7 by sizes, linear, disagrees with this
             // reference at one element; not yet checked against ORT.)
-            prop::sample::select(vec!["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]),
+            prop::sample::select(vec![
+                "round_prefer_floor",
+                "round_prefer_ceil",
+                "floor",
+                "ceil",
+            ]),
             prop::sample::select(vec![-0.75f64, -0.5]),
             any::<bool>(),
         ),
