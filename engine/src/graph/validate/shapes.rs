@@ -27,8 +27,28 @@ pub(super) fn check(graph: &Graph) -> Result<()> {
             }
             _ => {}
         }
+        for &index in vector_inputs(node) {
+            if let Some(rank) = shape(index).map(<[Dim]>::len)
+                && rank != 1
+            {
+                return Err(invalid(
+                    node,
+                    format!("input {index} must be 1-D (a list of integers), it has rank {rank}"),
+                ));
+            }
+        }
     }
     Ok(())
+}
+
+/// The inputs an op's definition makes 1-D lists: a shape, repeats, slice bounds.
+fn vector_inputs(node: &Node) -> &'static [usize] {
+    match node.op_type.as_str() {
+        "Reshape" | "Expand" | "Tile" => &[1],
+        "ConstantOfShape" => &[0],
+        "Slice" if node.opset >= 10 => &[1, 2, 3, 4],
+        _ => &[],
+    }
 }
 
 fn fixed(shape: Option<&[Dim]>, axis: usize) -> Option<usize> {
