@@ -69,6 +69,38 @@ fn every_fuzz_regression_passes() {
     );
 }
 
+/// Every input of the committed corpus (`fuzz/corpus/<target>/`, what the campaigns kept for
+/// the coverage it reaches) through its target's check: the fuzzers' smoke run inside the
+/// normal test suite, without libFuzzer's build (`fuzz/smoke.sh` runs the instrumented one).
+#[test]
+fn every_committed_corpus_input_passes_its_target_check() {
+    let corpus = spillway_tests::workspace_root().join("fuzz/corpus");
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for (target, check) in TARGETS.iter().filter(|(t, _)| !t.ends_with("_avoid_known")) {
+        let dir = corpus.join(target);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "no corpus for {target}");
+        for file in files {
+            count += 1;
+            let bytes = std::fs::read(&file).unwrap();
+            if catch_unwind(AssertUnwindSafe(|| check(&bytes))).is_err() {
+                failures.push(format!(
+                    "{target}/{}",
+                    file.file_name().unwrap().to_string_lossy()
+                ));
+            }
+        }
+    }
+    println!("fuzz corpus: {count} inputs replayed");
+    assert!(failures.is_empty(), "corpus inputs fail: {failures:?}");
+}
+
 /// The generator makes models that load and run: a fixed seed of bytes gives a graph whose
 /// checks pass, and most byte strings give a graph at all (the harness is exercised, not
 /// skipped).
