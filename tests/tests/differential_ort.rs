@@ -102,9 +102,15 @@ fn check_table(rows: &[(String, f64, f64)]) {
 }
 
 /// The 9 light models of the onnx wheel with their weights re-drawn (their own make outputs
-/// that do not depend on the input; see `spillway_tests::redraw`), written to a scratch
-/// folder, then the bundled small model.
+/// that do not depend on the input; see `spillway_tests::redraw`), written once per test
+/// process to `target/light-redrawn/` (1.3 GB: rewritten, not accumulated), then the
+/// bundled small model.
 fn light_models() -> Vec<std::path::PathBuf> {
+    static MODELS: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+    MODELS.get_or_init(write_light_models).clone()
+}
+
+fn write_light_models() -> Vec<std::path::PathBuf> {
     let dir = onnx_test_data().join("light");
     let mut models: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -117,7 +123,7 @@ fn light_models() -> Vec<std::path::PathBuf> {
         9,
         "the onnx 1.22.0 wheel ships 9 light models"
     );
-    let scratch = std::env::temp_dir().join(format!("spillway-light-{}", std::process::id()));
+    let scratch = workspace_root().join("target/light-redrawn");
     std::fs::create_dir_all(&scratch).unwrap();
     let mut models: Vec<_> = models
         .iter()
