@@ -158,8 +158,60 @@ fn infer_node(
         | "InstanceNormalization"
         | "LayerNormalization"
         | "CumSum"
+        | "CumProd"
         | "Trilu"
-        | "PRelu" => same,
+        | "PRelu"
+        | "Celu"
+        | "Softsign"
+        | "Cos"
+        | "Sin"
+        | "Tan"
+        | "Acos"
+        | "Asin"
+        | "Atan"
+        | "Cosh"
+        | "Sinh"
+        | "Acosh"
+        | "Asinh"
+        | "Atanh"
+        | "ThresholdedRelu"
+        | "Shrink"
+        | "Mish"
+        | "Swish"
+        | "Hardmax"
+        | "LpNormalization"
+        | "BitwiseNot" => same,
+        "IsInf" | "IsNaN" => (Some(DType::Bool), one(shape_of(0))),
+        "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitShift" => {
+            let s = match (shape_of(0), shape_of(1)) {
+                (Some(a), Some(b)) => broadcast(&[a, b]),
+                _ => None,
+            };
+            (dtype_of(0), one(s))
+        }
+        "Det" => {
+            let s = shape_of(0).filter(|s| s.len() >= 2).map(|s| s[..s.len() - 2].to_vec());
+            (dtype_of(0), one(s))
+        }
+        "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
+            let dtype = attrs
+                .int("output_datatype", 1)
+                .ok()
+                .and_then(|c| DType::from_onnx(c as i32));
+            let s = ints(0)
+                .filter(|v| v.len() == 1)
+                .and_then(|v| usize::try_from(v[0]).ok())
+                .map(|n| vec![Dim::Fixed(n)]);
+            (dtype, one(s))
+        }
+        "EyeLike" => {
+            let dtype = match attrs.opt_int("dtype") {
+                Ok(Some(c)) => DType::from_onnx(c as i32),
+                _ => dtype_of(0),
+            };
+            (dtype, one(shape_of(0)))
+        }
+        "OneHot" => (dtype_of(2), vec![]),
         "BatchNormalization" => (dtype_of(0), vec![shape_of(0)]),
         // `RMSNormalization`'s scale broadcasts over its input as a `Mul`'s operand does.
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Mod" | "Max" | "Min" | "Sum" | "Mean"
@@ -203,7 +255,7 @@ fn infer_node(
                 .and_then(|c| DType::from_onnx(c as i32));
             (to, one(shape_of(0)))
         }
-        "Conv" | "FusedConv" | "MaxPool" | "AveragePool" => (
+        "Conv" | "FusedConv" | "MaxPool" | "AveragePool" | "LpPool" => (
             dtype_of(0),
             vec![conv_like(node, shape_of(0), shape_of(1)), None],
         ),

@@ -5,6 +5,7 @@
 /// ([`matmul::build_with_bias`]) and `RMSNormalization` ([`layer_norm::build_rms`]).
 pub const SPILLWAY_DOMAIN: &str = "spillway";
 
+pub mod attention;
 pub mod blocked;
 pub mod common;
 pub mod conv;
@@ -15,9 +16,11 @@ pub mod epilogue;
 mod epilogue_simd;
 pub mod fused_conv;
 pub mod gemm_op;
+pub mod group_norm;
 mod gemv;
 pub mod im2col;
 pub mod layer_norm;
+pub mod loss;
 pub mod lrn;
 pub mod matmul;
 pub mod matrix;
@@ -30,6 +33,7 @@ pub mod pool2d;
 pub mod pool_same;
 pub mod pool_stride2;
 pub mod rnn;
+pub mod rotary;
 pub mod spatial;
 pub mod winograd;
 
@@ -41,6 +45,7 @@ use crate::kernel::{Kernel, NodeSpec};
 
 /// Op types this family implements.
 pub const OPS: &[&str] = &[
+    "Attention",
     "AveragePool",
     "BatchNormalization",
     "Conv",
@@ -50,27 +55,39 @@ pub const OPS: &[&str] = &[
     "GlobalAveragePool",
     "GlobalMaxPool",
     "GRU",
+    "GroupNormalization",
     "InstanceNormalization",
     "LRN",
     "LSTM",
     "LayerNormalization",
+    "LpPool",
     "MatMul",
     "MaxPool",
+    "NegativeLogLikelihoodLoss",
+    "RMSNormalization",
     "RNN",
+    "RotaryEmbedding",
+    "SoftmaxCrossEntropyLoss",
 ];
 
 /// Builds a kernel for an op in [`OPS`].
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     match spec.op_type {
+        "Attention" => attention::build(spec),
         "Conv" => conv::build(spec),
         "ConvTranspose" => conv_transpose::build(spec),
         "Gemm" => gemm_op::build(spec),
         "MatMul" => matmul::build(spec),
         "MaxPool" | "AveragePool" => pool::build(spec),
+        "LpPool" => pool::build_lp(spec),
         "GlobalAveragePool" | "GlobalMaxPool" => pool::build_global(spec),
         "BatchNormalization" => norm::build_batch(spec),
         "InstanceNormalization" => norm::build_instance(spec),
         "LayerNormalization" => layer_norm::build(spec),
+        "RMSNormalization" => layer_norm::build_onnx_rms(spec),
+        "GroupNormalization" => group_norm::build(spec),
+        "RotaryEmbedding" => rotary::build(spec),
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::build(spec),
         "LRN" => lrn::build(spec),
         "Einsum" => einsum::build(spec),
         "LSTM" | "GRU" | "RNN" => rnn::build(spec),

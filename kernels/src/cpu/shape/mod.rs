@@ -16,6 +16,7 @@ pub mod identity;
 pub mod pad;
 pub mod range;
 pub mod reshape;
+pub mod select;
 pub mod resize;
 mod resize_axis;
 #[cfg(test)]
@@ -36,16 +37,19 @@ use crate::kernel::{Kernel, NodeSpec};
 pub const OPS: &[&str] = &[
     "Cast",
     "CastLike",
+    "Compress",
     "Concat",
     "Constant",
     "ConstantOfShape",
     "DepthToSpace",
     "Dropout",
     "Expand",
+    "EyeLike",
     "Flatten",
     "Gather",
     "GatherElements",
     "Identity",
+    "OneHot",
     "Pad",
     "Range",
     "Reshape",
@@ -67,12 +71,15 @@ pub const OPS: &[&str] = &[
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     match spec.op_type {
         "Cast" | "CastLike" => cast::build(spec),
+        "Compress" => select::build_compress(spec),
         "Concat" => concat::build(spec),
         "Constant" => constant::build_constant(spec),
         "ConstantOfShape" => constant::build_constant_of_shape(spec),
         "DepthToSpace" | "SpaceToDepth" => depth_space::build(spec),
         "Dropout" => identity::build_dropout(spec),
         "Expand" => expand::build(spec),
+        "EyeLike" => select::build_eye_like(spec),
+        "OneHot" => select::build_one_hot(spec),
         "Flatten" => reshape::build_flatten(spec),
         "Gather" => gather::build(spec),
         "GatherElements" => gather_elements::build(spec),
