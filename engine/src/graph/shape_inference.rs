@@ -180,7 +180,44 @@ fn infer_node(
         | "Swish"
         | "Hardmax"
         | "LpNormalization"
-        | "BitwiseNot" => same,
+        | "BitwiseNot"
+        | "GroupNormalization"
+        | "RotaryEmbedding" => same,
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => {
+            let loss = match attrs.string("reduction", "mean").as_deref() {
+                Ok("none") => shape_of(1),
+                Ok(_) => Some(vec![]),
+                Err(_) => None,
+            };
+            (dtype_of(0), vec![loss, shape_of(0)])
+        }
+        "Attention" => {
+            let (q, v) = (shape_of(0), shape_of(2));
+            // Y keeps Q's layout with V's head size; the 3-D form only when its width is known.
+            let y = match (&q, &v) {
+                (Some(q), Some(v)) if q.len() == 4 && v.len() == 4 => {
+                    Some(vec![q[0].clone(), q[1].clone(), q[2].clone(), v[3].clone()])
+                }
+                (Some(q), Some(v)) if q.len() == 3 && v.len() == 3 => {
+                    let heads = (
+                        attrs.opt_int("q_num_heads").ok().flatten(),
+                        attrs.opt_int("kv_num_heads").ok().flatten(),
+                    );
+                    let width = match (heads, v[2].fixed()) {
+                        (
+                            (Some(hq), Some(hkv)),
+                            Some(hidden),
+                        ) if hkv > 0 && hidden % hkv as usize == 0 => {
+                            Dim::Fixed(hidden / hkv as usize * hq as usize)
+                        }
+                        _ => Dim::Unknown,
+                    };
+                    Some(vec![q[0].clone(), q[1].clone(), width])
+                }
+                _ => None,
+            };
+            (dtype_of(0), vec![y])
+        }
         "IsInf" | "IsNaN" => (Some(DType::Bool), one(shape_of(0))),
         "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitShift" => {
             let s = match (shape_of(0), shape_of(1)) {

@@ -403,3 +403,109 @@ impl Kernel for Attention {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cpu::binary::test_util::{assert_f32, run_op, t};
+    use crate::{AttrValue, Tensor};
+
+    /// Q `[1, 2, 2, 2]`, K `[1, 1, 3, 2]`, V `[1, 1, 3, 1]` (grouped: both query heads read the
+    /// one key head), past key / value of one position.
+    fn qkv() -> [Tensor; 5] {
+        let q = (0..8).map(|i| (i as f32 - 3.0) / 4.0).collect();
+        let k = (0..6).map(|i| (i as f32 - 2.0) / 3.0).collect();
+        [
+            t(&[1, 2, 2, 2], q),
+            t(&[1, 1, 3, 2], k),
+            t(&[1, 1, 3, 1], vec![1.0f32, -2.0, 3.0]),
+            t(&[1, 1, 1, 2], vec![0.5f32, -0.5]),
+            t(&[1, 1, 1, 1], vec![10.0f32]),
+        ]
+    }
+
+    fn values(t: &Tensor) -> Vec<f32> {
+        t.view::<f32>().unwrap().iter().copied().collect()
+    }
+
+    /// Expected values from `onnx.reference.ops.op_attention._compute_attention` (onnx 1.22).
+    #[test]
+    fn short_bool_mask_is_padded_with_false_and_past_is_prepended() {
+        let [q, k, v, pk, pv] = qkv();
+        let mask = t(&[2, 3], vec![true, false, true, true, true, true]);
+        let attrs = [("qk_matmul_output_mode", AttrValue::Int(2))];
+        let inputs = [Some(&q), Some(&k), Some(&v), Some(&mask), Some(&pk), Some(&pv)];
+        let outs = run_op("Attention", 23, &attrs, &inputs).unwrap();
+        assert_eq!(outs.len(), 1, "run_op asks for one output");
+        let want = [4.088_381_8, 2.722_966_2, 3.383_465_3, 2.623_3];
+        assert_f32(&outs[0], &[1, 2, 2, 1], &want, 1e-5);
+
+        // All four outputs.
+        let mut a = crate::Attributes::new();
+        a.insert("qk_matmul_output_mode", AttrValue::Int(2));
+        let spec = crate::NodeSpec {
+            op_type: "Attention",
+            domain: "",
+            opset: 23,
+            attrs: &a,
+            num_inputs: 6,
+            num_outputs: 4,
+        };
+        let outs = crate::cpu::build(&spec).unwrap().run(&inputs).unwrap();
+        assert_f32(&outs[0], &[1, 2, 2, 1], &want, 1e-5);
+        let present = [0.5, -0.5, -0.666_666_7, -0.333_333_3, 0.0, 0.333_333_3, 0.666_666_7, 1.0];
+        assert_f32(&outs[1], &[1, 1, 4, 2], &present, 1e-6);
+        assert_eq!(values(&outs[2]), vec![10.0, 1.0, -2.0, 3.0]);
+        let inf = f32::NEG_INFINITY;
+        let qk = [
+            -0.088_388_35, inf, -0.117_851_13, inf, -0.088_388_35, 0.117_851_13, 0.0, inf,
+            -0.088_388_35, inf, 0.117_851_13, inf, -0.088_388_35, -0.589_255_7, 0.235_702_26, inf,
+        ];
+        assert_f32(&outs[3], &[1, 2, 2, 4], &qk, 1e-5);
+    }
+
+    #[test]
+    fn causal_after_past_with_softcap_and_scale() {
+        let [q, k, v, pk, pv] = qkv();
+        let mut a = crate::Attributes::new();
+        a.insert("is_causal", AttrValue::Int(1));
+        a.insert("softcap", AttrValue::Float(0.5));
+        a.insert("scale", AttrValue::Float(2.0));
+        a.insert("qk_matmul_output_mode", AttrValue::Int(1));
+        let spec = crate::NodeSpec {
+            op_type: "Attention",
+            domain: "",
+            opset: 24,
+            attrs: &a,
+            num_inputs: 6,
+            num_outputs: 4,
+        };
+        let none = None;
+        let inputs = [Some(&q), Some(&k), Some(&v), none, Some(&pk), Some(&pv)];
+        let outs = crate::cpu::build(&spec).unwrap().run(&inputs).unwrap();
+        let want = [3.934_156, 2.322_880_5, 5.957_353, 1.851_391_7];
+        assert_f32(&outs[0], &[1, 2, 2, 1], &want, 1e-5);
+        // Mode 1: after the softcap, before the causal mask.
+        let qk = [
+            -0.231_058_58, 0.495_195_24, -0.291_391_5, -0.499_664_66, -0.231_058_58, 0.291_391_5,
+            0.0, -0.291_391_5, -0.231_058_58, -0.435_030_85, 0.291_391_5, 0.495_195_24,
+            -0.231_058_58, -0.498_729, 0.435_030_85, 0.499_993_86,
+        ];
+        assert_f32(&outs[3], &[1, 2, 2, 4], &qk, 1e-5);
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let [q, k, v, ..] = qkv();
+        // A mask wider than the key positions.
+        let wide = t(&[2, 5], vec![0.0f32; 10]);
+        assert!(run_op("Attention", 23, &[], &[Some(&q), Some(&k), Some(&v), Some(&wide)]).is_err());
+        // 3-D inputs without head counts.
+        let q3 = t(&[1, 2, 4], vec![0.0f32; 8]);
+        let k3 = t(&[1, 3, 2], vec![0.0f32; 6]);
+        assert!(run_op("Attention", 23, &[], &[Some(&q3), Some(&k3), Some(&k3)]).is_err());
+        // Three query heads over two key heads.
+        let q = t(&[1, 3, 1, 2], vec![0.0f32; 6]);
+        let k = t(&[1, 2, 1, 2], vec![0.0f32; 4]);
+        assert!(run_op("Attention", 23, &[], &[Some(&q), Some(&k), Some(&k)]).is_err());
+    }
+}

@@ -159,3 +159,56 @@ impl Kernel for Loss {
         Ok(outs)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cpu::binary::test_util::{assert_f32, run_op, t};
+    use crate::{AttrValue, Attributes, NodeSpec, Tensor};
+
+    fn x() -> Tensor {
+        t(&[2, 3, 2], (0..12).map(|i| (i as f32 - 5.0) / 2.0).collect())
+    }
+
+    /// Expected values from `onnx.reference` (onnx 1.22): the weighted mean divides by the
+    /// weights of the targets not ignored only.
+    #[test]
+    fn nll_ignores_the_index_in_sum_and_weights() {
+        let target = t(&[2, 2], vec![0i64, 2, -1, 1]);
+        let w = t(&[3], vec![0.5f32, 2.0, 1.5]);
+        let ii = ("ignore_index", AttrValue::Int(-1));
+        let out = run_op("NegativeLogLikelihoodLoss", 22, &[ii.clone()], &[Some(&x()), Some(&target), Some(&w)])
+            .unwrap();
+        assert_f32(&out[0], &[], &[-0.6875], 1e-6);
+        let none = [ii, ("reduction", AttrValue::String("none".into()))];
+        let out = run_op("NegativeLogLikelihoodLoss", 22, &none, &[Some(&x()), Some(&target)]).unwrap();
+        assert_f32(&out[0], &[2, 2], &[2.5, 0.0, 0.0, -2.0], 0.0);
+        // A target that is neither a class nor ignored.
+        let bad = t(&[2, 2], vec![0i64, 3, 0, 0]);
+        assert!(run_op("NegativeLogLikelihoodLoss", 22, &[], &[Some(&x()), Some(&bad)]).is_err());
+    }
+
+    #[test]
+    fn sce_sum_with_log_prob() {
+        let target = t(&[2, 2], vec![0i64, 2, -1, 1]);
+        let w = t(&[3], vec![0.5f32, 2.0, 1.5]);
+        let mut a = Attributes::new();
+        a.insert("ignore_index", AttrValue::Int(-1));
+        a.insert("reduction", AttrValue::String("sum".into()));
+        let spec = NodeSpec {
+            op_type: "SoftmaxCrossEntropyLoss",
+            domain: "",
+            opset: 13,
+            attrs: &a,
+            num_inputs: 3,
+            num_outputs: 2,
+        };
+        let outs = crate::cpu::build(&spec)
+            .unwrap()
+            .run(&[Some(&x()), Some(&target), Some(&w)])
+            .unwrap();
+        assert_f32(&outs[0], &[], &[4.630_424], 1e-6);
+        let lp = [-2.407_606, -1.407_606, -0.407_606];
+        let want: Vec<f32> = [0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2].iter().map(|&k| lp[k]).collect();
+        assert_f32(&outs[1], &[2, 3, 2], &want, 1e-6);
+    }
+}
