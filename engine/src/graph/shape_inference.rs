@@ -182,7 +182,17 @@ fn infer_node(
         | "LpNormalization"
         | "BitwiseNot"
         | "GroupNormalization"
-        | "RotaryEmbedding" => same,
+        | "RotaryEmbedding"
+        | "MeanVarianceNormalization"
+        | "ReverseSequence"
+        | "TensorScatter" => same,
+        "BitCast" => {
+            let to = attrs
+                .int("to", 0)
+                .ok()
+                .and_then(|c| DType::from_onnx(c as i32));
+            (to, one(shape_of(0)))
+        }
         "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => {
             let loss = match attrs.string("reduction", "mean").as_deref() {
                 Ok("none") => shape_of(1),
@@ -565,7 +575,7 @@ fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<
         | "DepthToSpace" | "SpaceToDepth" | "ReduceMax" | "ReduceMin" | "ReduceMean"
         | "ReduceSum" | "ReduceProd" | "ReduceL1" | "ReduceL2" | "ReduceLogSumExp"
         | "ReduceSumSquare" | "ConvTranspose" | "LpNormalization" | "Range" | "ReverseSequence"
-        | "Compress" => dtype_of(0),
+        | "Compress" | "Unique" | "CenterCropPad" => dtype_of(0),
         "NonZero" | "NonMaxSuppression" | "ArgMax" | "ArgMin" => Some(DType::I64),
         "ConstantOfShape" => match node.attrs.opt_tensor("value") {
             Ok(Some(t)) => Some(t.dtype()),

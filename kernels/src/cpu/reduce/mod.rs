@@ -1,11 +1,12 @@
-//! CPU kernels: reduce family — reductions over axes, ArgMax/ArgMin, Softmax/LogSoftmax
-//! and CumSum.
+//! CPU kernels: reduce family — reductions over axes, ArgMax/ArgMin, Softmax/LogSoftmax,
+//! Hardmax, LpNormalization, MeanVarianceNormalization, CumSum and CumProd.
 
 pub mod arg;
 pub mod axes;
 pub mod cumsum;
 pub mod engine;
 pub mod hardmax;
+pub mod mvn;
 pub mod reduce_ops;
 pub mod softmax;
 
@@ -38,6 +39,7 @@ pub const OPS: &[&str] = &[
     "CumProd",
     "Hardmax",
     "LpNormalization",
+    "MeanVarianceNormalization",
 ];
 
 fn bool_attr(spec: &NodeSpec<'_>, name: &str, default: i64) -> Result<bool> {
@@ -169,6 +171,15 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
                 axis: spec.attrs.int("axis", -1)?,
                 coerce_2d: false,
             }))
+        }
+        "MeanVarianceNormalization" => {
+            check_opset(spec, 9)?;
+            spec.attrs.only(&["axes"])?;
+            let axes = spec
+                .attrs
+                .opt_ints("axes")?
+                .unwrap_or_else(|| vec![0, 2, 3]);
+            Ok(Box::new(mvn::MvnKernel { axes }))
         }
         other => Err(KernelError::UnsupportedOp {
             op_type: other.to_string(),

@@ -15,6 +15,7 @@ pub mod gather_elements;
 pub mod identity;
 pub mod pad;
 pub mod range;
+pub mod reorder;
 pub mod reshape;
 pub mod select;
 pub mod resize;
@@ -35,8 +36,10 @@ use crate::kernel::{Kernel, NodeSpec};
 
 /// Op types this family implements.
 pub const OPS: &[&str] = &[
+    "BitCast",
     "Cast",
     "CastLike",
+    "CenterCropPad",
     "Compress",
     "Concat",
     "Constant",
@@ -54,15 +57,18 @@ pub const OPS: &[&str] = &[
     "Range",
     "Reshape",
     "Resize",
+    "ReverseSequence",
     "Shape",
     "Size",
     "Slice",
     "SpaceToDepth",
     "Split",
     "Squeeze",
+    "TensorScatter",
     "Tile",
     "Transpose",
     "Trilu",
+    "Unique",
     "Unsqueeze",
     "Upsample",
 ];
@@ -70,6 +76,11 @@ pub const OPS: &[&str] = &[
 /// Builds a kernel for an op in [`OPS`].
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     match spec.op_type {
+        "BitCast" => reorder::build_bitcast(spec),
+        "CenterCropPad" => reorder::build_center_crop_pad(spec),
+        "ReverseSequence" => reorder::build_reverse_sequence(spec),
+        "TensorScatter" => reorder::build_tensor_scatter(spec),
+        "Unique" => reorder::build_unique(spec),
         "Cast" | "CastLike" => cast::build(spec),
         "Compress" => select::build_compress(spec),
         "Concat" => concat::build(spec),
