@@ -575,7 +575,11 @@ fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<
         | "DepthToSpace" | "SpaceToDepth" | "ReduceMax" | "ReduceMin" | "ReduceMean"
         | "ReduceSum" | "ReduceProd" | "ReduceL1" | "ReduceL2" | "ReduceLogSumExp"
         | "ReduceSumSquare" | "ConvTranspose" | "LpNormalization" | "Range" | "ReverseSequence"
-        | "Compress" | "Unique" | "CenterCropPad" => dtype_of(0),
+        | "Compress" | "Unique" | "CenterCropPad" | "DFT" | "STFT" | "Col2Im" | "MaxUnpool"
+        | "GridSample" | "AffineGrid" => {
+            dtype_of(0)
+        }
+        "MelWeightMatrix" => DType::from_onnx(node.attrs.int("output_datatype", 1).ok()? as i32),
         "NonZero" | "NonMaxSuppression" | "ArgMax" | "ArgMin" => Some(DType::I64),
         "ConstantOfShape" => match node.attrs.opt_tensor("value") {
             Ok(Some(t)) => Some(t.dtype()),

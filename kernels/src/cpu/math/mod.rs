@@ -1,10 +1,12 @@
 //! CPU kernels: math family — bitwise integer ops (`BitwiseAnd/Or/Xor/Not`, `BitShift`), the
 //! float classifications `IsInf` and `IsNaN`, the determinant `Det` and the signal windows
-//! (`HannWindow`, `HammingWindow`, `BlackmanWindow`). None has a GPU kernel.
+//! (`HannWindow`, `HammingWindow`, `BlackmanWindow`), `DFT`, `STFT` and `MelWeightMatrix`.
+//! None has a GPU kernel.
 
 pub mod bitwise;
 pub mod classify;
 pub mod det;
+pub mod dft;
 pub mod window;
 
 #[cfg(test)]
@@ -22,11 +24,14 @@ pub const OPS: &[&str] = &[
     "BitwiseOr",
     "BitwiseXor",
     "BlackmanWindow",
+    "DFT",
     "Det",
     "HammingWindow",
     "HannWindow",
     "IsInf",
     "IsNaN",
+    "MelWeightMatrix",
+    "STFT",
 ];
 
 /// Fails unless the node lists exactly `n` inputs.
@@ -54,6 +59,9 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             Ok(Box::new(det::DetKernel))
         }
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => window::build(spec),
+        "DFT" => dft::build_dft(spec),
+        "STFT" => dft::build_stft(spec),
+        "MelWeightMatrix" => dft::build_mel(spec),
         other => Err(KernelError::UnsupportedOp {
             op_type: other.to_string(),
             domain: spec.domain.to_string(),

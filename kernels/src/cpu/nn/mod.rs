@@ -34,7 +34,9 @@ pub mod pool_same;
 pub mod pool_stride2;
 pub mod rnn;
 pub mod rotary;
+pub mod sample;
 pub mod spatial;
+pub mod unfold;
 pub mod winograd;
 
 #[cfg(test)]
@@ -45,9 +47,11 @@ use crate::kernel::{Kernel, NodeSpec};
 
 /// Op types this family implements.
 pub const OPS: &[&str] = &[
+    "AffineGrid",
     "Attention",
     "AveragePool",
     "BatchNormalization",
+    "Col2Im",
     "Conv",
     "ConvTranspose",
     "Einsum",
@@ -55,6 +59,7 @@ pub const OPS: &[&str] = &[
     "GlobalAveragePool",
     "GlobalMaxPool",
     "GRU",
+    "GridSample",
     "GroupNormalization",
     "InstanceNormalization",
     "LRN",
@@ -63,6 +68,7 @@ pub const OPS: &[&str] = &[
     "LpPool",
     "MatMul",
     "MaxPool",
+    "MaxUnpool",
     "NegativeLogLikelihoodLoss",
     "RMSNormalization",
     "RNN",
@@ -74,6 +80,10 @@ pub const OPS: &[&str] = &[
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     match spec.op_type {
         "Attention" => attention::build(spec),
+        "GridSample" => sample::build_grid_sample(spec),
+        "AffineGrid" => sample::build_affine_grid(spec),
+        "Col2Im" => unfold::build_col2im(spec),
+        "MaxUnpool" => unfold::build_max_unpool(spec),
         "Conv" => conv::build(spec),
         "ConvTranspose" => conv_transpose::build(spec),
         "Gemm" => gemm_op::build(spec),
