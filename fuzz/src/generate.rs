@@ -657,25 +657,19 @@ pub fn tensor_from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Option<
     };
     let float = |i: usize| FLOATS[(byte(i) % 16) as usize];
     let int = |i: usize| (byte(i) % 16) as i64 - 5;
-    Some(
-        match dtype {
-            DType::F32 => {
-                Tensor::from_shape_vec(shape, (0..count).map(|i| float(i) as f32).collect())
-            }
-            DType::F64 => Tensor::from_shape_vec(shape, (0..count).map(float).collect()),
-            DType::I64 => Tensor::from_shape_vec(shape, (0..count).map(int).collect()),
-            DType::I32 => {
-                Tensor::from_shape_vec(shape, (0..count).map(|i| int(i) as i32).collect())
-            }
-            DType::I8 => Tensor::from_shape_vec(shape, (0..count).map(|i| int(i) as i8).collect()),
-            DType::U8 => Tensor::from_shape_vec(shape, (0..count).map(byte).collect()),
-            DType::Bool => {
-                Tensor::from_shape_vec(shape, (0..count).map(|i| byte(i) & 1 == 1).collect())
-            }
-            _ => return None,
+    match dtype {
+        DType::F32 => Tensor::from_shape_vec(shape, (0..count).map(|i| float(i) as f32).collect()),
+        DType::F64 => Tensor::from_shape_vec(shape, (0..count).map(float).collect()),
+        DType::I64 => Tensor::from_shape_vec(shape, (0..count).map(int).collect()),
+        DType::I32 => Tensor::from_shape_vec(shape, (0..count).map(|i| int(i) as i32).collect()),
+        DType::I8 => Tensor::from_shape_vec(shape, (0..count).map(|i| int(i) as i8).collect()),
+        DType::U8 => Tensor::from_shape_vec(shape, (0..count).map(byte).collect()),
+        DType::Bool => {
+            Tensor::from_shape_vec(shape, (0..count).map(|i| byte(i) & 1 == 1).collect())
         }
-        .ok()?,
-    )
+        _ => return None,
+    }
+    .ok()
 }
 
 /// The little-endian bytes of a tensor the generator made.

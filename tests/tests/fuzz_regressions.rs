@@ -110,7 +110,7 @@ fn the_graph_generator_makes_graphs() {
 /// A `.npy` file (version 1) with `header` (padded to 64 bytes with its newline) and `data`.
 fn npy(header: &str, data: &[u8]) -> Vec<u8> {
     let mut h = header.as_bytes().to_vec();
-    while (10 + h.len() + 1) % 64 != 0 {
+    while !(10 + h.len() + 1).is_multiple_of(64) {
         h.push(b' ');
     }
     h.push(b'\n');

@@ -120,7 +120,7 @@ fn quantized_models_match_onnx_runtime() {
                 Some(s) => 1.01 * s,
                 None => 1e-5 * scale,
             };
-            if !(dp <= limit) || !(dopt <= limit) {
+            if dp.is_nan() || dp > limit || dopt.is_nan() || dopt > limit {
                 failures.push(format!(
                     "{name}/{out}: {dp:e} unfused, {dopt:e} fused (limit {limit:e})"
                 ));

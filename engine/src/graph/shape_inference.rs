@@ -214,10 +214,9 @@ fn infer_node(
                         attrs.opt_int("kv_num_heads").ok().flatten(),
                     );
                     let width = match (heads, v[2].fixed()) {
-                        (
-                            (Some(hq), Some(hkv)),
-                            Some(hidden),
-                        ) if hkv > 0 && hidden % hkv as usize == 0 => {
+                        ((Some(hq), Some(hkv)), Some(hidden))
+                            if hkv > 0 && hidden % hkv as usize == 0 =>
+                        {
                             Dim::Fixed(hidden / hkv as usize * hq as usize)
                         }
                         _ => Dim::Unknown,
@@ -237,7 +236,9 @@ fn infer_node(
             (dtype_of(0), one(s))
         }
         "Det" => {
-            let s = shape_of(0).filter(|s| s.len() >= 2).map(|s| s[..s.len() - 2].to_vec());
+            let s = shape_of(0)
+                .filter(|s| s.len() >= 2)
+                .map(|s| s[..s.len() - 2].to_vec());
             (dtype_of(0), one(s))
         }
         "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
@@ -576,9 +577,7 @@ fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<
         | "ReduceSum" | "ReduceProd" | "ReduceL1" | "ReduceL2" | "ReduceLogSumExp"
         | "ReduceSumSquare" | "ConvTranspose" | "LpNormalization" | "Range" | "ReverseSequence"
         | "Compress" | "Unique" | "CenterCropPad" | "DFT" | "STFT" | "Col2Im" | "MaxUnpool"
-        | "GridSample" | "AffineGrid" => {
-            dtype_of(0)
-        }
+        | "GridSample" | "AffineGrid" => dtype_of(0),
         "MelWeightMatrix" => DType::from_onnx(node.attrs.int("output_datatype", 1).ok()? as i32),
         "NonZero" | "NonMaxSuppression" | "ArgMax" | "ArgMin" => Some(DType::I64),
         "ConstantOfShape" => match node.attrs.opt_tensor("value") {

@@ -33,7 +33,7 @@ fn main() {
                     .expect("writing the model");
             }
         }
-        if (seed - first + 1) % 1000 == 0 {
+        if (seed - first + 1).is_multiple_of(1000) {
             eprintln!(
                 "{} seeds: {graphs} graphs, {agreed} agreed, {rejected} rejected by both, {findings} findings",
                 seed - first + 1

@@ -44,6 +44,7 @@ impl Case {
 }
 
 /// The spec's sum in f64, and the sum of magnitudes of its terms (for the tolerance).
+#[allow(clippy::needless_range_loop)] // indices as the spec writes the sum
 fn reference(c: &Case, x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
     let [oh, ow] = c.out().expect("valid case");
     let (cin_all, m_all) = (c.groups * c.cin, c.groups * c.cout);

@@ -36,7 +36,11 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 }
 
 impl ClassifyKernel {
-    fn mask<T: Clone + Sync>(&self, a: &ArcArray<T, ndarray::IxDyn>, wide: impl Fn(&T) -> f64 + Sync) -> Tensor {
+    fn mask<T: Clone + Sync>(
+        &self,
+        a: &ArcArray<T, ndarray::IxDyn>,
+        wide: impl Fn(&T) -> f64 + Sync,
+    ) -> Tensor {
         let out = match self.inf {
             None => unary_map(&a.view(), |v: &T| wide(v).is_nan()),
             Some((neg, pos)) => unary_map(&a.view(), |v: &T| {

@@ -74,7 +74,9 @@ impl Kernel for DetKernel {
                 .collect()
         };
         let out = match x {
-            Tensor::F32(_) => Tensor::from_shape_vec(batch, dets.iter().map(|&d| d as f32).collect())?,
+            Tensor::F32(_) => {
+                Tensor::from_shape_vec(batch, dets.iter().map(|&d| d as f32).collect())?
+            }
             Tensor::F16(_) => {
                 Tensor::from_shape_vec(batch, dets.iter().map(|&d| f16::from_f64(d)).collect())?
             }

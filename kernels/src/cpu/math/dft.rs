@@ -54,7 +54,11 @@ fn irfft(x: &[(f64, f64)], n: usize) -> Vec<f64> {
                 let (s, c) = angle.sin_cos();
                 let term = a * c - b * s;
                 // Bin n/2 of an even length has no mirror image.
-                sum += if n % 2 == 0 && k == n / 2 { a * c } else { 2.0 * term };
+                sum += if n.is_multiple_of(2) && k == n / 2 {
+                    a * c
+                } else {
+                    2.0 * term
+                };
             }
             sum / n as f64
         })
@@ -180,8 +184,7 @@ impl Kernel for Dft {
                         out[at(k)] = v;
                     }
                 } else {
-                    for (k, (re, im)) in dft(&lane, n, bins, self.inverse).into_iter().enumerate()
-                    {
+                    for (k, (re, im)) in dft(&lane, n, bins, self.inverse).into_iter().enumerate() {
                         out[at(k)] = re;
                         out[at(k) + 1] = im;
                     }
@@ -226,9 +229,12 @@ impl Kernel for Stft {
             )));
         };
         let step = scalar(input(inputs, 1)?, "frame_step")?;
-        let step = usize::try_from(step).ok().filter(|&s| s > 0).ok_or_else(|| {
-            KernelError::InvalidValue(format!("frame_step must be positive, got {step}"))
-        })?;
+        let step = usize::try_from(step)
+            .ok()
+            .filter(|&s| s > 0)
+            .ok_or_else(|| {
+                KernelError::InvalidValue(format!("frame_step must be positive, got {step}"))
+            })?;
         let window = opt_input(inputs, 2).map(Tensor::to_f64_vec).transpose()?;
         let frame_length = match (opt_input(inputs, 3), &window) {
             (Some(t), _) => crate::limits::dim(scalar(t, "frame_length")?, "frame_length")?,
@@ -260,7 +266,11 @@ impl Kernel for Stft {
                     .map(|(t, &w)| {
                         let (re, im) = signal.get(b * len + start + t).copied().unwrap_or_default();
                         // Past the signal's end the frame is zero-padded.
-                        if start + t < len { (re * w, im * w) } else { (0.0, 0.0) }
+                        if start + t < len {
+                            (re * w, im * w)
+                        } else {
+                            (0.0, 0.0)
+                        }
                     })
                     .collect();
                 for (re, im) in dft(&frame, frame_length, bins, false) {
@@ -305,7 +315,9 @@ impl Kernel for MelWeightMatrix {
         let float = |i: usize| -> Result<f64> {
             match input(inputs, i)?.to_f64_vec()?.as_slice() {
                 [v] => Ok(*v),
-                _ => Err(KernelError::Shape("the edge frequencies must be scalars".into())),
+                _ => Err(KernelError::Shape(
+                    "the edge frequencies must be scalars".into(),
+                )),
             }
         };
         let (mels, dft_length, rate) = (
@@ -331,9 +343,12 @@ impl Kernel for MelWeightMatrix {
             .collect();
         let mut out = vec![0f64; total];
         let mut set = |j: i64, i: usize, v: f64| -> Result<()> {
-            let j = usize::try_from(j).ok().filter(|&j| j < spectrum).ok_or_else(|| {
-                KernelError::InvalidValue(format!("mel bin edge {j} is outside the spectrum"))
-            })?;
+            let j = usize::try_from(j)
+                .ok()
+                .filter(|&j| j < spectrum)
+                .ok_or_else(|| {
+                    KernelError::InvalidValue(format!("mel bin edge {j} is outside the spectrum"))
+                })?;
             out[j * mels + i] = v;
             Ok(())
         };

@@ -87,7 +87,12 @@ fn windows_periodic_and_symmetric() {
     assert_f32(&out, &[4], &[0.0, 0.75, 0.75, 0.0], 1e-6);
     // Hamming: 25/46 - 21/46 cos(2πn/4) = [4/46, 25/46, 46/46, 25/46].
     let out = run1("HammingWindow", 17, &[], &[&size]).unwrap();
-    assert_f32(&out, &[4], &[4.0 / 46.0, 25.0 / 46.0, 1.0, 25.0 / 46.0], 1e-6);
+    assert_f32(
+        &out,
+        &[4],
+        &[4.0 / 46.0, 25.0 / 46.0, 1.0, 25.0 / 46.0],
+        1e-6,
+    );
     // Blackman at n = 0, 1, 2, 3 of 4: 0.42 - 0.5 + 0.08, 0.42 - 0.08, 0.42 + 0.5 + 0.08, …
     let double = [("output_datatype", AttrValue::Int(11))];
     let out = run1("BlackmanWindow", 17, &double, &[&size]).unwrap();

@@ -61,10 +61,18 @@ impl Kernel for WindowKernel {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let size = match input(inputs, 0)?.to_i64_vec()?.as_slice() {
             [s] => crate::limits::dim(*s, "the window size")?,
-            _ => return Err(KernelError::Shape("the window size must be a scalar".into())),
+            _ => {
+                return Err(KernelError::Shape(
+                    "the window size must be a scalar".into(),
+                ));
+            }
         };
         let size = crate::limits::checked_elements(&[size], 8)?;
-        let n = if self.periodic { size } else { size.saturating_sub(1) } as f64;
+        let n = if self.periodic {
+            size
+        } else {
+            size.saturating_sub(1)
+        } as f64;
         let values: Vec<f64> = (0..size)
             .map(|i| {
                 let i = i as f64;

@@ -100,11 +100,9 @@ fn to_bhsd<F: Real>(t: &Tensor, heads: Option<usize>, what: &str) -> Result<(Vec
     match *t.shape() {
         [b, h, s, d] => Ok((xs.into_owned(), [b, h, s, d])),
         [b, s, hidden] => {
-            let h = heads.ok_or_else(|| {
-                KernelError::BadAttribute {
-                    name: "q_num_heads / kv_num_heads".into(),
-                    reason: format!("required for the 3-D {what}"),
-                }
+            let h = heads.ok_or_else(|| KernelError::BadAttribute {
+                name: "q_num_heads / kv_num_heads".into(),
+                reason: format!("required for the 3-D {what}"),
             })?;
             if hidden % h != 0 {
                 return Err(KernelError::Shape(format!(
@@ -264,7 +262,9 @@ impl Attention {
         }
         let group = hq / hkv;
         let dims = [b, hq, sq, total];
-        let mask = opt_input(inputs, 3).map(|t| Mask::<F>::new(t, dims)).transpose()?;
+        let mask = opt_input(inputs, 3)
+            .map(|t| Mask::<F>::new(t, dims))
+            .transpose()?;
         let nonpad: Option<Vec<i64>> = opt_input(inputs, 6).map(Tensor::to_i64_vec).transpose()?;
         if let Some(n) = &nonpad
             && n.len() != b
@@ -312,7 +312,7 @@ impl Attention {
                         None => F::zero(),
                     };
                     if (self.is_causal && j > i + past_len) || j >= limit {
-                        bias = bias + F::neg_infinity();
+                        bias += F::neg_infinity();
                     }
                     let biased = capped + bias;
                     if want_qk {
@@ -405,6 +405,7 @@ impl Kernel for Attention {
 }
 
 #[cfg(test)]
+#[allow(clippy::excessive_precision)]
 mod tests {
     use crate::cpu::binary::test_util::{assert_f32, run_op, t};
     use crate::{AttrValue, Tensor};
@@ -433,7 +434,14 @@ mod tests {
         let [q, k, v, pk, pv] = qkv();
         let mask = t(&[2, 3], vec![true, false, true, true, true, true]);
         let attrs = [("qk_matmul_output_mode", AttrValue::Int(2))];
-        let inputs = [Some(&q), Some(&k), Some(&v), Some(&mask), Some(&pk), Some(&pv)];
+        let inputs = [
+            Some(&q),
+            Some(&k),
+            Some(&v),
+            Some(&mask),
+            Some(&pk),
+            Some(&pv),
+        ];
         let outs = run_op("Attention", 23, &attrs, &inputs).unwrap();
         assert_eq!(outs.len(), 1, "run_op asks for one output");
         let want = [4.088_381_8, 2.722_966_2, 3.383_465_3, 2.623_3];
@@ -452,13 +460,36 @@ mod tests {
         };
         let outs = crate::cpu::build(&spec).unwrap().run(&inputs).unwrap();
         assert_f32(&outs[0], &[1, 2, 2, 1], &want, 1e-5);
-        let present = [0.5, -0.5, -0.666_666_7, -0.333_333_3, 0.0, 0.333_333_3, 0.666_666_7, 1.0];
+        let present = [
+            0.5,
+            -0.5,
+            -0.666_666_7,
+            -0.333_333_3,
+            0.0,
+            0.333_333_3,
+            0.666_666_7,
+            1.0,
+        ];
         assert_f32(&outs[1], &[1, 1, 4, 2], &present, 1e-6);
         assert_eq!(values(&outs[2]), vec![10.0, 1.0, -2.0, 3.0]);
         let inf = f32::NEG_INFINITY;
         let qk = [
-            -0.088_388_35, inf, -0.117_851_13, inf, -0.088_388_35, 0.117_851_13, 0.0, inf,
-            -0.088_388_35, inf, 0.117_851_13, inf, -0.088_388_35, -0.589_255_7, 0.235_702_26, inf,
+            -0.088_388_35,
+            inf,
+            -0.117_851_13,
+            inf,
+            -0.088_388_35,
+            0.117_851_13,
+            0.0,
+            inf,
+            -0.088_388_35,
+            inf,
+            0.117_851_13,
+            inf,
+            -0.088_388_35,
+            -0.589_255_7,
+            0.235_702_26,
+            inf,
         ];
         assert_f32(&outs[3], &[1, 2, 2, 4], &qk, 1e-5);
     }
@@ -486,9 +517,22 @@ mod tests {
         assert_f32(&outs[0], &[1, 2, 2, 1], &want, 1e-5);
         // Mode 1: after the softcap, before the causal mask.
         let qk = [
-            -0.231_058_58, 0.495_195_24, -0.291_391_5, -0.499_664_66, -0.231_058_58, 0.291_391_5,
-            0.0, -0.291_391_5, -0.231_058_58, -0.435_030_85, 0.291_391_5, 0.495_195_24,
-            -0.231_058_58, -0.498_729, 0.435_030_85, 0.499_993_86,
+            -0.231_058_58,
+            0.495_195_24,
+            -0.291_391_5,
+            -0.499_664_66,
+            -0.231_058_58,
+            0.291_391_5,
+            0.0,
+            -0.291_391_5,
+            -0.231_058_58,
+            -0.435_030_85,
+            0.291_391_5,
+            0.495_195_24,
+            -0.231_058_58,
+            -0.498_729,
+            0.435_030_85,
+            0.499_993_86,
         ];
         assert_f32(&outs[3], &[1, 2, 2, 4], &qk, 1e-5);
     }
@@ -498,7 +542,15 @@ mod tests {
         let [q, k, v, ..] = qkv();
         // A mask wider than the key positions.
         let wide = t(&[2, 5], vec![0.0f32; 10]);
-        assert!(run_op("Attention", 23, &[], &[Some(&q), Some(&k), Some(&v), Some(&wide)]).is_err());
+        assert!(
+            run_op(
+                "Attention",
+                23,
+                &[],
+                &[Some(&q), Some(&k), Some(&v), Some(&wide)]
+            )
+            .is_err()
+        );
         // 3-D inputs without head counts.
         let q3 = t(&[1, 2, 4], vec![0.0f32; 8]);
         let k3 = t(&[1, 3, 2], vec![0.0f32; 6]);

@@ -161,12 +161,16 @@ impl Kernel for Loss {
 }
 
 #[cfg(test)]
+#[allow(clippy::excessive_precision)]
 mod tests {
     use crate::cpu::binary::test_util::{assert_f32, run_op, t};
     use crate::{AttrValue, Attributes, NodeSpec, Tensor};
 
     fn x() -> Tensor {
-        t(&[2, 3, 2], (0..12).map(|i| (i as f32 - 5.0) / 2.0).collect())
+        t(
+            &[2, 3, 2],
+            (0..12).map(|i| (i as f32 - 5.0) / 2.0).collect(),
+        )
     }
 
     /// Expected values from `onnx.reference` (onnx 1.22): the weighted mean divides by the
@@ -176,15 +180,34 @@ mod tests {
         let target = t(&[2, 2], vec![0i64, 2, -1, 1]);
         let w = t(&[3], vec![0.5f32, 2.0, 1.5]);
         let ii = ("ignore_index", AttrValue::Int(-1));
-        let out = run_op("NegativeLogLikelihoodLoss", 22, &[ii.clone()], &[Some(&x()), Some(&target), Some(&w)])
-            .unwrap();
+        let out = run_op(
+            "NegativeLogLikelihoodLoss",
+            22,
+            std::slice::from_ref(&ii),
+            &[Some(&x()), Some(&target), Some(&w)],
+        )
+        .unwrap();
         assert_f32(&out[0], &[], &[-0.6875], 1e-6);
         let none = [ii, ("reduction", AttrValue::String("none".into()))];
-        let out = run_op("NegativeLogLikelihoodLoss", 22, &none, &[Some(&x()), Some(&target)]).unwrap();
+        let out = run_op(
+            "NegativeLogLikelihoodLoss",
+            22,
+            &none,
+            &[Some(&x()), Some(&target)],
+        )
+        .unwrap();
         assert_f32(&out[0], &[2, 2], &[2.5, 0.0, 0.0, -2.0], 0.0);
         // A target that is neither a class nor ignored.
         let bad = t(&[2, 2], vec![0i64, 3, 0, 0]);
-        assert!(run_op("NegativeLogLikelihoodLoss", 22, &[], &[Some(&x()), Some(&bad)]).is_err());
+        assert!(
+            run_op(
+                "NegativeLogLikelihoodLoss",
+                22,
+                &[],
+                &[Some(&x()), Some(&bad)]
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -208,7 +231,10 @@ mod tests {
             .unwrap();
         assert_f32(&outs[0], &[], &[4.630_424], 1e-6);
         let lp = [-2.407_606, -1.407_606, -0.407_606];
-        let want: Vec<f32> = [0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2].iter().map(|&k| lp[k]).collect();
+        let want: Vec<f32> = [0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2]
+            .iter()
+            .map(|&k| lp[k])
+            .collect();
         assert_f32(&outs[1], &[2, 3, 2], &want, 1e-6);
     }
 }

@@ -73,7 +73,11 @@ impl Kernel for Rotary {
                 )));
             }
         };
-        let rot = if self.rotary_dim == 0 { d } else { self.rotary_dim };
+        let rot = if self.rotary_dim == 0 {
+            d
+        } else {
+            self.rotary_dim
+        };
         if rot > d || rot % 2 != 0 {
             return Err(KernelError::BadAttribute {
                 name: "rotary_embedding_dim".into(),

@@ -39,11 +39,16 @@ pub struct GridSample {
 /// Builds `GridSample`.
 pub fn build_grid_sample(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 16, "GridSample")?;
-    spec.attrs.only(&["align_corners", "mode", "padding_mode"])?;
+    spec.attrs
+        .only(&["align_corners", "mode", "padding_mode"])?;
     if spec.num_inputs != 2 {
         return Err(KernelError::Arity("GridSample takes two inputs".into()));
     }
-    let default = if spec.opset >= 20 { "linear" } else { "bilinear" };
+    let default = if spec.opset >= 20 {
+        "linear"
+    } else {
+        "bilinear"
+    };
     let mode = match spec.attrs.string("mode", default)?.as_str() {
         "nearest" => Mode::Nearest,
         "linear" | "bilinear" => Mode::Linear,
@@ -237,7 +242,11 @@ impl Kernel for GridSample {
             }
         }
         let t = Tensor::from_shape_vec(&out_shape, out)?;
-        Ok(vec![if dtype == DType::F64 { t } else { cast_tensor(&t, dtype)? }])
+        Ok(vec![if dtype == DType::F64 {
+            t
+        } else {
+            cast_tensor(&t, dtype)?
+        }])
     }
 }
 
@@ -308,7 +317,9 @@ impl Kernel for AffineGrid {
                     rest /= spatial[d];
                 }
                 // Homogeneous (x, y[, z], 1): x runs along the last dim.
-                let mut h: Vec<f64> = (0..nd).map(|k| coord(idx[nd - 1 - k], spatial[nd - 1 - k])).collect();
+                let mut h: Vec<f64> = (0..nd)
+                    .map(|k| coord(idx[nd - 1 - k], spatial[nd - 1 - k]))
+                    .collect();
                 h.push(1.0);
                 for r in 0..nd {
                     out.push((0..=nd).map(|k| m[r * (nd + 1) + k] * h[k]).sum::<f64>());
@@ -316,6 +327,10 @@ impl Kernel for AffineGrid {
             }
         }
         let t = Tensor::from_shape_vec(&out_shape, out)?;
-        Ok(vec![if dtype == DType::F64 { t } else { cast_tensor(&t, dtype)? }])
+        Ok(vec![if dtype == DType::F64 {
+            t
+        } else {
+            cast_tensor(&t, dtype)?
+        }])
     }
 }

@@ -112,7 +112,11 @@ impl Kernel for Col2Im {
         for d in 0..nd {
             let span = dil[d] * (block[d].max(1) - 1) + 1;
             let room = image[d] + pads[d] + pads[nd + d];
-            blocks[d] = if room >= span { (room - span) / strides[d] + 1 } else { 0 };
+            blocks[d] = if room >= span {
+                (room - span) / strides[d] + 1
+            } else {
+                0
+            };
         }
         if blocks.iter().product::<usize>() != l {
             return Err(KernelError::Shape(format!(
@@ -165,7 +169,9 @@ pub fn build_max_unpool(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 9, "MaxUnpool")?;
     spec.attrs.only(&["kernel_shape", "pads", "strides"])?;
     if !(2..=3).contains(&spec.num_inputs) {
-        return Err(KernelError::Arity("MaxUnpool takes two or three inputs".into()));
+        return Err(KernelError::Arity(
+            "MaxUnpool takes two or three inputs".into(),
+        ));
     }
     let kernel = ints_attr(spec, "kernel_shape")?.ok_or_else(|| KernelError::BadAttribute {
         name: "kernel_shape".into(),
@@ -192,7 +198,9 @@ impl Kernel for MaxUnpool {
         let pads = self.pads.clone().unwrap_or_else(|| vec![0; 2 * nd]);
         let strides = self.strides.clone().unwrap_or_else(|| vec![1; nd]);
         if pads.len() != 2 * nd || strides.len() != nd {
-            return Err(KernelError::Shape("pads or strides do not fit the kernel".into()));
+            return Err(KernelError::Shape(
+                "pads or strides do not fit the kernel".into(),
+            ));
         }
         let mut inferred = shape[..2].to_vec();
         for d in 0..nd {
@@ -204,9 +212,12 @@ impl Kernel for MaxUnpool {
         let total = checked_elements(&inferred, 8)?;
         let mut y = vec![0f64; total];
         for (&v, &i) in x.to_f64_vec()?.iter().zip(&indices.to_i64_vec()?) {
-            let i = usize::try_from(i).ok().filter(|&i| i < total).ok_or_else(|| {
-                KernelError::InvalidValue(format!("index {i} is outside the {total} outputs"))
-            })?;
+            let i = usize::try_from(i)
+                .ok()
+                .filter(|&i| i < total)
+                .ok_or_else(|| {
+                    KernelError::InvalidValue(format!("index {i} is outside the {total} outputs"))
+                })?;
             y[i] = v;
         }
         let out_shape = match opt_input(inputs, 2) {

@@ -37,7 +37,11 @@ pub struct SliceKernel {
 impl SliceKernel {
     fn compute<F: Real>(&self, a: &ArrayViewD<'_, F>) -> Result<ArrayD<F>> {
         let rank = a.ndim();
-        let axis = if rank == 0 { 0 } else { normalize_axis(self.axis, rank)? };
+        let axis = if rank == 0 {
+            0
+        } else {
+            normalize_axis(self.axis, rank)?
+        };
         let axes: Vec<usize> = if rank == 0 {
             vec![]
         } else if self.coerce_2d {

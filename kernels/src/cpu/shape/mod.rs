@@ -17,11 +17,11 @@ pub mod pad;
 pub mod range;
 pub mod reorder;
 pub mod reshape;
-pub mod select;
 pub mod resize;
 mod resize_axis;
 #[cfg(test)]
 mod resize_tests;
+pub mod select;
 pub mod shape_of;
 pub mod slice;
 pub mod split;

@@ -56,11 +56,17 @@ impl Unique {
             Some(axis) => (a.clone(), norm_axis(axis, a.ndim())?),
             None => {
                 let flat: Vec<T> = a.iter().cloned().collect();
-                (ArcArray::from_shape_vec(IxDyn(&[flat.len()]), flat).expect("1-D"), 0)
+                (
+                    ArcArray::from_shape_vec(IxDyn(&[flat.len()]), flat).expect("1-D"),
+                    0,
+                )
             }
         };
         let n = a.shape()[axis];
-        let slices: Vec<Vec<T>> = a.axis_iter(Axis(axis)).map(|s| s.iter().cloned().collect()).collect();
+        let slices: Vec<Vec<T>> = a
+            .axis_iter(Axis(axis))
+            .map(|s| s.iter().cloned().collect())
+            .collect();
         // Positions sorted by slice, ties by position: each group's first is its first occurrence.
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by(|&i, &j| slice_cmp(&slices[i], &slices[j]).then(i.cmp(&j)));
@@ -94,7 +100,10 @@ impl Unique {
         let mut outs = vec![T::into_tensor(y)];
         let u = groups.len();
         if self.outputs >= 2 {
-            outs.push(tensor_from(&[u], firsts.iter().map(|&i| i as i64).collect())?);
+            outs.push(tensor_from(
+                &[u],
+                firsts.iter().map(|&i| i as i64).collect(),
+            )?);
         }
         if self.outputs >= 3 {
             let inverse = group_of.iter().map(|&g| rank[g] as i64).collect();
@@ -187,9 +196,14 @@ impl Kernel for ReverseSequence {
         let lens: Vec<usize> = lens
             .iter()
             .map(|&l| {
-                usize::try_from(l).ok().filter(|&l| l <= time).ok_or_else(|| {
-                    KernelError::InvalidValue(format!("sequence length {l} is outside 0..={time}"))
-                })
+                usize::try_from(l)
+                    .ok()
+                    .filter(|&l| l <= time)
+                    .ok_or_else(|| {
+                        KernelError::InvalidValue(format!(
+                            "sequence length {l} is outside 0..={time}"
+                        ))
+                    })
             })
             .collect::<Result<_>>()?;
         let out = dispatch_all!(x, a => {
@@ -326,7 +340,13 @@ impl Kernel for TensorScatter {
         let (cs, us) = (cache.shape(), update.shape());
         let axis = norm_axis(self.axis, cs.len())?;
         let fits = cs.len() == us.len()
-            && (0..cs.len()).all(|d| if d == axis { us[d] <= cs[d] } else { us[d] == cs[d] });
+            && (0..cs.len()).all(|d| {
+                if d == axis {
+                    us[d] <= cs[d]
+                } else {
+                    us[d] == cs[d]
+                }
+            });
         if axis == 0 || !fits {
             return Err(KernelError::Shape(format!(
                 "update {us:?} does not fit past_cache {cs:?} along axis {axis}"
@@ -351,12 +371,19 @@ impl Kernel for TensorScatter {
         for &start in &starts {
             for s in 0..len as i64 {
                 let p = start + s;
-                let p = if self.circular && max_len > 0 { p.rem_euclid(max_len as i64) } else { p };
-                let p = usize::try_from(p).ok().filter(|&p| p < max_len).ok_or_else(|| {
-                    KernelError::InvalidValue(format!(
-                        "write position {p} is outside the cache's {max_len}"
-                    ))
-                })?;
+                let p = if self.circular && max_len > 0 {
+                    p.rem_euclid(max_len as i64)
+                } else {
+                    p
+                };
+                let p = usize::try_from(p)
+                    .ok()
+                    .filter(|&p| p < max_len)
+                    .ok_or_else(|| {
+                        KernelError::InvalidValue(format!(
+                            "write position {p} is outside the cache's {max_len}"
+                        ))
+                    })?;
                 at.push(p);
             }
         }

@@ -61,7 +61,10 @@ impl Kernel for EyeLike {
                 data[i * cols + j as usize] = 1;
             }
         }
-        Ok(vec![cast_tensor(&tensor_from(&[rows, cols], data)?, dtype)?])
+        Ok(vec![cast_tensor(
+            &tensor_from(&[rows, cols], data)?,
+            dtype,
+        )?])
     }
 }
 
@@ -180,7 +183,12 @@ impl Kernel for Compress {
             None => (x.reshaped(&[x.len()])?, 0),
         };
         let dim = x.shape()[axis];
-        let picked: Vec<usize> = c.iter().enumerate().filter(|(_, b)| **b).map(|(i, _)| i).collect();
+        let picked: Vec<usize> = c
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b)
+            .map(|(i, _)| i)
+            .collect();
         if let Some(&i) = picked.iter().find(|&&i| i >= dim) {
             return Err(KernelError::InvalidValue(format!(
                 "Compress condition selects index {i} of an axis of {dim}"
