@@ -103,7 +103,7 @@ pub fn boundness(op_type: &str) -> Boundness {
     match op_type {
         "Conv" | "FusedConv" | "ConvTranspose" | "Gemm" | "MatMul" | "MatMulBias" | "Einsum"
         | "LSTM" | "GRU" | "RNN" | "ConvInteger" | "QLinearConv" | "MatMulInteger"
-        | "QLinearMatMul" => Boundness::Compute,
+        | "QLinearMatMul" | "Attention" => Boundness::Compute,
         _ => Boundness::Memory,
     }
 }

@@ -158,8 +158,108 @@ fn infer_node(
         | "InstanceNormalization"
         | "LayerNormalization"
         | "CumSum"
+        | "CumProd"
         | "Trilu"
-        | "PRelu" => same,
+        | "PRelu"
+        | "Celu"
+        | "Softsign"
+        | "Cos"
+        | "Sin"
+        | "Tan"
+        | "Acos"
+        | "Asin"
+        | "Atan"
+        | "Cosh"
+        | "Sinh"
+        | "Acosh"
+        | "Asinh"
+        | "Atanh"
+        | "ThresholdedRelu"
+        | "Shrink"
+        | "Mish"
+        | "Swish"
+        | "Hardmax"
+        | "LpNormalization"
+        | "BitwiseNot"
+        | "GroupNormalization"
+        | "RotaryEmbedding"
+        | "MeanVarianceNormalization"
+        | "ReverseSequence"
+        | "TensorScatter" => same,
+        "BitCast" => {
+            let to = attrs
+                .int("to", 0)
+                .ok()
+                .and_then(|c| DType::from_onnx(c as i32));
+            (to, one(shape_of(0)))
+        }
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => {
+            let loss = match attrs.string("reduction", "mean").as_deref() {
+                Ok("none") => shape_of(1),
+                Ok(_) => Some(vec![]),
+                Err(_) => None,
+            };
+            (dtype_of(0), vec![loss, shape_of(0)])
+        }
+        "Attention" => {
+            let (q, v) = (shape_of(0), shape_of(2));
+            // Y keeps Q's layout with V's head size; the 3-D form only when its width is known.
+            let y = match (&q, &v) {
+                (Some(q), Some(v)) if q.len() == 4 && v.len() == 4 => {
+                    Some(vec![q[0].clone(), q[1].clone(), q[2].clone(), v[3].clone()])
+                }
+                (Some(q), Some(v)) if q.len() == 3 && v.len() == 3 => {
+                    let heads = (
+                        attrs.opt_int("q_num_heads").ok().flatten(),
+                        attrs.opt_int("kv_num_heads").ok().flatten(),
+                    );
+                    let width = match (heads, v[2].fixed()) {
+                        ((Some(hq), Some(hkv)), Some(hidden))
+                            if hkv > 0 && hidden % hkv as usize == 0 =>
+                        {
+                            Dim::Fixed(hidden / hkv as usize * hq as usize)
+                        }
+                        _ => Dim::Unknown,
+                    };
+                    Some(vec![q[0].clone(), q[1].clone(), width])
+                }
+                _ => None,
+            };
+            (dtype_of(0), vec![y])
+        }
+        "IsInf" | "IsNaN" => (Some(DType::Bool), one(shape_of(0))),
+        "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitShift" => {
+            let s = match (shape_of(0), shape_of(1)) {
+                (Some(a), Some(b)) => broadcast(&[a, b]),
+                _ => None,
+            };
+            (dtype_of(0), one(s))
+        }
+        "Det" => {
+            let s = shape_of(0)
+                .filter(|s| s.len() >= 2)
+                .map(|s| s[..s.len() - 2].to_vec());
+            (dtype_of(0), one(s))
+        }
+        "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
+            let dtype = attrs
+                .int("output_datatype", 1)
+                .ok()
+                .and_then(|c| DType::from_onnx(c as i32));
+            let s = ints(0)
+                .filter(|v| v.len() == 1)
+                .and_then(|v| usize::try_from(v[0]).ok())
+                .map(|n| vec![Dim::Fixed(n)]);
+            (dtype, one(s))
+        }
+        "EyeLike" => {
+            let dtype = match attrs.opt_int("dtype") {
+                Ok(Some(c)) => DType::from_onnx(c as i32),
+                _ => dtype_of(0),
+            };
+            (dtype, one(shape_of(0)))
+        }
+        "OneHot" => (dtype_of(2), vec![]),
         "BatchNormalization" => (dtype_of(0), vec![shape_of(0)]),
         // `RMSNormalization`'s scale broadcasts over its input as a `Mul`'s operand does.
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Mod" | "Max" | "Min" | "Sum" | "Mean"
@@ -203,7 +303,7 @@ fn infer_node(
                 .and_then(|c| DType::from_onnx(c as i32));
             (to, one(shape_of(0)))
         }
-        "Conv" | "FusedConv" | "MaxPool" | "AveragePool" => (
+        "Conv" | "FusedConv" | "MaxPool" | "AveragePool" | "LpPool" => (
             dtype_of(0),
             vec![conv_like(node, shape_of(0), shape_of(1)), None],
         ),
@@ -476,7 +576,9 @@ fn dtype_only(node: &Node, dtype_of: impl Fn(usize) -> Option<DType>) -> Option<
         | "DepthToSpace" | "SpaceToDepth" | "ReduceMax" | "ReduceMin" | "ReduceMean"
         | "ReduceSum" | "ReduceProd" | "ReduceL1" | "ReduceL2" | "ReduceLogSumExp"
         | "ReduceSumSquare" | "ConvTranspose" | "LpNormalization" | "Range" | "ReverseSequence"
-        | "Compress" => dtype_of(0),
+        | "Compress" | "Unique" | "CenterCropPad" | "DFT" | "STFT" | "Col2Im" | "MaxUnpool"
+        | "GridSample" | "AffineGrid" => dtype_of(0),
+        "MelWeightMatrix" => DType::from_onnx(node.attrs.int("output_datatype", 1).ok()? as i32),
         "NonZero" | "NonMaxSuppression" | "ArgMax" | "ArgMin" => Some(DType::I64),
         "ConstantOfShape" => match node.attrs.opt_tensor("value") {
             Ok(Some(t)) => Some(t.dtype()),

@@ -6,6 +6,7 @@
 pub(crate) mod aligned;
 pub mod binary;
 pub mod detection;
+pub mod math;
 pub mod nn;
 pub mod quant;
 pub mod reduce;
@@ -28,6 +29,7 @@ const FAMILIES: &[(&[&str], Builder)] = &[
     (quant::OPS, quant::build),
     (shape::OPS, shape::build),
     (detection::OPS, detection::build),
+    (math::OPS, math::build),
 ];
 
 /// The op types the CPU implements in the default (`ai.onnx`) domain, sorted.

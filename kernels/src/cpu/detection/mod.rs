@@ -11,7 +11,7 @@ mod roi_align;
 mod scatter_elements;
 mod scatter_nd;
 mod topk;
-mod util;
+pub(crate) mod util;
 
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec};

@@ -1,7 +1,8 @@
 //! `LayerNormalization` (opset 17): normalise over the dims from `axis` on, with `Scale` and the
 //! optional `B` broadcast to those dims, and the optional `Mean` / `InvStdDev` outputs. Also
 //! `spillway` `RMSNormalization` (what ONNX opset 23 names so, over the last axis, in `f32`):
-//! `x / √(mean(x²) + ε) · Scale`, which the graph passes make of T5's norm written out op by op.
+//! `x / √(mean(x²) + ε) · Scale`, which the graph passes make of T5's norm written out op by op;
+//! and ONNX's own `RMSNormalization` (opset 23): the same over the dims from `axis` on.
 
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
@@ -22,6 +23,9 @@ pub struct LayerNorm {
     outputs: usize,
     /// `RMSNormalization`: no mean is subtracted (the variance is the mean square).
     rms: bool,
+    /// `spillway` `RMSNormalization`: over the last axis, `f32` only, with the scale broadcast
+    /// as a `Mul` operand ([`LayerNorm::rms`]).
+    contrib: bool,
 }
 
 /// Builds `spillway` `RMSNormalization` (attribute `epsilon`; inputs `X` and `Scale`).
@@ -38,6 +42,33 @@ pub fn build_rms(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         epsilon: spec.attrs.float("epsilon", 1e-5)? as f64,
         outputs: 1,
         rms: true,
+        contrib: true,
+    }))
+}
+
+/// Builds ONNX `RMSNormalization` (opset 23): `X / √(mean(X²) + ε) · Scale` over the dims from
+/// `axis` on, `Scale` broadcast to them.
+pub fn build_onnx_rms(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    min_opset(spec.opset, 23, "RMSNormalization")?;
+    spec.attrs.only(&["axis", "epsilon", "stash_type"])?;
+    let stash = spec.attrs.int("stash_type", 1)?;
+    if stash != 1 {
+        return Err(KernelError::UnsupportedAttribute {
+            name: "stash_type".into(),
+            reason: format!("only 1 (float) is implemented, got {stash}"),
+        });
+    }
+    if spec.num_inputs != 2 || spec.num_outputs != 1 {
+        return Err(KernelError::Arity(
+            "RMSNormalization takes two inputs and has one output".into(),
+        ));
+    }
+    Ok(Box::new(LayerNorm {
+        axis: spec.attrs.int("axis", -1)?,
+        epsilon: spec.attrs.float("epsilon", 1e-5)? as f64,
+        outputs: 1,
+        rms: true,
+        contrib: false,
     }))
 }
 
@@ -63,6 +94,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         epsilon: spec.attrs.float("epsilon", 1e-5)? as f64,
         outputs: spec.num_outputs,
         rms: false,
+        contrib: false,
     }))
 }
 
@@ -120,7 +152,10 @@ impl LayerNorm {
                 .zip(stats.par_iter_mut())
                 .for_each(|((yr, xr), st)| {
                     let f = |v: &T| v.to_f64().unwrap_or(f64::NAN);
-                    let mean = xr.iter().map(f).sum::<f64>() / inner as f64;
+                    let mean = match self.rms {
+                        true => 0.0,
+                        false => xr.iter().map(f).sum::<f64>() / inner as f64,
+                    };
                     let var = xr.iter().map(|v| (f(v) - mean).powi(2)).sum::<f64>() / inner as f64;
                     let inv = 1.0 / (var + self.epsilon).sqrt();
                     for (i, (o, v)) in yr.iter_mut().zip(xr).enumerate() {
@@ -309,7 +344,7 @@ impl Kernel for LayerNorm {
                 scale.dtype()
             )));
         }
-        if self.rms {
+        if self.contrib {
             return self.rms(x, scale);
         }
         let inner = norm.iter().product::<usize>();
@@ -323,7 +358,7 @@ impl Kernel for LayerNorm {
                 epsilon: self.epsilon,
                 scale: &scale,
                 bias: bias.as_deref(),
-                rms: false,
+                rms: self.rms,
             };
             let (y, stats) = normalize_f32(&xs, inner, params);
             return self.with_stats(x.shape(), axis, y, &stats);

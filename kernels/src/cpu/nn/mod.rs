@@ -5,6 +5,7 @@
 /// ([`matmul::build_with_bias`]) and `RMSNormalization` ([`layer_norm::build_rms`]).
 pub const SPILLWAY_DOMAIN: &str = "spillway";
 
+pub mod attention;
 pub mod blocked;
 pub mod common;
 pub mod conv;
@@ -16,8 +17,10 @@ mod epilogue_simd;
 pub mod fused_conv;
 pub mod gemm_op;
 mod gemv;
+pub mod group_norm;
 pub mod im2col;
 pub mod layer_norm;
+pub mod loss;
 pub mod lrn;
 pub mod matmul;
 pub mod matrix;
@@ -30,7 +33,10 @@ pub mod pool2d;
 pub mod pool_same;
 pub mod pool_stride2;
 pub mod rnn;
+pub mod rotary;
+pub mod sample;
 pub mod spatial;
+pub mod unfold;
 pub mod winograd;
 
 #[cfg(test)]
@@ -41,8 +47,11 @@ use crate::kernel::{Kernel, NodeSpec};
 
 /// Op types this family implements.
 pub const OPS: &[&str] = &[
+    "AffineGrid",
+    "Attention",
     "AveragePool",
     "BatchNormalization",
+    "Col2Im",
     "Conv",
     "ConvTranspose",
     "Einsum",
@@ -50,27 +59,45 @@ pub const OPS: &[&str] = &[
     "GlobalAveragePool",
     "GlobalMaxPool",
     "GRU",
+    "GridSample",
+    "GroupNormalization",
     "InstanceNormalization",
     "LRN",
     "LSTM",
     "LayerNormalization",
+    "LpPool",
     "MatMul",
     "MaxPool",
+    "MaxUnpool",
+    "NegativeLogLikelihoodLoss",
+    "RMSNormalization",
     "RNN",
+    "RotaryEmbedding",
+    "SoftmaxCrossEntropyLoss",
 ];
 
 /// Builds a kernel for an op in [`OPS`].
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     match spec.op_type {
+        "Attention" => attention::build(spec),
+        "GridSample" => sample::build_grid_sample(spec),
+        "AffineGrid" => sample::build_affine_grid(spec),
+        "Col2Im" => unfold::build_col2im(spec),
+        "MaxUnpool" => unfold::build_max_unpool(spec),
         "Conv" => conv::build(spec),
         "ConvTranspose" => conv_transpose::build(spec),
         "Gemm" => gemm_op::build(spec),
         "MatMul" => matmul::build(spec),
         "MaxPool" | "AveragePool" => pool::build(spec),
+        "LpPool" => pool::build_lp(spec),
         "GlobalAveragePool" | "GlobalMaxPool" => pool::build_global(spec),
         "BatchNormalization" => norm::build_batch(spec),
         "InstanceNormalization" => norm::build_instance(spec),
         "LayerNormalization" => layer_norm::build(spec),
+        "RMSNormalization" => layer_norm::build_onnx_rms(spec),
+        "GroupNormalization" => group_norm::build(spec),
+        "RotaryEmbedding" => rotary::build(spec),
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => loss::build(spec),
         "LRN" => lrn::build(spec),
         "Einsum" => einsum::build(spec),
         "LSTM" | "GRU" | "RNN" => rnn::build(spec),

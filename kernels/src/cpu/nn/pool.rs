@@ -1,6 +1,7 @@
 //! `MaxPool` (opsets 1, 8, 10, 11, 12; implemented from 7) and `AveragePool` (1, 7, 10, 11, 19,
 //! 22): N-d windows with pads, `auto_pad`, strides, dilations, `ceil_mode`, `count_include_pad`,
-//! `storage_order` and the optional `Indices` output of MaxPool.
+//! `storage_order` and the optional `Indices` output of MaxPool; `LpPool` (2, 11, 18, 22): the
+//! `p`-norm of each window (padding cells count as zeros).
 
 use rayon::prelude::*;
 
@@ -17,6 +18,7 @@ use crate::{DType, Element, Tensor};
 enum Kind {
     Max { storage_order: usize, indices: bool },
     Average { count_include_pad: bool },
+    Lp { p: i64 },
 }
 
 /// A built `MaxPool` or `AveragePool`.
@@ -37,6 +39,35 @@ pub(super) fn flag(spec: &NodeSpec<'_>, name: &str) -> Result<bool> {
             reason: format!("must be 0 or 1, got {v}"),
         }),
     }
+}
+
+/// Builds `LpPool` (opset 2+: `p` is an integer attribute).
+pub fn build_lp(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
+    min_opset(spec.opset, 2, spec.op_type)?;
+    let mut known = vec!["auto_pad", "kernel_shape", "pads", "strides", "p"];
+    if spec.opset >= 18 {
+        known.extend(["ceil_mode", "dilations"]);
+    }
+    spec.attrs.only(&known)?;
+    let p = spec.attrs.int("p", 2)?;
+    if p < 1 {
+        return Err(KernelError::BadAttribute {
+            name: "p".into(),
+            reason: format!("must be at least 1, got {p}"),
+        });
+    }
+    let window = WindowAttrs::parse(spec.attrs)?;
+    if window.kernel_shape.is_none() {
+        return Err(KernelError::BadAttribute {
+            name: "kernel_shape".into(),
+            reason: "required but absent".into(),
+        });
+    }
+    Ok(Box::new(Pool {
+        kind: Kind::Lp { p },
+        window,
+        ceil_mode: flag(spec, "ceil_mode")?,
+    }))
 }
 
 /// Builds `MaxPool` or `AveragePool`.
@@ -382,6 +413,54 @@ impl Pool {
         }
         output(&oshape, y)
     }
+
+    /// `(Σ |x|^p)^(1/p)` over each window's in-image cells.
+    fn lp<T: AverageElem>(&self, x: &Tensor, p: i64) -> Result<Tensor> {
+        let shape = x.shape();
+        let geo = self.geometry(shape)?;
+        let mut oshape = shape[..2].to_vec();
+        oshape.extend_from_slice(&geo.out);
+        let image = &shape[2..];
+        let taps = taps(&geo, image);
+        let xs = contiguous::<T>(x)?;
+        let (ilen, olen) = (
+            image.iter().product::<usize>(),
+            geo.out.iter().product::<usize>(),
+        );
+        let rm = strides_of(image);
+        let total = crate::limits::checked_elements(&oshape, std::mem::size_of::<T>())?;
+        let mut y = vec![T::ZERO; total];
+        let (pi, inv) = (p as i32, T::of(1.0 / p as f64));
+        if olen > 0 {
+            y.par_chunks_mut(olen).enumerate().for_each(|(n, yp)| {
+                let plane = &xs[n * ilen..(n + 1) * ilen];
+                let mut o = vec![0usize; image.len()];
+                let mut lists: Vec<&[usize]> = vec![&[]; image.len()];
+                for out in yp.iter_mut() {
+                    for (d, l) in lists.iter_mut().enumerate() {
+                        *l = taps[d][o[d]].0.as_slice();
+                    }
+                    let mut sum = T::ZERO;
+                    for_window(&lists, &rm, &rm, &mut |a, _| {
+                        sum += plane[a].abs().powi(pi);
+                    });
+                    *out = match p {
+                        1 => sum,
+                        2 => sum.sqrt(),
+                        _ => sum.powf(inv),
+                    };
+                    for d in (0..o.len()).rev() {
+                        o[d] += 1;
+                        if o[d] < geo.out[d] {
+                            break;
+                        }
+                        o[d] = 0;
+                    }
+                }
+            });
+        }
+        output(&oshape, y)
+    }
 }
 
 impl Kernel for Pool {
@@ -412,6 +491,14 @@ impl Kernel for Pool {
                 let y = match w {
                     Tensor::F64(_) => self.average::<f64>(&w, count_include_pad)?,
                     _ => self.average::<f32>(&w, count_include_pad)?,
+                };
+                Ok(vec![narrow(y, dtype)?])
+            }
+            Kind::Lp { p } => {
+                let w = widen(x, 0)?;
+                let y = match w {
+                    Tensor::F64(_) => self.lp::<f64>(&w, p)?,
+                    _ => self.lp::<f32>(&w, p)?,
                 };
                 Ok(vec![narrow(y, dtype)?])
             }

@@ -1,5 +1,5 @@
-//! CumSum: running sums along an axis given as a scalar input, optionally exclusive
-//! (each output excludes its own element) and/or reversed.
+//! CumSum and CumProd: running sums (products) along an axis given as a scalar input,
+//! optionally exclusive (each output excludes its own element) and/or reversed.
 
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
@@ -9,9 +9,11 @@ use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, input};
 use crate::{Tensor, dispatch_numeric};
 
-/// The CumSum kernel.
+/// The CumSum (or CumProd) kernel.
 #[derive(Debug)]
 pub struct CumSumKernel {
+    /// Running products (CumProd) instead of sums.
+    pub product: bool,
     /// Exclude each element from its own sum.
     pub exclusive: bool,
     /// Sum from the end of the axis.
@@ -23,10 +25,16 @@ impl CumSumKernel {
         let b = blocked(a, &[axis]);
         let (outer, r, inner) = (b.outer, b.reduced, b.inner);
         let data = b.slice();
+        let identity = if self.product {
+            T::from_f64(1.0)
+        } else {
+            T::ZERO
+        };
+        let step_op = |acc: T, x: T| if self.product { acc.mul(x) } else { acc.add(x) };
         let mut out = vec![T::ZERO; data.len()];
-        let mut running = vec![T::ZERO; inner];
+        let mut running = vec![identity; inner];
         for o in 0..outer {
-            running.fill(T::ZERO);
+            running.fill(identity);
             for step in 0..r {
                 let j = if self.reverse { r - 1 - step } else { step };
                 let at = (o * r + j) * inner;
@@ -34,9 +42,9 @@ impl CumSumKernel {
                 for ((d, s), acc) in dst.iter_mut().zip(src).zip(running.iter_mut()) {
                     if self.exclusive {
                         *d = *acc;
-                        *acc = acc.add(*s);
+                        *acc = step_op(*acc, *s);
                     } else {
-                        *acc = acc.add(*s);
+                        *acc = step_op(*acc, *s);
                         *d = *acc;
                     }
                 }
@@ -54,7 +62,7 @@ impl Kernel for CumSumKernel {
             [a] => normalize_axis(*a, x.rank())?,
             _ => {
                 return Err(KernelError::Shape(format!(
-                    "CumSum axis must be a scalar, got shape {:?}",
+                    "the axis must be a scalar, got shape {:?}",
                     axis_t.shape()
                 )));
             }

@@ -1,10 +1,12 @@
-//! CPU kernels: reduce family — reductions over axes, ArgMax/ArgMin, Softmax/LogSoftmax
-//! and CumSum.
+//! CPU kernels: reduce family — reductions over axes, ArgMax/ArgMin, Softmax/LogSoftmax,
+//! Hardmax, LpNormalization, MeanVarianceNormalization, CumSum and CumProd.
 
 pub mod arg;
 pub mod axes;
 pub mod cumsum;
 pub mod engine;
+pub mod hardmax;
+pub mod mvn;
 pub mod reduce_ops;
 pub mod softmax;
 
@@ -34,6 +36,10 @@ pub const OPS: &[&str] = &[
     "Softmax",
     "LogSoftmax",
     "CumSum",
+    "CumProd",
+    "Hardmax",
+    "LpNormalization",
+    "MeanVarianceNormalization",
 ];
 
 fn bool_attr(spec: &NodeSpec<'_>, name: &str, default: i64) -> Result<bool> {
@@ -123,9 +129,57 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             check_opset(spec, 11)?;
             spec.attrs.only(&["exclusive", "reverse"])?;
             Ok(Box::new(cumsum::CumSumKernel {
+                product: false,
                 exclusive: bool_attr(spec, "exclusive", 0)?,
                 reverse: bool_attr(spec, "reverse", 0)?,
             }))
+        }
+        "CumProd" => {
+            check_opset(spec, 26)?;
+            spec.attrs.only(&["exclusive", "reverse"])?;
+            Ok(Box::new(cumsum::CumSumKernel {
+                product: true,
+                exclusive: bool_attr(spec, "exclusive", 0)?,
+                reverse: bool_attr(spec, "reverse", 0)?,
+            }))
+        }
+        "Hardmax" => {
+            check_opset(spec, 1)?;
+            spec.attrs.only(&["axis"])?;
+            let coerce_2d = spec.opset < 13;
+            Ok(Box::new(hardmax::SliceKernel {
+                op: hardmax::SliceOp::Hardmax,
+                axis: spec.attrs.int("axis", if coerce_2d { 1 } else { -1 })?,
+                coerce_2d,
+            }))
+        }
+        "LpNormalization" => {
+            check_opset(spec, 1)?;
+            spec.attrs.only(&["axis", "p"])?;
+            let p = match spec.attrs.int("p", 2)? {
+                1 => 1,
+                2 => 2,
+                other => {
+                    return Err(KernelError::BadAttribute {
+                        name: "p".into(),
+                        reason: format!("must be 1 or 2, got {other}"),
+                    });
+                }
+            };
+            Ok(Box::new(hardmax::SliceKernel {
+                op: hardmax::SliceOp::LpNorm(p),
+                axis: spec.attrs.int("axis", -1)?,
+                coerce_2d: false,
+            }))
+        }
+        "MeanVarianceNormalization" => {
+            check_opset(spec, 9)?;
+            spec.attrs.only(&["axes"])?;
+            let axes = spec
+                .attrs
+                .opt_ints("axes")?
+                .unwrap_or_else(|| vec![0, 2, 3]);
+            Ok(Box::new(mvn::MvnKernel { axes }))
         }
         other => Err(KernelError::UnsupportedOp {
             op_type: other.to_string(),

@@ -15,11 +15,13 @@ pub mod gather_elements;
 pub mod identity;
 pub mod pad;
 pub mod range;
+pub mod reorder;
 pub mod reshape;
 pub mod resize;
 mod resize_axis;
 #[cfg(test)]
 mod resize_tests;
+pub mod select;
 pub mod shape_of;
 pub mod slice;
 pub mod split;
@@ -34,31 +36,39 @@ use crate::kernel::{Kernel, NodeSpec};
 
 /// Op types this family implements.
 pub const OPS: &[&str] = &[
+    "BitCast",
     "Cast",
     "CastLike",
+    "CenterCropPad",
+    "Compress",
     "Concat",
     "Constant",
     "ConstantOfShape",
     "DepthToSpace",
     "Dropout",
     "Expand",
+    "EyeLike",
     "Flatten",
     "Gather",
     "GatherElements",
     "Identity",
+    "OneHot",
     "Pad",
     "Range",
     "Reshape",
     "Resize",
+    "ReverseSequence",
     "Shape",
     "Size",
     "Slice",
     "SpaceToDepth",
     "Split",
     "Squeeze",
+    "TensorScatter",
     "Tile",
     "Transpose",
     "Trilu",
+    "Unique",
     "Unsqueeze",
     "Upsample",
 ];
@@ -66,13 +76,21 @@ pub const OPS: &[&str] = &[
 /// Builds a kernel for an op in [`OPS`].
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     match spec.op_type {
+        "BitCast" => reorder::build_bitcast(spec),
+        "CenterCropPad" => reorder::build_center_crop_pad(spec),
+        "ReverseSequence" => reorder::build_reverse_sequence(spec),
+        "TensorScatter" => reorder::build_tensor_scatter(spec),
+        "Unique" => reorder::build_unique(spec),
         "Cast" | "CastLike" => cast::build(spec),
+        "Compress" => select::build_compress(spec),
         "Concat" => concat::build(spec),
         "Constant" => constant::build_constant(spec),
         "ConstantOfShape" => constant::build_constant_of_shape(spec),
         "DepthToSpace" | "SpaceToDepth" => depth_space::build(spec),
         "Dropout" => identity::build_dropout(spec),
         "Expand" => expand::build(spec),
+        "EyeLike" => select::build_eye_like(spec),
+        "OneHot" => select::build_one_hot(spec),
         "Flatten" => reshape::build_flatten(spec),
         "Gather" => gather::build(spec),
         "GatherElements" => gather_elements::build(spec),

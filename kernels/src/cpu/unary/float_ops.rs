@@ -61,6 +61,36 @@ pub enum FloatOp {
     Erf,
     /// GELU; `true` for the tanh approximation.
     Gelu(bool),
+    /// Cosine.
+    Cos,
+    /// Sine.
+    Sin,
+    /// Tangent.
+    Tan,
+    /// Arccosine.
+    Acos,
+    /// Arcsine.
+    Asin,
+    /// Arctangent.
+    Atan,
+    /// Hyperbolic cosine.
+    Cosh,
+    /// Hyperbolic sine.
+    Sinh,
+    /// Inverse hyperbolic cosine.
+    Acosh,
+    /// Inverse hyperbolic sine.
+    Asinh,
+    /// Inverse hyperbolic tangent.
+    Atanh,
+    /// `x > alpha ? x : 0`.
+    ThresholdedRelu(f32),
+    /// `x < -lambd ? x + bias : (x > lambd ? x - bias : 0)`, as `(bias, lambd)`.
+    Shrink(f32, f32),
+    /// `x * tanh(ln(1 + e^x))`.
+    Mish,
+    /// `x * sigmoid(alpha * x)`.
+    Swish(f32),
 }
 
 /// `op` applied to every element of a float array.
@@ -142,6 +172,46 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
             unary_map(a, move |&x: &F| {
                 half * x * (one + (k * (x + c * x * x * x)).tanh())
             })
+        }
+        FloatOp::Cos => unary_map(a, |&x: &F| x.cos()),
+        FloatOp::Sin => unary_map(a, |&x: &F| x.sin()),
+        FloatOp::Tan => unary_map(a, |&x: &F| x.tan()),
+        FloatOp::Acos => unary_map(a, |&x: &F| x.acos()),
+        FloatOp::Asin => unary_map(a, |&x: &F| x.asin()),
+        FloatOp::Atan => unary_map(a, |&x: &F| x.atan()),
+        FloatOp::Cosh => unary_map(a, |&x: &F| x.cosh()),
+        FloatOp::Sinh => unary_map(a, |&x: &F| x.sinh()),
+        FloatOp::Acosh => unary_map(a, |&x: &F| x.acosh()),
+        FloatOp::Asinh => unary_map(a, |&x: &F| x.asinh()),
+        FloatOp::Atanh => unary_map(a, |&x: &F| x.atanh()),
+        FloatOp::ThresholdedRelu(alpha) => {
+            let alpha = F::of(alpha as f64);
+            unary_map(a, move |&x: &F| if x > alpha { x } else { zero })
+        }
+        FloatOp::Shrink(bias, lambd) => {
+            let (bias, lambd) = (F::of(bias as f64), F::of(lambd as f64));
+            unary_map(a, move |&x: &F| {
+                if x < -lambd {
+                    x + bias
+                } else if x > lambd {
+                    x - bias
+                } else {
+                    zero
+                }
+            })
+        }
+        FloatOp::Mish => unary_map(a, |&x: &F| {
+            // softplus in the stable form of `Softplus` above.
+            let sp = if x > zero {
+                x + (-x).exp().ln_1p()
+            } else {
+                x.exp().ln_1p()
+            };
+            x * sp.tanh()
+        }),
+        FloatOp::Swish(alpha) => {
+            let alpha = F::of(alpha as f64);
+            unary_map(a, move |&x: &F| x / (one + (-alpha * x).exp()))
         }
     }
 }

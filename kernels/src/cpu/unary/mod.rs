@@ -45,6 +45,21 @@ pub const OPS: &[&str] = &[
     "Erf",
     "Gelu",
     "Not",
+    "Cos",
+    "Sin",
+    "Tan",
+    "Acos",
+    "Asin",
+    "Atan",
+    "Cosh",
+    "Sinh",
+    "Acosh",
+    "Asinh",
+    "Atanh",
+    "ThresholdedRelu",
+    "Shrink",
+    "Mish",
+    "Swish",
 ];
 
 /// Which element types a [`UnaryKernel`] accepts.
@@ -152,6 +167,36 @@ pub fn parse(spec: &NodeSpec<'_>) -> Result<(FloatOp, Domain)> {
             (20, &["approximate"], FloatOp::Gelu(tanh), Domain::Float)
         }
         "Not" => (1, &[], FloatOp::Neg, Domain::Bool),
+        "Cos" => (7, &[], FloatOp::Cos, Domain::Float),
+        "Sin" => (7, &[], FloatOp::Sin, Domain::Float),
+        "Tan" => (7, &[], FloatOp::Tan, Domain::Float),
+        "Acos" => (7, &[], FloatOp::Acos, Domain::Float),
+        "Asin" => (7, &[], FloatOp::Asin, Domain::Float),
+        "Atan" => (7, &[], FloatOp::Atan, Domain::Float),
+        "Cosh" => (9, &[], FloatOp::Cosh, Domain::Float),
+        "Sinh" => (9, &[], FloatOp::Sinh, Domain::Float),
+        "Acosh" => (9, &[], FloatOp::Acosh, Domain::Float),
+        "Asinh" => (9, &[], FloatOp::Asinh, Domain::Float),
+        "Atanh" => (9, &[], FloatOp::Atanh, Domain::Float),
+        "ThresholdedRelu" => (
+            10,
+            &["alpha"],
+            FloatOp::ThresholdedRelu(a.float("alpha", 1.0)?),
+            Domain::Float,
+        ),
+        "Shrink" => (
+            9,
+            &["bias", "lambd"],
+            FloatOp::Shrink(a.float("bias", 0.0)?, a.float("lambd", 0.5)?),
+            Domain::Float,
+        ),
+        "Mish" => (18, &[], FloatOp::Mish, Domain::Float),
+        "Swish" => (
+            24,
+            &["alpha"],
+            FloatOp::Swish(a.float("alpha", 1.0)?),
+            Domain::Float,
+        ),
         other => {
             return Err(KernelError::UnsupportedOp {
                 op_type: other.to_string(),

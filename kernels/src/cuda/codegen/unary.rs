@@ -98,6 +98,34 @@ fn expression(op: FloatOp, dtype: DType) -> Option<String> {
             k = lit((2.0 / std::f64::consts::PI).sqrt()),
             c = lit(0.044715)
         ),
+        FloatOp::Cos => format!("{}(v)", f("cos")),
+        FloatOp::Sin => format!("{}(v)", f("sin")),
+        FloatOp::Tan => format!("{}(v)", f("tan")),
+        FloatOp::Acos => format!("{}(v)", f("acos")),
+        FloatOp::Asin => format!("{}(v)", f("asin")),
+        FloatOp::Atan => format!("{}(v)", f("atan")),
+        FloatOp::Cosh => format!("{}(v)", f("cosh")),
+        FloatOp::Sinh => format!("{}(v)", f("sinh")),
+        FloatOp::Acosh => format!("{}(v)", f("acosh")),
+        FloatOp::Asinh => format!("{}(v)", f("asinh")),
+        FloatOp::Atanh => format!("{}(v)", f("atanh")),
+        FloatOp::ThresholdedRelu(alpha) => format!("v > {} ? v : {zero}", lit(alpha.into())),
+        FloatOp::Shrink(bias, lambd) => format!(
+            "v < -({l}) ? v + {b} : (v > {l} ? v - {b} : {zero})",
+            l = lit(lambd.into()),
+            b = lit(bias.into())
+        ),
+        FloatOp::Mish => format!(
+            "v * {tanh}(v > {zero} ? v + {log1p}({exp}(-v)) : {log1p}({exp}(v)))",
+            tanh = f("tanh"),
+            log1p = f("log1p"),
+            exp = f("exp")
+        ),
+        FloatOp::Swish(alpha) => format!(
+            "v / ({one} + {exp}(-({a}) * v))",
+            a = lit(alpha.into()),
+            exp = f("exp")
+        ),
     })
 }
 
@@ -183,6 +211,21 @@ pub fn all_float_ops() -> Vec<FloatOp> {
         FloatOp::Erf,
         FloatOp::Gelu(false),
         FloatOp::Gelu(true),
+        FloatOp::Cos,
+        FloatOp::Sin,
+        FloatOp::Tan,
+        FloatOp::Acos,
+        FloatOp::Asin,
+        FloatOp::Atan,
+        FloatOp::Cosh,
+        FloatOp::Sinh,
+        FloatOp::Acosh,
+        FloatOp::Asinh,
+        FloatOp::Atanh,
+        FloatOp::ThresholdedRelu(1.0),
+        FloatOp::Shrink(0.0, 0.5),
+        FloatOp::Mish,
+        FloatOp::Swish(1.0),
     ]
 }
 
