@@ -21,6 +21,7 @@ use spillway::Session;
 use spillway::profile::ProfileOptions;
 
 use commands::devices::{DeviceArgs, parse_policy};
+use commands::inputs::DimSizes;
 use commands::schedule::ScheduleArgs;
 
 #[derive(Parser)]
@@ -46,9 +47,8 @@ enum Command {
         /// How many timed runs (after one warm-up).
         #[arg(long, default_value_t = 10)]
         repeat: usize,
-        /// Symbolic dimensions not fixed by an input file take this size.
-        #[arg(long, default_value_t = 1)]
-        dim_default: usize,
+        #[command(flatten)]
+        dims: DimSizes,
         /// Graph optimizations: `disabled`, `basic` (no fusions) or `all`.
         #[arg(long, default_value = "all")]
         optimization: String,
@@ -67,6 +67,10 @@ enum Command {
         /// Write every output as DIR/NAME.npy (created if missing; `/` in a name becomes `_`).
         #[arg(long, value_name = "DIR")]
         output_dir: Option<PathBuf>,
+        /// Write every input the run used (given or made) as DIR/NAME.npy, to rerun the same
+        /// inputs elsewhere.
+        #[arg(long, value_name = "DIR")]
+        save_inputs: Option<PathBuf>,
     },
     /// Measure every node on every device and write the cost model (JSON).
     Profile {
@@ -83,9 +87,8 @@ enum Command {
         /// Timed runs per node (the median is kept).
         #[arg(long, default_value_t = 5)]
         repeats: usize,
-        /// Symbolic input dimensions take this size.
-        #[arg(long, default_value_t = 1)]
-        dim_default: usize,
+        #[command(flatten)]
+        dims: DimSizes,
     },
     /// Place a model on several devices, draw the schedule, run it, compare prediction and
     /// measurement.
@@ -110,9 +113,8 @@ enum Command {
         /// Timed runs; the median is reported.
         #[arg(long, default_value_t = 10)]
         repeat: usize,
-        /// Symbolic input dimensions take this size.
-        #[arg(long, default_value_t = 1)]
-        dim_default: usize,
+        #[command(flatten)]
+        dims: DimSizes,
     },
     /// List the operators the CPU supports (markdown).
     Ops,
@@ -139,23 +141,25 @@ fn main() -> Result<()> {
             model,
             inputs,
             repeat,
-            dim_default,
+            dims,
             optimization,
             trace,
             pause_ms,
             cuda,
             output_dir,
+            save_inputs,
         } => commands::run::run(
             model,
             &inputs,
             &commands::run::RunSettings {
                 repeat,
-                dim_default,
+                dims,
                 optimization,
                 trace,
                 pause: std::time::Duration::from_millis(pause_ms),
                 cuda_streams: cuda,
                 output_dir,
+                save_inputs,
             },
         ),
         Command::Profile {
@@ -164,7 +168,7 @@ fn main() -> Result<()> {
             out,
             warmup,
             repeats,
-            dim_default,
+            dims,
         } => commands::profile::profile(
             &model,
             &devices,
@@ -174,7 +178,7 @@ fn main() -> Result<()> {
                 repeats: repeats.max(1),
                 ..Default::default()
             },
-            dim_default,
+            &dims,
         ),
         Command::Schedule {
             model,
@@ -184,7 +188,7 @@ fn main() -> Result<()> {
             gantt,
             trace,
             repeat,
-            dim_default,
+            dims,
         } => commands::schedule::schedule(&ScheduleArgs {
             model,
             devices,
@@ -193,7 +197,7 @@ fn main() -> Result<()> {
             gantt,
             trace,
             repeat,
-            dim_default,
+            dims,
         }),
         Command::Detect {
             images,

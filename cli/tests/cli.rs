@@ -173,3 +173,72 @@ fn a_huge_default_dimension_is_an_error_not_an_abort() {
         assert_fails_saying(out, "larger than");
     }
 }
+
+/// `x [batch, 3] → Relu → y`: one symbolic dimension, named `batch`.
+fn batch_model(dir: &Path) -> PathBuf {
+    let mut x = float_info("x", &[0, 3]);
+    if let Some(type_proto::Value::TensorType(t)) = x.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.shape.as_mut().unwrap().dim[0].value = Some(
+            tensor_shape_proto::dimension::Value::DimParam("batch".into()),
+        );
+    }
+    let model = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(GraphProto {
+            name: Some("batch".into()),
+            node: vec![NodeProto {
+                op_type: Some("Relu".into()),
+                name: Some("relu".into()),
+                input: vec!["x".into()],
+                output: vec!["y".into()],
+                ..Default::default()
+            }],
+            input: vec![x],
+            output: vec![ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let path = dir.join("batch.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn a_named_dimension_takes_its_size_and_the_inputs_are_saved() {
+    let dir = scratch("dims");
+    let out = spillway()
+        .args(["run", "--repeat", "1", "--dim", "batch=4", "--save-inputs"])
+        .arg(dir.join("inputs"))
+        .arg(batch_model(&dir))
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert!(out.status.success(), "{out:?}");
+    let x: ndarray::ArrayD<f32> = ndarray_npy::read_npy(dir.join("inputs").join("x.npy")).unwrap();
+    assert_eq!(x.shape(), &[4, 3]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_dimension_no_input_has_is_refused() {
+    let dir = scratch("nodim");
+    let out = spillway()
+        .args(["run", "--repeat", "1", "--dim", "height=2"])
+        .arg(batch_model(&dir))
+        .output()
+        .unwrap();
+    assert_fails_saying(
+        out,
+        "no input has a dimension of that name (the symbolic ones: batch)",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -10,14 +10,7 @@ use spillway::{DType, SessionOutputs, Tensor};
 /// creating `dir` if it is missing. An output that is not a tensor, or a tensor whose element
 /// type `.npy` cannot hold (strings, 16-bit and smaller floats), fails naming the output.
 pub fn write_npy_dir(dir: &Path, outputs: &SessionOutputs) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut files: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
-    for (name, _) in outputs.iter_values() {
-        let file = file_name(name);
-        if let Some(other) = files.insert(file.clone(), name) {
-            bail!("outputs '{other}' and '{name}' would both be written to {file}");
-        }
-    }
+    let mut tensors = Vec::new();
     for (name, value) in outputs.iter_values() {
         let Some(tensor) = value.as_tensor() else {
             bail!(
@@ -25,11 +18,32 @@ pub fn write_npy_dir(dir: &Path, outputs: &SessionOutputs) -> Result<()> {
                 value.type_string()
             );
         };
+        tensors.push((name, tensor));
+    }
+    write_tensors(dir, tensors)
+}
+
+/// Writes each `(name, tensor)` to `dir/NAME.npy` as [`write_npy_dir`] does, after checking
+/// that no two names share a file.
+pub fn write_tensors<'a>(
+    dir: &Path,
+    tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>,
+) -> Result<()> {
+    let tensors: Vec<(&str, &Tensor)> = tensors.into_iter().collect();
+    let mut files: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
+    for &(name, _) in &tensors {
+        let file = file_name(name);
+        if let Some(other) = files.insert(file.clone(), name) {
+            bail!("'{other}' and '{name}' would both be written to {file}");
+        }
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, tensor) in tensors {
         let path = dir.join(file_name(name));
         let file =
             std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         write_npy(tensor, std::io::BufWriter::new(file))
-            .with_context(|| format!("writing output {name} to {}", path.display()))?;
+            .with_context(|| format!("writing {name} to {}", path.display()))?;
     }
     Ok(())
 }
@@ -74,7 +88,12 @@ mod tests {
         let session = Session::builder()
             .commit_from_memory(crate::commands::run::DEFAULT_MODEL)
             .unwrap();
-        let inputs = crate::commands::inputs::model_inputs(&session.inputs(), &[], 1).unwrap();
+        let inputs = crate::commands::inputs::model_inputs(
+            &session.inputs(),
+            &[],
+            &crate::commands::inputs::DimSizes::all(1),
+        )
+        .unwrap();
         let outputs = session.run(inputs).unwrap();
         let dir = std::env::temp_dir().join(format!("spillway-outputs-{}", std::process::id()));
         write_npy_dir(&dir, &outputs).unwrap();

@@ -8,7 +8,7 @@ use spillway::profile::{self, ProfileOptions};
 use spillway::{OptimizationLevel, Session, Tensor};
 
 use super::devices::DeviceArgs;
-use super::inputs::model_inputs;
+use super::inputs::{DimSizes, model_inputs};
 
 /// Profiles `model` on the devices and writes the cost model JSON to `out`.
 pub fn profile(
@@ -16,7 +16,7 @@ pub fn profile(
     devices: &DeviceArgs,
     out: &Path,
     options: ProfileOptions,
-    dim_default: usize,
+    dims: &DimSizes,
 ) -> Result<()> {
     let devices = devices.devices()?;
     // A plain session gives the optimized graph, which is what a multi-device session places.
@@ -24,7 +24,7 @@ pub fn profile(
         .with_optimization(OptimizationLevel::All)
         .commit_from_file(model)
         .with_context(|| format!("loading {}", model.display()))?;
-    let inputs: Vec<Tensor> = model_inputs(&session.inputs(), &[], dim_default)?
+    let inputs: Vec<Tensor> = model_inputs(&session.inputs(), &[], dims)?
         .into_iter()
         .map(|(_, t)| t)
         .collect();

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use spillway::exec::{TraceEvent, chrome_trace_json};
 use spillway::{Devices, OptimizationLevel, RunOptions, Session, Tensor};
 
-use super::inputs::model_inputs;
+use super::inputs::{DimSizes, model_inputs};
 
 /// The small multi-branch model `spillway run` uses when no model is given
 /// (built by `models/make_small.py`).
@@ -19,8 +19,8 @@ pub(crate) const DEFAULT_MODEL: &[u8] =
 pub struct RunSettings {
     /// Timed runs after one warm-up.
     pub repeat: usize,
-    /// Size of symbolic dims not fixed by an input file.
-    pub dim_default: usize,
+    /// Sizes of symbolic dims not fixed by an input file.
+    pub dims: DimSizes,
     /// `disabled`, `basic` or `all`.
     pub optimization: String,
     /// Where the timed runs' Chrome trace goes.
@@ -31,17 +31,15 @@ pub struct RunSettings {
     pub cuda_streams: Option<usize>,
     /// Where every output goes as `NAME.npy`.
     pub output_dir: Option<PathBuf>,
+    /// Where every input goes as `NAME.npy`.
+    pub save_inputs: Option<PathBuf>,
 }
 
 /// Runs `model` (or the bundled one) as `settings` say, with the inputs `given` (NAME=FILE.npy;
 /// the rest seeded), and prints its outputs and median latency.
 pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> Result<()> {
-    let RunSettings {
-        repeat,
-        dim_default,
-        pause,
-        ..
-    } = *settings;
+    let RunSettings { repeat, pause, .. } = *settings;
+    let dims = &settings.dims;
     let trace = settings.trace.as_deref();
     let level = match settings.optimization.as_str() {
         "disabled" => OptimizationLevel::Disabled,
@@ -57,7 +55,7 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
             None => spillway::onnx::load_bytes(DEFAULT_MODEL.into(), None),
         }?;
         let declared: Vec<_> = graph.inputs.iter().map(|v| graph.value(*v)).collect();
-        for (name, t) in model_inputs(&declared, given, dim_default)? {
+        for (name, t) in model_inputs(&declared, given, dims)? {
             builder = builder.with_profile_shape(&name, t.shape());
         }
         builder = builder.with_devices(Devices::cpu().with_cuda(0, streams));
@@ -82,9 +80,13 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
     {
         say!("placement: {}", report.policy);
     }
-    let inputs = model_inputs(&session.inputs(), given, dim_default)?;
+    let inputs = model_inputs(&session.inputs(), given, dims)?;
     for (name, t) in &inputs {
         say!("input  {name}: {:?} {}", t.shape(), t.dtype());
+    }
+    if let Some(dir) = &settings.save_inputs {
+        crate::commands::outputs::write_tensors(dir, inputs.iter().map(|(n, t)| (n.as_str(), t)))?;
+        say!("inputs written to {}", dir.display());
     }
     let (outputs, mut stats) = session.run_with_stats(inputs.clone())?;
     let mut times = Vec::with_capacity(repeat);

@@ -9,7 +9,7 @@ use spillway::exec::{TraceEvent, chrome_trace_json};
 use spillway::{Placement, RunOptions, Session};
 
 use super::devices::DeviceArgs;
-use super::inputs::model_inputs;
+use super::inputs::{DimSizes, model_inputs};
 
 /// What `spillway schedule` does.
 pub struct ScheduleArgs {
@@ -27,8 +27,8 @@ pub struct ScheduleArgs {
     pub trace: Option<PathBuf>,
     /// Timed runs.
     pub repeat: usize,
-    /// Size of symbolic dimensions.
-    pub dim_default: usize,
+    /// Sizes of symbolic dimensions.
+    pub dims: DimSizes,
 }
 
 /// Runs the command.
@@ -53,7 +53,7 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
         write(path, &report.gantt_svg())?;
         say!("gantt chart written to {}", path.display());
     }
-    let inputs = model_inputs(&session.inputs(), &[], args.dim_default)?;
+    let inputs = model_inputs(&session.inputs(), &[], &args.dims)?;
     // The first run also packs every convolution's weights: warm up before the traced run.
     session.run(inputs.clone()).context("running (warm-up)")?;
     let (_, traced) = session
