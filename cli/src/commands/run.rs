@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use spillway::exec::{TraceEvent, chrome_trace_json};
-use spillway::{Devices, OptimizationLevel, RunOptions, Session, Tensor};
+use spillway::{DType, Devices, OptimizationLevel, RunOptions, Session, Tensor};
 
 use super::inputs::{DimSizes, model_inputs};
 
@@ -167,16 +167,55 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
     Ok(())
 }
 
+/// The first `n` values of `t`, printed as its type reads: floats to 6 decimals, integers
+/// exactly (an int64 beyond 2^53 too), booleans as `true`/`false`.
 fn first_values(t: &Tensor, n: usize) -> String {
-    match t.to_f64_vec() {
-        Ok(v) => {
-            let shown: Vec<String> = v.iter().take(n).map(|x| format!("{x:.6}")).collect();
-            format!(
-                "[{}{}]",
-                shown.join(", "),
-                if v.len() > n { ", …" } else { "" }
-            )
-        }
-        Err(_) => format!("({} elements)", t.len()),
+    let dtype = t.dtype();
+    let values: Option<Vec<String>> = match dtype {
+        DType::I64 => t
+            .view::<i64>()
+            .ok()
+            .map(|a| a.iter().take(n).map(i64::to_string).collect()),
+        DType::U64 => t
+            .view::<u64>()
+            .ok()
+            .map(|a| a.iter().take(n).map(u64::to_string).collect()),
+        DType::Bool => t
+            .view::<bool>()
+            .ok()
+            .map(|a| a.iter().take(n).map(bool::to_string).collect()),
+        _ => t.to_f64_vec().ok().map(|v| {
+            v.iter()
+                .take(n)
+                .map(|x| {
+                    if dtype.is_float() {
+                        format!("{x:.6}")
+                    } else {
+                        format!("{}", *x as i64)
+                    }
+                })
+                .collect()
+        }),
+    };
+    match values {
+        Some(v) => format!("[{}{}]", v.join(", "), if t.len() > n { ", …" } else { "" }),
+        None => format!("({} elements)", t.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_print_as_their_type_reads() {
+        let big = Tensor::from_shape_vec(&[2], vec![(1i64 << 60) + 1, -3]).unwrap();
+        assert_eq!(first_values(&big, 6), "[1152921504606846977, -3]");
+        let flags = Tensor::from_shape_vec(&[3], vec![true, false, true]).unwrap();
+        assert_eq!(first_values(&flags, 2), "[true, false, …]");
+        let small = Tensor::from_shape_vec(&[2], vec![7i32, -1]).unwrap();
+        assert_eq!(first_values(&small, 6), "[7, -1]");
+        let x = Tensor::from_shape_vec(&[1], vec![0.5f32]).unwrap();
+        assert_eq!(first_values(&x, 6), "[0.500000]");
     }
 }
