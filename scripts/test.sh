@@ -5,8 +5,8 @@
 # is printed with per-op counts. The CUDA backend is compiled in (feature `cuda`): on a machine
 # without a GPU its tests check the typed errors and compile every generated kernel with NVRTC.
 # The HiGHS MILP solver is compiled in too (feature `highs`; scripts/system-deps.sh installs
-# cmake and libclang-dev from apt for its build). Last, Miri on the arena code (scripts/miri.sh,
-# which installs nightly's miri component).
+# cmake and libclang-dev from apt for its build). Then a short fuzzing smoke run (fuzz/smoke.sh)
+# and, last, Miri on the arena code (scripts/miri.sh, which installs nightly's miri component).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/system-deps.sh
@@ -24,6 +24,9 @@ if grep -qw avx512f /proc/cpuinfo; then
   SPILLWAY_GEMM=avx2 cargo test --workspace --lib --tests --no-fail-fast \
     --features spillway-tests/cuda,spillway-placement/highs -- blocked packed_gemm winograd
 fi
+# The fuzz targets, 20 s each from the committed corpus (libFuzzer with AddressSanitizer;
+# fuzz/smoke.sh installs cargo-fuzz when missing).
+fuzz/smoke.sh
 scripts/miri.sh
 echo "hardware-dependent tests that skipped their checks: $(sort -u "$SPILLWAY_SKIPPED_LOG" | wc -l)"
 sort -u "$SPILLWAY_SKIPPED_LOG"

@@ -114,7 +114,7 @@ impl GridSample {
     fn tap(&self, i: i64, size: usize, lo: f64, hi: f64) -> Option<usize> {
         match self.padding {
             Padding::Zeros => usize::try_from(i).ok().filter(|&i| i < size),
-            Padding::Border => Some(i.clamp(0, size as i64 - 1) as usize),
+            Padding::Border => (size > 0).then(|| i.clamp(0, size as i64 - 1) as usize),
             Padding::Reflection => {
                 let r = reflect(i as f64, lo, hi) as i64;
                 usize::try_from(r).ok().filter(|&r| r < size)
@@ -197,13 +197,14 @@ impl Kernel for GridSample {
                             let f = x.floor();
                             let t = x - f;
                             taps[d].push((at(f as i64), 1.0 - t));
-                            taps[d].push((at(f as i64 + 1), t));
+                            taps[d].push((at((f as i64).saturating_add(1)), t));
                         }
                         Mode::Cubic => {
                             let f = x.floor();
                             let w = cubic_weights(x - f);
                             for (k, &w) in w.iter().enumerate() {
-                                taps[d].push((at(f as i64 - 1 + k as i64), w));
+                                let i = (f as i64).saturating_sub(1).saturating_add(k as i64);
+                                taps[d].push((at(i), w));
                             }
                         }
                     }
