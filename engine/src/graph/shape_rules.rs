@@ -57,7 +57,8 @@ pub(super) fn padded(
     for (i, &axis) in axes.iter().enumerate() {
         let dim = out.get_mut(axis_index(axis, rank)?)?;
         let grow = match (pads[i].int(), pads[i + axes.len()].int()) {
-            (Some(begin), Some(end)) => begin + end,
+            // Pads from data may be anything: a sum past i64 is no shape.
+            (Some(begin), Some(end)) => begin.checked_add(end)?,
             _ => {
                 *dim = Dim::Unknown;
                 continue;
@@ -67,7 +68,7 @@ pub(super) fn padded(
             continue;
         }
         *dim = match dim.fixed() {
-            Some(d) => Dim::Fixed(usize::try_from(d as i64 + grow).ok()?),
+            Some(d) => Dim::Fixed(usize::try_from((d as i64).checked_add(grow)?).ok()?),
             None => Dim::Unknown,
         };
     }
