@@ -255,8 +255,20 @@ impl Einsum {
         }
         let perm: Vec<usize> = out
             .iter()
-            .map(|l| acc.l.iter().position(|x| x == l).unwrap_or(0))
-            .collect();
+            .map(|l| {
+                acc.l.iter().position(|x| x == l).ok_or_else(|| {
+                    KernelError::Shape(format!("Einsum output label {l:?} is not an input's"))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let mut sorted = perm.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != perm.len() || perm.len() != acc.l.len() {
+            return Err(KernelError::Shape(
+                "Einsum output labels must each appear once and name every kept axis".into(),
+            ));
+        }
         let shape: Vec<usize> = out.iter().map(|l| size[l]).collect();
         let v = acc.a.view().permuted_axes(IxDyn(&perm));
         let v = v
