@@ -24,8 +24,8 @@ if grep -qw avx512f /proc/cpuinfo; then
   SPILLWAY_GEMM=avx2 cargo test --workspace --lib --tests --no-fail-fast \
     --features spillway-tests/cuda,spillway-placement/highs -- blocked packed_gemm winograd
 fi
-# The fuzz targets, 20 s each from the committed corpus (libFuzzer with AddressSanitizer;
-# fuzz/smoke.sh installs cargo-fuzz when missing).
+# The fuzz targets on their committed corpus and a fixed set of mutations (libFuzzer with
+# AddressSanitizer, seed 1; fuzz/smoke.sh installs cargo-fuzz when missing).
 fuzz/smoke.sh
 scripts/miri.sh
 echo "hardware-dependent tests that skipped their checks: $(sort -u "$SPILLWAY_SKIPPED_LOG" | wc -l)"
