@@ -64,22 +64,30 @@ fn colliding_outputs_model(dir: &Path) -> PathBuf {
         output: vec![out.into()],
         ..Default::default()
     };
+    write_model(
+        dir,
+        GraphProto {
+            name: Some("collide".into()),
+            node: vec![node("Relu", "a/b"), node("Neg", "a_b")],
+            input: vec![float_info("x", &[2])],
+            output: vec![float_info("a/b", &[2]), float_info("a_b", &[2])],
+            ..Default::default()
+        },
+    )
+}
+
+/// Writes `graph` as an opset-13 model to `dir/<graph name>.onnx`.
+fn write_model(dir: &Path, graph: GraphProto) -> PathBuf {
+    let path = dir.join(format!("{}.onnx", graph.name.as_deref().unwrap_or("model")));
     let model = ModelProto {
         ir_version: Some(8),
         opset_import: vec![OperatorSetIdProto {
             domain: Some(String::new()),
             version: Some(13),
         }],
-        graph: Some(GraphProto {
-            name: Some("collide".into()),
-            node: vec![node("Relu", "a/b"), node("Neg", "a_b")],
-            input: vec![float_info("x", &[2])],
-            output: vec![float_info("a/b", &[2]), float_info("a_b", &[2])],
-            ..Default::default()
-        }),
+        graph: Some(graph),
         ..Default::default()
     };
-    let path = dir.join("collide.onnx");
     std::fs::write(&path, model.encode_to_vec()).unwrap();
     path
 }
@@ -183,13 +191,9 @@ fn batch_model(dir: &Path) -> PathBuf {
             tensor_shape_proto::dimension::Value::DimParam("batch".into()),
         );
     }
-    let model = ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(13),
-        }],
-        graph: Some(GraphProto {
+    write_model(
+        dir,
+        GraphProto {
             name: Some("batch".into()),
             node: vec![NodeProto {
                 op_type: Some("Relu".into()),
@@ -204,12 +208,8 @@ fn batch_model(dir: &Path) -> PathBuf {
                 ..Default::default()
             }],
             ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let path = dir.join("batch.onnx");
-    std::fs::write(&path, model.encode_to_vec()).unwrap();
-    path
+        },
+    )
 }
 
 #[test]
