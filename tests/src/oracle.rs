@@ -119,6 +119,8 @@ fn to_ort(t: &Tensor) -> Result<DynValue> {
         Tensor::U32(a) => conv!(a),
         Tensor::U64(a) => conv!(a),
         Tensor::Bool(a) => conv!(a),
+        Tensor::F16(a) => conv!(a),
+        Tensor::BF16(a) => conv!(a),
         other => bail!("the oracle does not pass {} inputs", other.dtype()),
     })
 }
@@ -144,6 +146,8 @@ fn from_ort(v: &ort::value::ValueRef<'_>) -> Result<Tensor> {
         TensorElementType::Uint32 => ext!(u32),
         TensorElementType::Uint64 => ext!(u64),
         TensorElementType::Bool => ext!(bool),
+        TensorElementType::Float16 => ext!(half::f16),
+        TensorElementType::Bfloat16 => ext!(half::bf16),
         other => bail!("ORT output of type {other:?} is not handled"),
     })
 }

@@ -178,6 +178,205 @@ fn a_directory_or_an_empty_file_is_named_as_such() {
 }
 
 #[test]
+fn shape_rules_found_by_the_differential_fuzzer_are_checked_at_load() {
+    // Each is a model ORT refuses at load and Spillway ran (`diff_fuzz` seeds in brackets).
+    let case = |opset: i64, build: &dyn Fn(&mut ModelBuilder), expected: &'static str| {
+        let mut m = ModelBuilder::new(1);
+        build(&mut m);
+        (m.to_bytes(opset), expected)
+    };
+    let cases = [
+        // Opset 18: `num_outputs` or the `split` input must say how to split (620, 1609).
+        case(
+            18,
+            &|m| {
+                m.input("x", &[4, 2])
+                    .node("Split", &["x"], &["a", "b"], &[])
+                    .output("a")
+                    .output("b");
+            },
+            "neither the 'split' input nor the 'num_outputs'",
+        ),
+        // Before it, the axis must divide evenly into the outputs (612, 1119).
+        case(
+            13,
+            &|m| {
+                m.input("x", &[5, 2])
+                    .node("Split", &["x"], &["a", "b"], &[])
+                    .output("a")
+                    .output("b");
+            },
+            "does not split evenly into 2 outputs",
+        ),
+        // ArgMin's axis out of range, even when its result is unused (862).
+        case(
+            13,
+            &|m| {
+                m.input("x", &[2, 3])
+                    .node("ArgMin", &["x"], &["unused"], &[("axis", Attr::Int(2))])
+                    .node("Abs", &["x"], &["y"], &[])
+                    .output("y");
+            },
+            "axis 2 is out of range for rank 2",
+        ),
+        // TopK's K is a 1-element list (531).
+        case(
+            13,
+            &|m| {
+                m.input("x", &[2, 3])
+                    .ints("k", &[1, 1])
+                    .node("TopK", &["x", "k"], &["v", "i"], &[])
+                    .output("v");
+            },
+            "K must be a 1-D tensor of one value",
+        ),
+        // Dropout's ratio is a scalar (443, 795, 2246).
+        case(
+            13,
+            &|m| {
+                m.input("x", &[2, 3])
+                    .floats("r", &[2], &[0.1, 0.2])
+                    .node("Dropout", &["x", "r"], &["y"], &[])
+                    .output("y");
+            },
+            "input 1 must be a scalar",
+        ),
+        // Mod of floats must be fmod (C's remainder).
+        case(
+            13,
+            &|m| {
+                m.input("x", &[2])
+                    .node("Mod", &["x", "x"], &["y"], &[])
+                    .output("y");
+            },
+            "fmod must be 1",
+        ),
+        // InstanceNormalization's scale and bias are one value per channel.
+        case(
+            13,
+            &|m| {
+                m.input("x", &[1, 2, 3])
+                    .floats("s", &[1, 2], &[1.0, 1.0])
+                    .floats("b", &[2], &[0.0, 0.0])
+                    .node("InstanceNormalization", &["x", "s", "b"], &["y"], &[])
+                    .output("y");
+            },
+            "scale must be 1-D",
+        ),
+        // Global pooling needs N, C and at least one spatial axis.
+        case(
+            13,
+            &|m| {
+                m.input("x", &[2, 3])
+                    .node("GlobalMaxPool", &["x"], &["y"], &[])
+                    .output("y");
+            },
+            "rank 3 or more",
+        ),
+    ];
+    for (bytes, expected) in cases {
+        for level in LEVELS {
+            match load(&bytes, level) {
+                Err(Error::InvalidNode { rule, .. }) => {
+                    assert!(rule.contains(expected), "'{rule}' should say '{expected}'")
+                }
+                other => panic!("{level:?}: expected InvalidNode ({expected}), got {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn data_the_kernels_cannot_define_is_an_error_at_run_time() {
+    // Integer division by zero (ORT refuses it too: diff_fuzz seeds 550, 808, 1264), a
+    // Dropout ratio outside [0, 1) (343, 1447), global pooling of an empty image (2284).
+    let mut div = ModelBuilder::new(1);
+    div.typed_input("a", 7, &[2])
+        .typed_input("b", 7, &[2])
+        .node("Div", &["a", "b"], &["y"], &[])
+        .output("y");
+    let ints = |v: [i64; 2]| Tensor::from_shape_vec(&[2], v.to_vec()).unwrap();
+    let session = load(&div.to_bytes(13), OptimizationLevel::All).unwrap();
+    let err = assert_typed(
+        session.run(vec![("a", ints([7, 8])), ("b", ints([2, 0]))]),
+        "Div by 0",
+    );
+    assert!(err.to_string().contains("division by zero"), "{err}");
+    let ok = session.run(vec![("a", ints([7, 8])), ("b", ints([2, -3]))]);
+    let y = ok.unwrap().try_into_tensors().unwrap();
+    assert_eq!(
+        y[0].view::<i64>()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect::<Vec<_>>(),
+        [3, -2]
+    );
+
+    let mut dropout = ModelBuilder::new(1);
+    dropout
+        .input("x", &[2])
+        .scalar_input("r", 1)
+        .node("Dropout", &["x", "r"], &["y"], &[])
+        .output("y");
+    let session = load(&dropout.to_bytes(13), OptimizationLevel::All).unwrap();
+    let ratio = |r: f32| Tensor::from_shape_vec(&[], vec![r]).unwrap();
+    let err = assert_typed(
+        session.run(vec![("x", f32_tensor(&[2])), ("r", ratio(1.5))]),
+        "ratio 1.5",
+    );
+    assert!(err.to_string().contains("ratio must be in [0, 1)"), "{err}");
+    assert!(
+        session
+            .run(vec![("x", f32_tensor(&[2])), ("r", ratio(0.25))])
+            .is_ok()
+    );
+
+    let mut pool = ModelBuilder::new(1);
+    pool.input_with_dim_values("x", 1, &[-1, 2, -1])
+        .node("GlobalMaxPool", &["x"], &["y"], &[])
+        .output("y");
+    let session = load(&pool.to_bytes(13), OptimizationLevel::All).unwrap();
+    let err = assert_typed(
+        session.run(vec![("x", f32_tensor(&[2, 2, 0]))]),
+        "empty image",
+    );
+    assert!(err.to_string().contains("empty image"), "{err}");
+}
+
+#[test]
+fn intermediates_too_large_to_plan_are_left_to_run_time() {
+    // Found by the graph_gen fuzzer: the memory planners multiplied declared sizes without
+    // overflow checks. A tensor of 2^93 elements loads (the planners leave it to run time)
+    // and a run of a smaller input still works.
+    let mut m = ModelBuilder::new(1);
+    m.input_with_dim_values("x", 1, &[-1, -1])
+        .ints("shape", &[1 << 31, 1 << 31, 1 << 31])
+        .node("Relu", &["x"], &["r"], &[])
+        .node("Expand", &["r", "shape"], &["e"], &[])
+        .node("Relu", &["e"], &["y"], &[])
+        .output("y");
+    for level in LEVELS {
+        let session = assert_ok_or_typed(load(&m.to_bytes(13), level));
+        if let Some(session) = session {
+            assert_typed(
+                session.run(vec![("x", f32_tensor(&[1, 1]))]),
+                "2^93 elements",
+            );
+        }
+    }
+}
+
+/// The session when `result` is one, `None` for any error but a caught panic.
+fn assert_ok_or_typed<T>(result: Result<T, Error>) -> Option<T> {
+    match result {
+        Err(Error::Panic { context, message }) => panic!("{context} panicked: {message}"),
+        Err(_) => None,
+        Ok(v) => Some(v),
+    }
+}
+
+#[test]
 fn schema_rules_name_the_node() {
     // Too few inputs, a required attribute missing, an attribute of the wrong type, an op
     // used before its opset.

@@ -160,7 +160,6 @@ fn infer_node(
         | "CumSum"
         | "CumProd"
         | "Trilu"
-        | "PRelu"
         | "Celu"
         | "Softsign"
         | "Cos"
@@ -262,8 +261,9 @@ fn infer_node(
         "OneHot" => (dtype_of(2), vec![]),
         "BatchNormalization" => (dtype_of(0), vec![shape_of(0)]),
         // `RMSNormalization`'s scale broadcasts over its input as a `Mul`'s operand does.
+        // `PRelu`'s slope broadcasts both ways, as ONNX's reference and ORT read it.
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Mod" | "Max" | "Min" | "Sum" | "Mean"
-        | "RMSNormalization" => {
+        | "PRelu" | "RMSNormalization" => {
             let shapes: Option<Vec<Shape>> = node
                 .inputs
                 .iter()

@@ -120,6 +120,10 @@ impl ValueKind {
     }
 }
 
+/// The largest tensor the memory planners place ahead of a run (256 TiB: sums and offsets
+/// of a graph's buffers stay far from overflowing).
+pub const PLANNABLE_BYTES: usize = 1 << 48;
+
 /// A value of the graph.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValueInfo {
@@ -173,5 +177,17 @@ impl ValueInfo {
     /// The shape, if every dimension is fixed.
     pub fn fixed_shape(&self) -> Option<Vec<usize>> {
         self.shape.as_ref()?.iter().map(Dim::fixed).collect()
+    }
+
+    /// The bytes of a tensor of fixed shape and known element type, when no larger than
+    /// [`PLANNABLE_BYTES`] (a model may declare any size; larger ones are left to run time,
+    /// where allocating them fails with a resource error).
+    pub fn fixed_bytes(&self) -> Option<usize> {
+        let elements = self
+            .fixed_shape()?
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))?;
+        let bytes = elements.checked_mul(self.dtype?.size_of())?;
+        (bytes <= PLANNABLE_BYTES).then_some(bytes)
     }
 }

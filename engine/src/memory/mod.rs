@@ -43,12 +43,9 @@ pub fn plan(graph: &Graph) -> MemoryPlan {
         if first[index] == usize::MAX || graph.outputs.contains(&id) {
             continue;
         }
-        match (info.fixed_shape(), info.dtype) {
-            (Some(shape), Some(dtype)) => {
-                let bytes = shape.iter().product::<usize>() * dtype.size_of();
-                items.push((id, bytes.div_ceil(ALIGNMENT) * ALIGNMENT));
-            }
-            _ => out.dynamic.push(id),
+        match info.fixed_bytes() {
+            Some(bytes) => items.push((id, bytes.div_ceil(ALIGNMENT) * ALIGNMENT)),
+            None => out.dynamic.push(id),
         }
     }
     items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));

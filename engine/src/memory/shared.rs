@@ -49,10 +49,8 @@ pub fn plan(graph: &Graph) -> SharedBuffers {
             continue;
         }
         let Some(dtype) = info.dtype else { continue };
-        match info.fixed_shape() {
-            Some(shape) => {
-                items.push((id, dtype, shape.iter().product::<usize>() * dtype.size_of()))
-            }
+        match info.fixed_bytes() {
+            Some(bytes) => items.push((id, dtype, bytes)),
             None => pooled[index] = true,
         }
     }

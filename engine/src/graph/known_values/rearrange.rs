@@ -134,7 +134,10 @@ pub(in crate::graph) fn slice_count(start: i64, end: i64, step: i64, dim: usize)
     } else {
         end
     };
-    let count = match step {
+    // In i128: a step near i64's limits overflows the rounding-up in i64.
+    let (first, dim, s) = (i128::from(first), i128::from(dim), i128::from(step));
+    let end = i128::from(end);
+    let count = match s {
         0 => return None,
         _ if dim == 0 => 0,
         s if s > 0 => (end.clamp(0, dim) - first + s - 1) / s,

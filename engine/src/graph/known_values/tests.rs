@@ -19,6 +19,9 @@ fn slice_counts_follow_the_onnx_clamping_rules() {
     assert_eq!(slice_count(0, 4, -1, 6), Some(0));
     assert_eq!(slice_count(-1, -i64::MAX, -1, 0), Some(0));
     assert_eq!(slice_count(0, 1, 0, 3), None, "a zero step is an error");
+    // Steps at i64's limits (rounding up overflowed i64; found by the graph_gen fuzzer).
+    assert_eq!(slice_count(0, 5, i64::MAX, 5), Some(1));
+    assert_eq!(slice_count(4, -i64::MAX, i64::MIN, 5), Some(1));
 }
 
 #[test]

@@ -25,7 +25,92 @@ pub(super) fn check(graph: &Graph) -> Result<()> {
                 let shapes: Vec<_> = (0..node.inputs.len()).map(shape).collect();
                 check_broadcast(node, &shapes)?
             }
+            "ArgMax" | "ArgMin" => check_axis(node, shape(0))?,
+            "GlobalAveragePool" | "GlobalMaxPool" | "GlobalLpPool" => {
+                if let Some(rank) = shape(0).map(<[Dim]>::len)
+                    && rank < 3
+                {
+                    return Err(invalid(
+                        node,
+                        format!("X must have rank 3 or more (N, C, spatial…), it has rank {rank}"),
+                    ));
+                }
+            }
+            "InstanceNormalization" => {
+                for (index, name) in [(1, "scale"), (2, "B")] {
+                    if let Some(rank) = shape(index).map(<[Dim]>::len)
+                        && rank != 1
+                    {
+                        return Err(invalid(
+                            node,
+                            format!(
+                                "{name} must be 1-D (one value per channel), it has rank {rank}"
+                            ),
+                        ));
+                    }
+                }
+            }
+            "Split" => check_split(node, shape(0))?,
+            "Unsqueeze" => check_unsqueeze(graph, node, shape(0))?,
+            "Flatten" => check_flatten(node, shape(0))?,
+            "Slice" if shape(0).is_some_and(<[Dim]>::is_empty) => {
+                return Err(invalid(
+                    node,
+                    "data is a scalar: it has no axes to slice".into(),
+                ));
+            }
+            "ConstantOfShape" => {
+                if let Some(spillway_kernels::AttrValue::Tensor(t)) = node.attrs.get("value")
+                    && !(t.shape().len() == 1 && t.len() == 1)
+                {
+                    return Err(invalid(
+                        node,
+                        format!(
+                            "attribute 'value' must be a 1-D tensor of one element, it has shape {:?}",
+                            t.shape()
+                        ),
+                    ));
+                }
+            }
             _ => {}
+        }
+        if node.op_type == "Mod"
+            && node.attrs.int("fmod", 0).unwrap_or(0) == 0
+            && let Some(dtype) = node
+                .inputs
+                .first()
+                .copied()
+                .flatten()
+                .and_then(|v| graph.value(v).dtype)
+            && dtype.is_float()
+        {
+            return Err(invalid(
+                node,
+                format!("fmod must be 1 for floating-point inputs ({dtype})"),
+            ));
+        }
+        for &index in scalar_inputs(node) {
+            if let Some(rank) = shape(index).map(<[Dim]>::len)
+                && rank != 0
+            {
+                return Err(invalid(
+                    node,
+                    format!("input {index} must be a scalar, it has rank {rank}"),
+                ));
+            }
+        }
+        if node.op_type == "TopK"
+            && node.opset >= 10
+            && let Some(k) = shape(1)
+            && !(k.len() == 1 && k[0].fixed().is_none_or(|n| n == 1))
+        {
+            return Err(invalid(
+                node,
+                format!(
+                    "K must be a 1-D tensor of one value, it has shape {}",
+                    crate::graph::shape_to_string(k)
+                ),
+            ));
         }
         for &index in vector_inputs(node) {
             if let Some(rank) = shape(index).map(<[Dim]>::len)
@@ -47,8 +132,126 @@ fn vector_inputs(node: &Node) -> &'static [usize] {
         "Reshape" | "Expand" | "Tile" => &[1],
         "ConstantOfShape" => &[0],
         "Slice" if node.opset >= 10 => &[1, 2, 3, 4],
+        "ReduceSum" if node.opset >= 13 => &[1],
+        "ReduceMax" | "ReduceMin" | "ReduceMean" | "ReduceProd" | "ReduceL1" | "ReduceL2"
+        | "ReduceLogSum" | "ReduceLogSumExp" | "ReduceSumSquare"
+            if node.opset >= 18 =>
+        {
+            &[1]
+        }
         _ => &[],
     }
+}
+
+/// The inputs an op's definition makes scalars.
+fn scalar_inputs(node: &Node) -> &'static [usize] {
+    match node.op_type.as_str() {
+        "Dropout" if node.opset >= 12 => &[1, 2],
+        _ => &[],
+    }
+}
+
+/// `ArgMax`/`ArgMin`: `axis` lies in `[-rank, rank - 1]`.
+fn check_axis(node: &Node, x: Option<&[Dim]>) -> Result<()> {
+    let Some(rank) = x.map(<[Dim]>::len) else {
+        return Ok(());
+    };
+    let axis = node.attrs.int("axis", 0).unwrap_or(0);
+    let rank = rank as i64;
+    if axis < -rank || axis >= rank.max(1) {
+        return Err(invalid(
+            node,
+            format!("axis {axis} is out of range for rank {rank}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `Unsqueeze`: each axis lies in `[-r, r - 1]` of the output's rank `r`, once.
+fn check_unsqueeze(graph: &Graph, node: &Node, x: Option<&[Dim]>) -> Result<()> {
+    let axes = if node.opset >= 13 {
+        node.inputs
+            .get(1)
+            .copied()
+            .flatten()
+            .and_then(|v| graph.constants.get(&v))
+            .and_then(|t| t.to_i64_vec().ok())
+    } else {
+        node.attrs.ints("axes").ok()
+    };
+    let (Some(x), Some(axes)) = (x, axes) else {
+        return Ok(());
+    };
+    let rank = (x.len() + axes.len()) as i64;
+    let mut seen = vec![false; rank as usize];
+    for &axis in &axes {
+        let a = if axis < 0 { axis + rank } else { axis };
+        if !(0..rank).contains(&a) || std::mem::replace(&mut seen[a as usize], true) {
+            return Err(invalid(
+                node,
+                format!("axes {axes:?} are out of range or repeated for an output of rank {rank}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `Flatten`: `axis` lies in `[0, r]`, from opset 11 in `[-r, r]`.
+fn check_flatten(node: &Node, x: Option<&[Dim]>) -> Result<()> {
+    let Some(rank) = x.map(|x| x.len() as i64) else {
+        return Ok(());
+    };
+    let axis = node.attrs.int("axis", 1).unwrap_or(1);
+    let lowest = if node.opset >= 11 { -rank } else { 0 };
+    if axis < lowest || axis > rank {
+        return Err(invalid(
+            node,
+            format!("axis {axis} is out of range [{lowest}, {rank}] for rank {rank}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `Split` without sizes: from opset 18 `num_outputs` must say how many parts; before it the
+/// axis must divide evenly into the outputs.
+fn check_split(node: &Node, x: Option<&[Dim]>) -> Result<()> {
+    let sizes_given = if node.opset >= 13 {
+        node.inputs.get(1).copied().flatten().is_some()
+    } else {
+        node.attrs.get("split").is_some()
+    };
+    if sizes_given {
+        return Ok(());
+    }
+    if node.opset >= 18 {
+        if node.attrs.get("num_outputs").is_none() {
+            return Err(invalid(
+                node,
+                "neither the 'split' input nor the 'num_outputs' attribute is given".into(),
+            ));
+        }
+        return Ok(());
+    }
+    let Some(x) = x else {
+        return Ok(());
+    };
+    let axis = node.attrs.int("axis", 0).unwrap_or(0);
+    let axis = if axis < 0 {
+        axis + x.len() as i64
+    } else {
+        axis
+    };
+    let parts = node.outputs.len();
+    if let Some(n) = usize::try_from(axis).ok().and_then(|a| fixed(Some(x), a))
+        && parts > 0
+        && n % parts != 0
+    {
+        return Err(invalid(
+            node,
+            format!("axis {axis} of size {n} does not split evenly into {parts} outputs"),
+        ));
+    }
+    Ok(())
 }
 
 fn fixed(shape: Option<&[Dim]>, axis: usize) -> Option<usize> {
@@ -78,6 +281,28 @@ fn check_conv(node: &Node, x: Option<&[Dim]>, w: Option<&[Dim]>, b: Option<&[Dim
                 w.len()
             ),
         ));
+    }
+    if let Some(spatial) = x.or(w).map(|s| s.len().saturating_sub(2)) {
+        for (name, per_axis) in [
+            ("pads", 2),
+            ("strides", 1),
+            ("dilations", 1),
+            ("kernel_shape", 1),
+        ] {
+            if let Ok(values) = node.attrs.ints(name)
+                && node.attrs.get(name).is_some()
+                && values.len() != per_axis * spatial
+            {
+                return Err(invalid(
+                    node,
+                    format!(
+                        "{name} has {} values, {} expected for {spatial} spatial axes",
+                        values.len(),
+                        per_axis * spatial
+                    ),
+                ));
+            }
+        }
     }
     let transposed = node.op_type == "ConvTranspose";
     let (x_c, w_in, w_0) = (

@@ -69,8 +69,12 @@ pub fn arith_tensors(op: ArithOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
             reason: "must be 1 for floating-point inputs".into(),
         });
     }
+    let divides = matches!(op, ArithOp::Div | ArithOp::ModFloor | ArithOp::ModTrunc);
     dispatch_numeric!(a, x => {
         let y = b.view()?;
+        if divides && !a.dtype().is_float() && y.iter().any(|v| *v == Arith::ZERO) {
+            return Err(KernelError::InvalidValue("integer division by zero".into()));
+        }
         Ok(Tensor::from(arith(op, &x.view(), &y)?))
     }, other => Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }))
 }

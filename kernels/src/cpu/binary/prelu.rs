@@ -1,4 +1,5 @@
-//! PRelu: `x < 0 ? slope * x : x`, with `slope` broadcast to the shape of `x`.
+//! PRelu: `x < 0 ? slope * x : x`, `x` and `slope` broadcast together (ONNX says the slope
+//! broadcasts to `x`; its reference implementation and ONNX Runtime accept both ways).
 
 use ndarray::{ArrayD, ArrayViewD};
 
@@ -33,13 +34,6 @@ impl Kernel for PReluKernel {
         }
         let out = dispatch_numeric!(x, a => Tensor::from(prelu(&a.view(), &slope.view()?)?),
             other => return Err(KernelError::UnsupportedDType { index: 0, dtype: other.dtype() }));
-        if out.shape() != x.shape() {
-            return Err(KernelError::Shape(format!(
-                "slope {:?} is not unidirectionally broadcastable to X {:?}",
-                slope.shape(),
-                x.shape()
-            )));
-        }
         Ok(vec![out])
     }
 }

@@ -251,13 +251,28 @@ fn errors_are_typed() {
         run1("Mod", 13, &bad, &[&i, &i]),
         Err(KernelError::BadAttribute { .. })
     ));
-    // PRelu's slope must broadcast to X's shape, not grow it.
-    let x = arange(&[3], 1.0, 0.0);
+    // PRelu's slope may grow X's shape (numpy broadcasting, as ONNX's reference and ORT do).
+    let x = arange(&[3], 1.0, -1.0);
     let slope = arange(&[2, 3], 1.0, 0.0);
-    assert!(matches!(
-        run1("PRelu", 16, &[], &[&x, &slope]),
-        Err(KernelError::Shape(_))
-    ));
+    let out = run1("PRelu", 16, &[], &[&x, &slope]).unwrap();
+    assert_eq!(out.shape(), &[2, 3]);
+    assert_eq!(values::<f32>(&out), [0.0, 0.0, 1.0, -3.0, 0.0, 1.0]);
+    // Integer division and modulo by zero are errors (ORT's too), not a made-up 0.
+    let n = Tensor::from(ndarray::arr1(&[7i64, 8]).into_dyn());
+    let d = Tensor::from(ndarray::arr1(&[2i64, 0]).into_dyn());
+    for (op, attrs) in [
+        ("Div", &[][..]),
+        ("Mod", &[][..]),
+        ("Mod", &[("fmod", AttrValue::Int(1))][..]),
+    ] {
+        assert!(
+            matches!(
+                run1(op, 13, attrs, &[&n, &d]),
+                Err(KernelError::InvalidValue(_))
+            ),
+            "{op} {attrs:?}"
+        );
+    }
     assert!(matches!(
         run_op("Add", 14, &[], &[Some(&a), None]),
         Err(KernelError::Arity(_))

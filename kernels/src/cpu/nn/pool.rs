@@ -530,8 +530,13 @@ impl GlobalPool {
             )));
         }
         let ilen: usize = shape[2..].iter().product();
-        let xs = contiguous::<T>(x)?;
         let planes = shape[0] * shape[1];
+        if shape[0] > 0 && shape[1..].contains(&0) {
+            return Err(KernelError::Shape(format!(
+                "global pooling of an empty image (only N may be 0): X has shape {shape:?}"
+            )));
+        }
+        let xs = contiguous::<T>(x)?;
         let y: Vec<T> = (0..planes)
             .into_par_iter()
             .map(|p| {

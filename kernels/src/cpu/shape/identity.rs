@@ -49,6 +49,16 @@ impl Kernel for Dropout {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
         if self.opset >= 12 {
+            for index in [1, 2] {
+                if let Some(t) = opt_input(inputs, index)
+                    && t.len() != 1
+                {
+                    return Err(KernelError::Shape(format!(
+                        "input {index} must be a scalar, it has shape {:?}",
+                        t.shape()
+                    )));
+                }
+            }
             let training = match opt_input(inputs, 2) {
                 Some(t) => match t {
                     Tensor::Bool(b) => b.iter().next().copied().unwrap_or(false),
@@ -65,6 +75,11 @@ impl Kernel for Dropout {
                 Some(r) => r.to_f64_vec()?.first().copied().unwrap_or(0.5),
                 None => 0.5,
             };
+            if !(0.0..1.0).contains(&ratio) {
+                return Err(KernelError::InvalidValue(format!(
+                    "ratio must be in [0, 1), got {ratio}"
+                )));
+            }
             if training && ratio != 0.0 {
                 return Err(KernelError::InvalidValue(
                     "Dropout in training mode with a non-zero ratio is not supported (inference only)".into(),

@@ -55,15 +55,16 @@ pub(crate) fn reshape_target(
             d => out.push(d as usize),
         }
     }
-    let total: usize = in_shape.iter().product();
+    let product = |dims: &[usize]| dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    let total = product(in_shape).ok_or_else(|| bad("the input's size overflows"))?;
     if let Some(i) = infer {
-        let known: usize = out.iter().product();
+        let known = product(&out).ok_or_else(|| bad("the target's size overflows"))?;
         if known == 0 || !total.is_multiple_of(known) {
             return Err(bad("the -1 dimension cannot be inferred"));
         }
         out[i] = total / known;
     }
-    if out.iter().product::<usize>() != total {
+    if product(&out) != Some(total) {
         return Err(bad("element counts differ"));
     }
     Ok(out)
@@ -124,6 +125,16 @@ impl Kernel for Flatten {
 mod tests {
     use super::*;
     use crate::{AttrValue, Attributes};
+
+    #[test]
+    fn sizes_that_overflow_are_errors() {
+        // Found by the graph_gen fuzzer: the products overflowed (a panic with overflow
+        // checks, a wrapped count without).
+        let big = 1usize << 33;
+        assert!(reshape_target(&[big, big], &[-1], false).is_err());
+        assert!(reshape_target(&[4], &[1 << 33, 1 << 33, -1], false).is_err());
+        assert!(reshape_target(&[4], &[1 << 62, 1 << 62], false).is_err());
+    }
 
     #[test]
     fn reshape_rules() {

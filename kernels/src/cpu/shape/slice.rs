@@ -45,6 +45,11 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 impl Kernel for Slice {
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let x = input(inputs, 0)?;
+        if x.shape().is_empty() {
+            return Err(KernelError::Shape(
+                "data is a scalar: it has no axes to slice".into(),
+            ));
+        }
         let (starts, ends, axes, steps) = match &self.attrs {
             Some((s, e, a)) => (s.clone(), e.clone(), a.clone(), None),
             None => (

@@ -133,8 +133,13 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
         }
         FloatOp::Celu(alpha) => {
             let alpha = F::of(alpha as f64);
+            // Branching keeps NaN (`max`/`min` would drop it).
             unary_map(a, move |&x: &F| {
-                x.max(zero) + (alpha * (x / alpha).exp_m1()).min(zero)
+                if x > zero {
+                    x
+                } else {
+                    alpha * (x / alpha).exp_m1()
+                }
             })
         }
         FloatOp::Softplus => unary_map(a, |&x: &F| {
