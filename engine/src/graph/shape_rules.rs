@@ -217,14 +217,14 @@ pub(super) fn reshape(
         .collect();
     if let Some(pos) = target.iter().position(|t| *t == Element::Int(-1)) {
         let total = input_known
-            .then(|| input.iter().map(Dim::fixed).product::<Option<usize>>())
+            .then(|| checked_product(input.iter().map(Dim::fixed)))
             .flatten();
-        let rest = out
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != pos)
-            .map(|(_, d)| d.fixed())
-            .product::<Option<usize>>();
+        let rest = checked_product(
+            out.iter()
+                .enumerate()
+                .filter(|(i, _)| *i != pos)
+                .map(|(_, d)| d.fixed()),
+        );
         if let (Some(total), Some(rest)) = (total, rest)
             && rest > 0
             && total % rest == 0
@@ -233,6 +233,11 @@ pub(super) fn reshape(
         }
     }
     Some(out)
+}
+
+/// The product of sizes that are all known and whose product fits in `usize`.
+fn checked_product(dims: impl Iterator<Item = Option<usize>>) -> Option<usize> {
+    dims.fold(Some(1usize), |n, d| n?.checked_mul(d?))
 }
 
 /// Output shape of Conv / MaxPool / AveragePool with explicit pads (auto_pad handled for

@@ -3,7 +3,9 @@
 //! `spillway_tests::differential`). Prints each disagreement and saves its model as
 //! `<out>/seed-<seed>.onnx`; exits non-zero when it found any.
 //!
-//!     cargo run --release -p spillway-tests --bin diff_fuzz -- [FIRST_SEED] [COUNT] [OUT_DIR]
+//!     cargo run -p spillway-tests --bin diff_fuzz -- [FIRST_SEED] [COUNT] [OUT_DIR]
+//!
+//! `scripts/diff_fuzz.sh` runs it past the seeds that crash ONNX Runtime itself.
 
 use spillway_tests::differential::{ORT_CRASHES, Outcome, check_seed};
 
@@ -17,6 +19,9 @@ fn main() {
         if ORT_CRASHES.contains(&seed) {
             continue;
         }
+        // Where a crash of ORT itself ended the run (`scripts/diff_fuzz.sh` resumes after it).
+        let _ = std::fs::create_dir_all(&out)
+            .and_then(|()| std::fs::write(out.join("current-seed"), seed.to_string()));
         match check_seed(seed, 1024) {
             Outcome::NoGraph => {}
             Outcome::BothRejected => {

@@ -12,12 +12,28 @@ pub(super) fn check(graph: &Graph) -> Result<()> {
         if !(node.domain.is_empty() || node.domain == "ai.onnx") {
             continue;
         }
-        let shape = |i: usize| -> Option<&[Dim]> {
-            let v = node.inputs.get(i).copied().flatten()?;
-            graph.value(v).shape.as_deref()
-        };
+        // An initializer's shape is its tensor's when its value info declares none.
+        let shapes: Vec<Option<Vec<Dim>>> = node
+            .inputs
+            .iter()
+            .map(|v| {
+                let v = (*v)?;
+                graph.value(v).shape.clone().or_else(|| {
+                    let t = graph.constants.get(&v)?;
+                    Some(t.shape().iter().map(|&d| Dim::Fixed(d)).collect())
+                })
+            })
+            .collect();
+        let shape = |i: usize| -> Option<&[Dim]> { shapes.get(i)?.as_deref() };
         match node.op_type.as_str() {
             "Conv" | "ConvTranspose" => check_conv(node, shape(0), shape(1), shape(2))?,
+            "MaxPool" | "AveragePool" | "LpPool" => check_pool(node, shape(0))?,
+            "Upsample" if node.opset >= 10 => {
+                return Err(invalid(
+                    node,
+                    "Upsample is deprecated from opset 10 (Resize replaces it)".into(),
+                ));
+            }
             "MatMul" | "MatMulInteger" => check_matmul(node, shape(0), shape(1))?,
             "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Mod" | "And" | "Or" | "Xor" | "Equal"
             | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "PRelu" | "Where" | "Max"
@@ -132,7 +148,7 @@ fn vector_inputs(node: &Node) -> &'static [usize] {
         "Reshape" | "Expand" | "Tile" => &[1],
         "ConstantOfShape" => &[0],
         "Slice" if node.opset >= 10 => &[1, 2, 3, 4],
-        "ReduceSum" if node.opset >= 13 => &[1],
+        "ReduceSum" | "Squeeze" if node.opset >= 13 => &[1],
         "ReduceMax" | "ReduceMin" | "ReduceMean" | "ReduceProd" | "ReduceL1" | "ReduceL2"
         | "ReduceLogSum" | "ReduceLogSumExp" | "ReduceSumSquare"
             if node.opset >= 18 =>
@@ -169,6 +185,20 @@ fn check_axis(node: &Node, x: Option<&[Dim]>) -> Result<()> {
 
 /// `Unsqueeze`: each axis lies in `[-r, r - 1]` of the output's rank `r`, once.
 fn check_unsqueeze(graph: &Graph, node: &Node, x: Option<&[Dim]>) -> Result<()> {
+    if node.opset >= 13
+        && let Some(rank) = node
+            .inputs
+            .get(1)
+            .copied()
+            .flatten()
+            .and_then(|v| graph.value(v).shape.as_ref().map(Vec::len))
+        && rank > 1
+    {
+        return Err(invalid(
+            node,
+            format!("axes must be a list of integers, it has rank {rank}"),
+        ));
+    }
     let axes = if node.opset >= 13 {
         node.inputs
             .get(1)
@@ -283,26 +313,7 @@ fn check_conv(node: &Node, x: Option<&[Dim]>, w: Option<&[Dim]>, b: Option<&[Dim
         ));
     }
     if let Some(spatial) = x.or(w).map(|s| s.len().saturating_sub(2)) {
-        for (name, per_axis) in [
-            ("pads", 2),
-            ("strides", 1),
-            ("dilations", 1),
-            ("kernel_shape", 1),
-        ] {
-            if let Ok(values) = node.attrs.ints(name)
-                && node.attrs.get(name).is_some()
-                && values.len() != per_axis * spatial
-            {
-                return Err(invalid(
-                    node,
-                    format!(
-                        "{name} has {} values, {} expected for {spatial} spatial axes",
-                        values.len(),
-                        per_axis * spatial
-                    ),
-                ));
-            }
-        }
+        check_window_lengths(node, spatial)?;
     }
     let transposed = node.op_type == "ConvTranspose";
     let (x_c, w_in, w_0) = (
@@ -336,6 +347,56 @@ fn check_conv(node: &Node, x: Option<&[Dim]>, w: Option<&[Dim]>, b: Option<&[Dim
                 format!("B has {b} values for {m} output channels"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The window attributes of a convolution or pooling have one value per spatial axis (`pads`
+/// two).
+fn check_window_lengths(node: &Node, spatial: usize) -> Result<()> {
+    for (name, per_axis) in [
+        ("pads", 2),
+        ("strides", 1),
+        ("dilations", 1),
+        ("kernel_shape", 1),
+    ] {
+        if node.attrs.get(name).is_some()
+            && let Ok(values) = node.attrs.ints(name)
+            && values.len() != per_axis * spatial
+        {
+            return Err(invalid(
+                node,
+                format!(
+                    "{name} has {} values, {} expected for {spatial} spatial axes",
+                    values.len(),
+                    per_axis * spatial
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Pooling: the window attributes' lengths, and each pad smaller than the window (a window
+/// wholly inside the padding pools nothing).
+fn check_pool(node: &Node, x: Option<&[Dim]>) -> Result<()> {
+    let Ok(kernel) = node.attrs.ints("kernel_shape") else {
+        return Ok(());
+    };
+    check_window_lengths(node, x.map_or(kernel.len(), |x| x.len().saturating_sub(2)))?;
+    if let Ok(pads) = node.attrs.ints("pads")
+        && pads.len() == 2 * kernel.len()
+        && let Some(axis) = (0..pads.len()).find(|&i| pads[i] >= kernel[i % kernel.len()])
+    {
+        return Err(invalid(
+            node,
+            format!(
+                "pad {} of axis {} is not smaller than the window ({})",
+                pads[axis],
+                axis % kernel.len(),
+                kernel[axis % kernel.len()]
+            ),
+        ));
     }
     Ok(())
 }

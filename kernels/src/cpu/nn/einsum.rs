@@ -104,6 +104,20 @@ fn dedup<T: Copy>(a: ArrayD<T>, l: Vec<Label>) -> Result<Operand<T>> {
     if uniq.len() == l.len() {
         return Ok(Operand { a, l });
     }
+    for u in &uniq {
+        let mut sizes = l
+            .iter()
+            .zip(a.shape())
+            .filter(|(x, _)| *x == u)
+            .map(|(_, &d)| d);
+        let first = sizes.next().unwrap_or(0);
+        if sizes.any(|d| d != first) {
+            return Err(KernelError::Shape(format!(
+                "a label repeated in one operand spans axes of different sizes ({:?})",
+                a.shape()
+            )));
+        }
+    }
     let shape: Vec<usize> = uniq
         .iter()
         .map(|u| a.shape()[l.iter().position(|x| x == u).unwrap_or(0)])

@@ -132,7 +132,51 @@ fn not_broadcastable(t: &Tensor, norm: &[usize], what: &str) -> KernelError {
     ))
 }
 
+/// Whether a parameter broadcasts to `shape` (the normalised shape in the usual case).
+fn fits(t: &Tensor, shape: &[usize]) -> bool {
+    t.rank() <= shape.len()
+        && t.shape()
+            .iter()
+            .rev()
+            .zip(shape.iter().rev())
+            .all(|(&p, &n)| p == n || p == 1)
+}
+
 impl LayerNorm {
+    /// `normalize(X) · Scale + B` when `Scale` or `B` has axes before the normalised ones
+    /// (the ONNX function body's `Mul` and `Add` broadcast them, as ONNX Runtime does): each
+    /// must broadcast to `X`'s whole shape, which `Y` keeps.
+    fn parameters_over_x(
+        &self,
+        x: &Tensor,
+        axis: usize,
+        scale: &Tensor,
+        bias: Option<&Tensor>,
+    ) -> Result<Vec<Tensor>> {
+        use crate::cpu::binary::arith::{ArithOp, arith_tensors};
+        for (t, what) in [(Some(scale), "Scale"), (bias, "B")] {
+            if let Some(t) = t
+                && !fits(t, x.shape())
+            {
+                return Err(not_broadcastable(t, x.shape(), what));
+            }
+        }
+        let inner = x.shape()[axis..].iter().product::<usize>();
+        let w = widen(x, 0)?;
+        let ones = vec![1.0; inner];
+        let mut outs = match w {
+            Tensor::F64(_) => self.typed::<f64>(&w, axis, &ones, None)?,
+            _ => self.typed::<f32>(&w, axis, &ones, None)?,
+        };
+        let mut y = narrow(outs[0].clone(), x.dtype())?;
+        y = arith_tensors(ArithOp::Mul, &y, scale)?;
+        if let Some(b) = bias {
+            y = arith_tensors(ArithOp::Add, &y, b)?;
+        }
+        outs[0] = y;
+        Ok(outs)
+    }
+
     fn typed<T: Real>(
         &self,
         x: &Tensor,
@@ -346,6 +390,10 @@ impl Kernel for LayerNorm {
         }
         if self.contrib {
             return self.rms(x, scale);
+        }
+        let bias = opt_input(inputs, 2);
+        if !fits(scale, norm) || bias.is_some_and(|b| !fits(b, norm)) {
+            return self.parameters_over_x(x, axis, scale, bias);
         }
         let inner = norm.iter().product::<usize>();
         if let (Tensor::F32(_), true) = (x, inner > 0) {

@@ -132,11 +132,34 @@ impl WindowAttrs {
         let mut pad_end = vec![0; n];
         let mut out = vec![0; n];
         for i in 0..n {
-            let dk = (kernel[i] - 1) * dilations[i] + 1;
+            if strides[i] == 0 || dilations[i] == 0 {
+                return Err(KernelError::BadAttribute {
+                    name: if strides[i] == 0 {
+                        "strides"
+                    } else {
+                        "dilations"
+                    }
+                    .into(),
+                    reason: format!("must be positive, axis {i} has 0"),
+                });
+            }
+            let dk = kernel[i]
+                .checked_sub(1)
+                .and_then(|k| k.checked_mul(dilations[i]))
+                .and_then(|k| k.checked_add(1))
+                .ok_or_else(|| KernelError::BadAttribute {
+                    name: "kernel_shape".into(),
+                    reason: format!(
+                        "axis {i}: a window of {} with dilation {} is empty or too large",
+                        kernel[i], dilations[i]
+                    ),
+                })?;
             match self.auto_pad {
                 AutoPad::SameUpper | AutoPad::SameLower => {
                     out[i] = input[i].div_ceil(strides[i]);
-                    let total = ((out[i].max(1) - 1) * strides[i] + dk).saturating_sub(input[i]);
+                    let total = ((out[i].max(1) - 1).saturating_mul(strides[i]))
+                        .saturating_add(dk)
+                        .saturating_sub(input[i]);
                     let small = total / 2;
                     if self.auto_pad == AutoPad::SameUpper {
                         (pad_begin[i], pad_end[i]) = (small, total - small);

@@ -133,13 +133,17 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
         }
         FloatOp::Celu(alpha) => {
             let alpha = F::of(alpha as f64);
-            // Branching keeps NaN (`max`/`min` would drop it).
+            // ONNX's `max(0, x) + min(0, alpha · (exp(x / alpha) - 1))` with NaN-propagating
+            // max and min, as numpy's: NaN in gives NaN, and so does alpha = 0.
             unary_map(a, move |&x: &F| {
-                if x > zero {
-                    x
-                } else {
-                    alpha * (x / alpha).exp_m1()
-                }
+                let negative = alpha * (x / alpha).exp_m1();
+                let positive = if x > zero || x.is_nan() { x } else { zero };
+                positive
+                    + if negative < zero || negative.is_nan() {
+                        negative
+                    } else {
+                        zero
+                    }
             })
         }
         FloatOp::Softplus => unary_map(a, |&x: &F| {

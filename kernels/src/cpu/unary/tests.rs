@@ -322,4 +322,8 @@ fn float_activations_keep_nan() {
         assert!(out[0].is_nan(), "{op}(NaN) = {}", out[0]);
         assert!(!out[1].is_nan(), "{op}(-1) = NaN");
     }
+    // alpha = 0 divides by zero: numpy's form gives NaN for every x but -inf … 0.
+    let zero_alpha = [("alpha", AttrValue::Float(0.0))];
+    let out = values::<f32>(&run1("Celu", 12, &zero_alpha, &[&t(&[1], vec![2.0])]).unwrap());
+    assert!(out[0].is_nan(), "Celu(2, alpha 0) = {}", out[0]);
 }
