@@ -54,6 +54,11 @@ pub fn arith<T: Arith>(
     }
 }
 
+/// Whether any element is zero (an integer divisor that ONNX leaves undefined).
+fn has_zero<T: Arith>(a: &ArrayViewD<'_, T>) -> bool {
+    a.iter().any(|v| *v == T::ZERO)
+}
+
 /// `op` on two tensors of the same numeric element type.
 pub fn arith_tensors(op: ArithOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if a.dtype() != b.dtype() {
@@ -72,7 +77,7 @@ pub fn arith_tensors(op: ArithOp, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let divides = matches!(op, ArithOp::Div | ArithOp::ModFloor | ArithOp::ModTrunc);
     dispatch_numeric!(a, x => {
         let y = b.view()?;
-        if divides && !a.dtype().is_float() && y.iter().any(|v| *v == Arith::ZERO) {
+        if divides && !a.dtype().is_float() && has_zero(&y) {
             return Err(KernelError::InvalidValue("integer division by zero".into()));
         }
         Ok(Tensor::from(arith(op, &x.view(), &y)?))
