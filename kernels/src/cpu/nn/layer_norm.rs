@@ -392,6 +392,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         };
         build_rms(&spec).unwrap()
     }

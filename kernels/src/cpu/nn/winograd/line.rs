@@ -15,7 +15,8 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 use super::toom_cook::{OUTPUT, Transform, transform};
-use super::{BLOCK_FLOATS, BLOCK_TILES, LANES, WinogradImage, isa, row_blocks, switch};
+use super::{BLOCK_FLOATS, BLOCK_TILES, LANES, WinogradImage, isa, isa_for, row_blocks};
+use crate::options::{KernelOptions, Winograd};
 #[cfg(target_arch = "x86_64")]
 use crate::cpu::nn::blocked::vector16::{Vector16, Ymm2, Zmm};
 use crate::cpu::nn::epilogue::Epilogue;
@@ -79,27 +80,44 @@ pub fn pays(along: Along, r: usize, (c, m): (usize, usize), [oh, ow]: [usize; 2]
         && 10 * (r + 3) * line.div_ceil(OUTPUT) <= 7 * r * line
 }
 
-/// The window's axis when a 2-D convolution (group 1) runs by F(4, r): where it [`applies`]
-/// and either [`pays`] or `SPILLWAY_WINOGRAD=1`; never with `SPILLWAY_WINOGRAD=0`.
+/// The window's axis when a 2-D convolution (group 1) runs by F(4, r) with `options`: where
+/// it [`applies`], `options` leave an instruction set, and, as [`KernelOptions::winograd`]
+/// says, where it [`pays`] (`Auto`), always (`Always`) or never (`Never`).
 pub fn chooses(
     kernel: [usize; 2],
     strides: [usize; 2],
     dilations: [usize; 2],
     (c, m): (usize, usize),
     out: [usize; 2],
+    options: &KernelOptions,
 ) -> Option<Along> {
+    isa_for(options)?;
     let (along, r) = applies(kernel, strides, dilations, c, m)?;
-    switch()
-        .unwrap_or_else(|| pays(along, r, (c, m), out))
-        .then_some(along)
+    match options.winograd {
+        Winograd::Never => false,
+        Winograd::Always => true,
+        _ => pays(along, r, (c, m), out),
+    }
+    .then_some(along)
 }
 
 /// The filters `w` (`m × c × r`: a 1×r or r×1 window's taps, which lie the same way in
 /// both) transformed and packed: `U_ξ = G g` for each of the `r + 3` products. `None`
 /// without AVX2 or AVX-512, or for an `r` F(4, r) does not take.
 pub fn pack_filters(w: &[f32], m: usize, c: usize, r: usize) -> Option<Vec<PackedA>> {
+    pack_filters_for(w, m, c, r, &KernelOptions::default())
+}
+
+/// [`pack_filters`] for the instruction set `options` choose (`None` where they leave none).
+pub fn pack_filters_for(
+    w: &[f32],
+    m: usize,
+    c: usize,
+    r: usize,
+    options: &KernelOptions,
+) -> Option<Vec<PackedA>> {
     let t = transform(r)?;
-    let isa = isa()?;
+    let isa = isa_for(options)?;
     if w.len() < m * c * r {
         return None;
     }
