@@ -255,11 +255,21 @@ fn knobs_lists_every_environment_variable_with_its_value() {
     assert!(out.status.success(), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     for knob in spillway::knobs::KNOBS {
-        assert!(stdout.contains(knob.name), "{} not in:\n{stdout}", knob.name);
+        assert!(
+            stdout.contains(knob.name),
+            "{} not in:\n{stdout}",
+            knob.name
+        );
         assert!(stdout.contains(knob.description), "{stdout}");
     }
-    assert!(stdout.contains("SPILLWAY_CACHE_DIR = /tmp/spillway-knobs-test"), "{stdout}");
-    assert!(stdout.contains("SPILLWAY_SKIPPED_LOG = (unset)"), "{stdout}");
+    assert!(
+        stdout.contains("SPILLWAY_CACHE_DIR = /tmp/spillway-knobs-test"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("SPILLWAY_SKIPPED_LOG = (unset)"),
+        "{stdout}"
+    );
     // The switches that chose what a session computes are options now.
     for gone in [
         "SPILLWAY_BLOCKED",
@@ -275,14 +285,30 @@ fn knobs_lists_every_environment_variable_with_its_value() {
 #[test]
 fn the_session_option_flags_run_the_bundled_model() {
     let out = spillway()
-        .args(["run", "--repeat", "1", "--gemm", "generic", "--winograd", "never"])
+        .args([
+            "run",
+            "--repeat",
+            "1",
+            "--gemm",
+            "generic",
+            "--winograd",
+            "never",
+        ])
         .args(["--no-blocked", "--no-spin", "--no-four-panels"])
         .output()
         .unwrap();
     assert_no_panic(&out);
     assert!(out.status.success(), "{out:?}");
     let out = spillway()
-        .args(["run", "--repeat", "1", "--gemm", "avx2", "--winograd", "always"])
+        .args([
+            "run",
+            "--repeat",
+            "1",
+            "--gemm",
+            "avx2",
+            "--winograd",
+            "always",
+        ])
         .args(["--pin-threads", "--spin"])
         .output()
         .unwrap();

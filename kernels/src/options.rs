@@ -93,7 +93,9 @@ impl std::str::FromStr for Winograd {
             "auto" => Ok(Winograd::Auto),
             "always" => Ok(Winograd::Always),
             "never" => Ok(Winograd::Never),
-            _ => Err(format!("unknown Winograd choice {s:?} (auto, always, never)")),
+            _ => Err(format!(
+                "unknown Winograd choice {s:?} (auto, always, never)"
+            )),
         }
     }
 }

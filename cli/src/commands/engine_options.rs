@@ -130,12 +130,17 @@ mod tests {
         assert!(!threads.spin && threads.pin);
         // The last of a pair wins.
         assert!(parse(&["--no-spin", "--spin"]).thread_options().spin);
-        assert!(!parse(&["--pin-threads", "--no-pin-threads"]).thread_options().pin);
+        assert!(
+            !parse(&["--pin-threads", "--no-pin-threads"])
+                .thread_options()
+                .pin
+        );
     }
 
     #[test]
     fn unknown_choices_are_refused() {
-        let cli = |args: &[&str]| Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied()));
+        let cli =
+            |args: &[&str]| Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied()));
         assert!(cli(&["--gemm", "sse"]).is_err());
         assert!(cli(&["--winograd", "sometimes"]).is_err());
     }

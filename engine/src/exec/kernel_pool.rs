@@ -388,7 +388,11 @@ mod pinning_tests {
         assert_eq!(unpinned, all, "a default kernel thread's CPUs");
         if all.len() > 1 {
             let pinned = ThreadOptions::default().with_pin(true);
-            assert_eq!(on_kernel_pool(pinned, allowed_cpus).len(), 1, "a pinned thread's CPUs");
+            assert_eq!(
+                on_kernel_pool(pinned, allowed_cpus).len(),
+                1,
+                "a pinned thread's CPUs"
+            );
         }
     }
 }

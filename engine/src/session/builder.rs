@@ -292,7 +292,13 @@ impl SessionBuilder {
         #[cfg(feature = "cuda")]
         if devices.has_cuda() {
             let engine = placing::build_gpu(&self, &mut graph, &devices)?;
-            return Ok(Session::new(graph, engine, devices, self.limits, self.threads));
+            return Ok(Session::new(
+                graph,
+                engine,
+                devices,
+                self.limits,
+                self.threads,
+            ));
         }
         let parallel = devices.specs().len() > 1
             || devices.total_lanes() > 1
@@ -306,7 +312,13 @@ impl SessionBuilder {
                 report: None,
             }
         };
-        Ok(Session::new(graph, engine, devices, self.limits, self.threads))
+        Ok(Session::new(
+            graph,
+            engine,
+            devices,
+            self.limits,
+            self.threads,
+        ))
     }
 }
 

@@ -82,7 +82,9 @@ impl WeightCache {
             // Another run cached first (these weights or others): use ours this time.
             return Some(Cow::Owned(rejected.matrices));
         }
-        self.packed.get().map(|c| Cow::Borrowed(c.matrices.as_slice()))
+        self.packed
+            .get()
+            .map(|c| Cow::Borrowed(c.matrices.as_slice()))
     }
 }
 
@@ -90,7 +92,10 @@ impl WeightCache {
 /// [`crate::options::Choice`].
 pub(crate) fn choice(packed: &WeightCache, winograd: Option<&WeightCache>) -> Option<String> {
     use crate::options::Choice;
-    let choice = match (winograd.and_then(WeightCache::packed_isa), packed.packed_isa()) {
+    let choice = match (
+        winograd.and_then(WeightCache::packed_isa),
+        packed.packed_isa(),
+    ) {
         (Some(isa), _) => Choice::Winograd(isa),
         (None, Some(isa)) => Choice::Packed(isa),
         (None, None) if packed.options().gemm_isa().is_none() => Choice::Generic,

@@ -133,23 +133,22 @@ impl Kernel for BlockedConv {
         );
         let options = self.packed.options();
         let out = [oh, ow];
-        let winograd_filters = winograd::chooses([kh, kw], strides, dilations, (c, m), out, options)
-            .then(|| {
-                self.winograd.get_or_pack(w, true, || {
-                    winograd::pack_filters_for(&ws, m, c, out, options)
+        let winograd_filters =
+            winograd::chooses([kh, kw], strides, dilations, (c, m), out, options)
+                .then(|| {
+                    self.winograd.get_or_pack(w, true, || {
+                        winograd::pack_filters_for(&ws, m, c, out, options)
+                    })
                 })
-            })
-            .flatten();
+                .flatten();
         // A node's window is fixed: its cache holds one kind of transformed filters.
         let line = (blocked_input && self.blocked_output)
             .then(|| line::chooses([kh, kw], strides, dilations, (c, m), out, options))
             .flatten()
             .and_then(|along| {
-                let filters = self
-                    .winograd
-                    .get_or_pack(w, true, || {
-                        line::pack_filters_for(&ws, m, c, kh.max(kw), options)
-                    })?;
+                let filters = self.winograd.get_or_pack(w, true, || {
+                    line::pack_filters_for(&ws, m, c, kh.max(kw), options)
+                })?;
                 Some((filters, along))
             });
         let path = match (winograd_filters, line) {
@@ -157,11 +156,9 @@ impl Kernel for BlockedConv {
             (None, Some((filters, along))) => Path::Line(filters, along),
             (None, None) => {
                 let k = c * kh * kw;
-                let packed = self
-                    .packed
-                    .get_or_pack(w, true, || {
-                        PackedA::with_options(&ws, m, k, options).map(|p| vec![p])
-                    });
+                let packed = self.packed.get_or_pack(w, true, || {
+                    PackedA::with_options(&ws, m, k, options).map(|p| vec![p])
+                });
                 let Some(packed) = packed else {
                     return require_blocked("Conv").and(Err(KernelError::InvalidValue(
                         "the blocked Conv's weights could not be packed".into(),

@@ -7,9 +7,9 @@
 use std::arch::x86_64::*;
 
 use super::position_tile::TileFinish;
-use crate::options::GemmIsa;
 #[cfg(target_arch = "x86_64")]
 use super::position_tile::finish_block;
+use crate::options::GemmIsa;
 
 /// The vector instruction set the packed GEMM runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,9 +5,9 @@ use std::sync::OnceLock;
 
 use super::position_tile::{AVX2_HEIGHT, POSITIONS};
 use super::{Isa, KC, PackedA};
-use crate::cpu::aligned::AlignedFloats;
 #[cfg(doc)]
 use crate::KernelOptions;
+use crate::cpu::aligned::AlignedFloats;
 
 /// Channel panels of `vectors` vectors of `lanes` channels each (a tile's width), the last
 /// one as many whole vectors as the channels left need.

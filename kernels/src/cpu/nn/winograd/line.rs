@@ -16,12 +16,12 @@ use rayon::prelude::*;
 
 use super::toom_cook::{OUTPUT, Transform, transform};
 use super::{BLOCK_FLOATS, BLOCK_TILES, LANES, WinogradImage, isa, isa_for, row_blocks};
-use crate::options::{KernelOptions, Winograd};
 #[cfg(target_arch = "x86_64")]
 use crate::cpu::nn::blocked::vector16::{Vector16, Ymm2, Zmm};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 use crate::cpu::nn::packed_gemm::{Isa, PackedA};
+use crate::options::{KernelOptions, Winograd};
 
 /// The fewest tiles F(4, r) takes. inception_v3's 1×3 and 3×1 convolutions of 384 channels
 /// at 8² (16 tiles) ran 1.04–1.14× the position tiles' time in the model (2 threads), their

@@ -101,7 +101,13 @@ pub fn applies(
 }
 
 /// [`applies`] but for the instruction set.
-fn fits(kernel: [usize; 2], strides: [usize; 2], dilations: [usize; 2], c: usize, m: usize) -> bool {
+fn fits(
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    c: usize,
+    m: usize,
+) -> bool {
     kernel == [3, 3]
         && strides == [1, 1]
         && dilations == [1, 1]
