@@ -92,7 +92,8 @@ pub struct SessionBuilder {
 
 impl SessionBuilder {
     /// How the kernel threads behave: spinning between kernels (default on) and pinning to
-    /// CPUs (default off). See [`ThreadOptions`].
+    /// CPUs (default off). See [`ThreadOptions`]. (A session split between the CPU and a GPU
+    /// runs its CPU segments with the defaults.)
     pub fn with_thread_options(mut self, threads: ThreadOptions) -> Self {
         self.threads = threads;
         self

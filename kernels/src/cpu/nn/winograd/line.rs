@@ -48,6 +48,17 @@ pub fn applies(
     c: usize,
     m: usize,
 ) -> Option<(Along, usize)> {
+    fits(kernel, strides, dilations, c, m).filter(|_| isa().is_some())
+}
+
+/// [`applies`] but for the instruction set.
+fn fits(
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    c: usize,
+    m: usize,
+) -> Option<(Along, usize)> {
     let (along, r) = match kernel {
         [1, r] => (Along::Width, r),
         [r, 1] => (Along::Height, r),
@@ -59,9 +70,8 @@ pub fn applies(
         && c.is_multiple_of(LANES)
         && m.is_multiple_of(LANES)
         && c > 0
-        && m > 0
-        && isa().is_some())
-    .then_some((along, r))
+        && m > 0)
+        .then_some((along, r))
 }
 
 /// Whether F(4, r) beats the position tiles on a convolution that [`applies`]: at least
@@ -92,7 +102,7 @@ pub fn chooses(
     options: &KernelOptions,
 ) -> Option<Along> {
     isa_for(options)?;
-    let (along, r) = applies(kernel, strides, dilations, c, m)?;
+    let (along, r) = fits(kernel, strides, dilations, c, m)?;
     match options.winograd {
         Winograd::Never => false,
         Winograd::Always => true,
