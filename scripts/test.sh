@@ -17,7 +17,8 @@ mkdir -p target && : > "$SPILLWAY_SKIPPED_LOG"
 cargo test --workspace --all-targets --no-fail-fast \
   --features spillway-tests/cuda,spillway-placement/highs -- --nocapture
 # On a CPU with AVX-512 the run above takes it; the blocked kernels' and Winograd's AVX2 paths
-# run again here, with the packed GEMM held to AVX2 (SPILLWAY_GEMM), so that every machine
+# run again here, with the packed GEMM held to AVX2 (the diagnostics knob SPILLWAY_GEMM, which
+# sets what the default GEMM option `auto` means; see `spillway knobs`), so that every machine
 # tests both.
 if grep -qw avx512f /proc/cpuinfo; then
   # Libraries and test targets only: the criterion bench takes one filter, not three.

@@ -21,6 +21,7 @@ use spillway::Session;
 use spillway::profile::ProfileOptions;
 
 use commands::devices::{DeviceArgs, parse_policy};
+use commands::engine_options::EngineArgs;
 use commands::inputs::DimSizes;
 use commands::schedule::ScheduleArgs;
 
@@ -71,6 +72,8 @@ enum Command {
         /// inputs elsewhere.
         #[arg(long, value_name = "DIR")]
         save_inputs: Option<PathBuf>,
+        #[command(flatten)]
+        engine: EngineArgs,
     },
     /// Measure every node on every device and write the cost model (JSON).
     Profile {
@@ -89,6 +92,8 @@ enum Command {
         repeats: usize,
         #[command(flatten)]
         dims: DimSizes,
+        #[command(flatten)]
+        engine: EngineArgs,
     },
     /// Place a model on several devices, draw the schedule, run it, compare prediction and
     /// measurement.
@@ -115,9 +120,14 @@ enum Command {
         repeat: usize,
         #[command(flatten)]
         dims: DimSizes,
+        #[command(flatten)]
+        engine: EngineArgs,
     },
     /// List the operators the CPU supports (markdown).
     Ops,
+    /// List the environment variables Spillway reads (deployment paths and diagnostics), what
+    /// each does and its value here. What a session computes is set by options, not by these.
+    Knobs,
     /// Run a torchvision-style detector on photos; write `<name>.detections.{png,json}`.
     Detect {
         /// JPEG or PNG files.
@@ -132,6 +142,8 @@ enum Command {
         /// Detections scoring below this are dropped.
         #[arg(long, default_value_t = 0.5)]
         score_threshold: f32,
+        #[command(flatten)]
+        engine: EngineArgs,
     },
 }
 
@@ -148,6 +160,7 @@ fn main() -> Result<()> {
             cuda,
             output_dir,
             save_inputs,
+            engine,
         } => commands::run::run(
             model,
             &inputs,
@@ -160,6 +173,7 @@ fn main() -> Result<()> {
                 cuda_streams: cuda,
                 output_dir,
                 save_inputs,
+                engine,
             },
         ),
         Command::Profile {
@@ -169,6 +183,7 @@ fn main() -> Result<()> {
             warmup,
             repeats,
             dims,
+            engine,
         } => commands::profile::profile(
             &model,
             &devices,
@@ -176,9 +191,11 @@ fn main() -> Result<()> {
             ProfileOptions {
                 warmup,
                 repeats: repeats.max(1),
+                thread_options: engine.thread_options(),
                 ..Default::default()
             },
             &dims,
+            &engine,
         ),
         Command::Schedule {
             model,
@@ -189,6 +206,7 @@ fn main() -> Result<()> {
             trace,
             repeat,
             dims,
+            engine,
         } => commands::schedule::schedule(&ScheduleArgs {
             model,
             devices,
@@ -198,14 +216,17 @@ fn main() -> Result<()> {
             trace,
             repeat,
             dims,
+            engine,
         }),
         Command::Detect {
             images,
             model,
             out,
             score_threshold,
+            engine,
         } => {
-            let session = Session::builder()
+            let session = engine
+                .apply(Session::builder())
                 .commit_from_file(&model)
                 .with_context(|| format!("loading {}", model.display()))?;
             for image in &images {
@@ -219,6 +240,10 @@ fn main() -> Result<()> {
                     r.json.display()
                 );
             }
+            Ok(())
+        }
+        Command::Knobs => {
+            commands::engine_options::knobs();
             Ok(())
         }
         Command::Ops => {

@@ -242,3 +242,86 @@ fn a_dimension_no_input_has_is_refused() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn knobs_lists_every_environment_variable_with_its_value() {
+    let out = spillway()
+        .arg("knobs")
+        .env("SPILLWAY_CACHE_DIR", "/tmp/spillway-knobs-test")
+        .env_remove("SPILLWAY_SKIPPED_LOG")
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for knob in spillway::knobs::KNOBS {
+        assert!(
+            stdout.contains(knob.name),
+            "{} not in:\n{stdout}",
+            knob.name
+        );
+        assert!(stdout.contains(knob.description), "{stdout}");
+    }
+    assert!(
+        stdout.contains("SPILLWAY_CACHE_DIR = /tmp/spillway-knobs-test"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("SPILLWAY_SKIPPED_LOG = (unset)"),
+        "{stdout}"
+    );
+    // The switches that chose what a session computes are options now.
+    for gone in [
+        "SPILLWAY_BLOCKED",
+        "SPILLWAY_FOUR",
+        "SPILLWAY_WINOGRAD",
+        "SPILLWAY_SPIN",
+        "SPILLWAY_PIN_THREADS",
+    ] {
+        assert!(!stdout.contains(gone), "{gone} listed:\n{stdout}");
+    }
+}
+
+#[test]
+fn the_session_option_flags_run_the_bundled_model() {
+    let out = spillway()
+        .args([
+            "run",
+            "--repeat",
+            "1",
+            "--gemm",
+            "generic",
+            "--winograd",
+            "never",
+        ])
+        .args(["--no-blocked", "--no-spin", "--no-four-panels"])
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert!(out.status.success(), "{out:?}");
+    let out = spillway()
+        .args([
+            "run",
+            "--repeat",
+            "1",
+            "--gemm",
+            "avx2",
+            "--winograd",
+            "always",
+        ])
+        .args(["--pin-threads", "--spin"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn an_unknown_gemm_or_winograd_choice_is_refused() {
+    let out = spillway().args(["run", "--gemm", "sse2"]).output().unwrap();
+    assert_fails_saying(out, "unknown GEMM instruction set");
+    let out = spillway()
+        .args(["run", "--winograd", "sometimes"])
+        .output()
+        .unwrap();
+    assert_fails_saying(out, "unknown Winograd choice");
+}

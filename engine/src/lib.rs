@@ -28,10 +28,16 @@ pub mod value;
 
 pub use device::{CopyCost, Device, Devices};
 pub use error::{Error, Result};
+pub use exec::kernel_pool::ThreadOptions;
 pub use exec::{RunLimits, RunOptions};
 pub use io::{IntoTensor, SessionOutputs, tensor_from_npy};
-pub use session::{OptimizationLevel, PlacementReport, RunReport, Session, SessionBuilder};
-pub use spillway_kernels::{DType, Tensor};
+pub use session::{
+    ActivationLayout, OptimizationLevel, PlacementReport, RunReport, Session, SessionBuilder,
+};
+/// Every environment variable Spillway reads (deployment paths and diagnostics), in one place.
+pub use spillway_kernels::knobs;
+pub use spillway_kernels::options as kernel_options;
+pub use spillway_kernels::{DType, KernelOptions, Tensor};
 pub use value::{Sequence, Value};
 
 /// Every op type the engine runs in the default (`ai.onnx`) domain, sorted: the CPU kernels,

@@ -16,7 +16,7 @@ use spillway_placement::{Boundness, CostGraph, DeviceKind, Edge, Link, Op, Topol
 
 use crate::device::{Device, Devices};
 use crate::error::{Error, Result};
-use crate::exec::kernel_pool::{kernel_pool, on_kernel_pool, pinned_pool};
+use crate::exec::kernel_pool::{ThreadOptions, kernel_pool, on_kernel_pool, pinned_pool};
 use crate::exec::{SequentialPlan, Work};
 use crate::graph::{Graph, ValueId};
 use crate::value::Value;
@@ -34,6 +34,9 @@ pub struct ProfileOptions {
     pub intra_op_threads: Option<usize>,
     /// Bytes copied between each ordered device pair to fit the link's latency and bandwidth.
     pub copy_sizes: [usize; 3],
+    /// How the kernel threads that time the nodes behave (a session profiling for itself
+    /// passes its own).
+    pub thread_options: ThreadOptions,
 }
 
 impl Default for ProfileOptions {
@@ -43,6 +46,7 @@ impl Default for ProfileOptions {
             repeats: 5,
             intra_op_threads: None,
             copy_sizes: [4 << 10, 256 << 10, 4 << 20],
+            thread_options: ThreadOptions::default(),
         }
     }
 }
@@ -163,13 +167,14 @@ pub fn profile_values(
         k
     };
     let threads = options.threads(devices);
-    let lane_pool = (kernel_pool().is_none_or(|p| p.current_num_threads() != threads))
-        .then(|| pinned_pool(Some(threads), 0, "spillway-profile"))
+    let pin = options.thread_options.pin;
+    let lane_pool = (kernel_pool(pin).is_none_or(|p| p.current_num_threads() != threads))
+        .then(|| pinned_pool(Some(threads), 0, "spillway-profile", pin))
         .transpose()
         .map_err(|e| Error::Internal(format!("cannot start the profiling thread pool: {e}")))?;
     let mut ops = Vec::with_capacity(graph.nodes.len());
     for (i, node) in graph.nodes.iter().enumerate() {
-        let work = Work::build(node)?;
+        let work = Work::build(node, &graph.kernel_options)?;
         let held: Vec<Option<Value>> = node.inputs.iter().map(|v| v.and_then(value)).collect();
         let args: Vec<Option<&Value>> = held.iter().map(Option::as_ref).collect();
         let time_once = || -> Result<f64> {
@@ -193,7 +198,7 @@ pub fn profile_values(
         };
         let samples = match &lane_pool {
             Some(pool) => pool.install(timed),
-            None => on_kernel_pool(timed),
+            None => on_kernel_pool(options.thread_options, timed),
         }?;
         // CPU and Virtual devices run the same kernels on the same cores: one measurement
         // serves every kind present (a device's `speed` scales it in the topology).
@@ -310,11 +315,11 @@ fn fit_line(points: &[(f64, f64)]) -> (f64, f64) {
     ((my - slope * mx).max(0.0), 1.0 / slope)
 }
 
-/// Where profiles are cached: `$SPILLWAY_CACHE_DIR`, else `$HOME/.cache/spillway`.
+/// Where profiles are cached: `$SPILLWAY_CACHE_DIR` ([`crate::knobs::CACHE_DIR`]), else
+/// `$HOME/.cache/spillway`.
 pub fn cache_dir() -> PathBuf {
-    std::env::var_os("SPILLWAY_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/spillway")))
+    crate::knobs::cache_dir()
+        .or_else(|| crate::knobs::home_dir().map(|h| h.join(".cache/spillway")))
         .unwrap_or_else(|| std::env::temp_dir().join("spillway-cache"))
 }
 
@@ -338,5 +343,7 @@ pub fn cache_path(
         .hash(&mut h);
     shapes.hash(&mut h);
     threads.hash(&mut h);
+    // Other kernels time otherwise (another GEMM instruction set, Winograd or not).
+    graph.kernel_options.hash(&mut h);
     cache_dir().join(format!("profile-{:016x}.json", h.finish()))
 }

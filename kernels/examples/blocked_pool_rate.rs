@@ -44,6 +44,7 @@ fn main() {
                 attrs: &attrs,
                 num_inputs: 1,
                 num_outputs: 1,
+                options: Default::default(),
             };
             let kernel = spillway_kernels::cpu::build(&spec).expect("kernel");
             let us = pool.install(|| {

@@ -55,6 +55,7 @@ fn main() {
                 attrs: &attrs,
                 num_inputs: 3,
                 num_outputs: 1,
+                options: Default::default(),
             };
             let kernel = spillway_kernels::cpu::build(&spec).expect("kernel");
             let us = pool.install(|| {

@@ -1,10 +1,10 @@
 //! The [`Kernel`] trait and the [`NodeSpec`] a kernel is built from.
 
 use crate::error::{KernelError, Result};
-use crate::{Attributes, Tensor};
+use crate::{Attributes, KernelOptions, Tensor};
 
 /// What a kernel builder knows about the node it implements. No graph, no names:
-/// just the operator, its version and its attributes.
+/// just the operator, its version and its attributes, and the session's [`KernelOptions`].
 #[derive(Debug, Clone, Copy)]
 pub struct NodeSpec<'a> {
     /// ONNX op type, e.g. `"Conv"`.
@@ -19,6 +19,8 @@ pub struct NodeSpec<'a> {
     pub num_inputs: usize,
     /// How many outputs the node lists.
     pub num_outputs: usize,
+    /// The session's kernel-algorithm choices (GEMM instruction set, Winograd, ...).
+    pub options: KernelOptions,
 }
 
 /// A built operator, ready to run any number of times from any thread.
@@ -28,6 +30,13 @@ pub struct NodeSpec<'a> {
 pub trait Kernel: Send + Sync + std::fmt::Debug {
     /// Computes the outputs from the inputs.
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>>;
+
+    /// The algorithm this kernel's runs so far took, where it has several (for reports and
+    /// tests): see [`crate::options::Choice`]. `None` for kernels with one way to compute,
+    /// and before a run that chose.
+    fn choice(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Returns input `index`, failing when it is absent.

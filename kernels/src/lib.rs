@@ -11,8 +11,10 @@ pub mod cuda;
 pub mod dtype;
 pub mod error;
 pub mod kernel;
+pub mod knobs;
 pub mod limits;
 pub mod low_precision;
+pub mod options;
 pub mod output_buffer;
 pub mod tensor;
 #[cfg(test)]
@@ -24,4 +26,5 @@ pub use attrs::{AttrValue, Attributes};
 pub use dtype::{DType, Element};
 pub use error::KernelError;
 pub use kernel::{Kernel, NodeSpec};
+pub use options::KernelOptions;
 pub use tensor::Tensor;

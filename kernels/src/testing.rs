@@ -12,7 +12,7 @@ pub fn skipped(reason: &str) {
         thread.name().unwrap_or("(unnamed test)")
     );
     println!("{line}");
-    if let Some(path) = std::env::var_os("SPILLWAY_SKIPPED_LOG") {
+    if let Some(path) = crate::knobs::skipped_log() {
         use std::io::Write;
         let file = std::fs::OpenOptions::new()
             .create(true)

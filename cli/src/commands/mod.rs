@@ -1,6 +1,7 @@
 //! The commands of the `spillway` binary.
 
 pub mod devices;
+pub mod engine_options;
 pub mod inputs;
 pub mod outputs;
 pub mod profile;

@@ -8,6 +8,7 @@ use spillway::profile::{self, ProfileOptions};
 use spillway::{OptimizationLevel, Session, Tensor};
 
 use super::devices::DeviceArgs;
+use super::engine_options::EngineArgs;
 use super::inputs::{DimSizes, model_inputs};
 
 /// Profiles `model` on the devices and writes the cost model JSON to `out`.
@@ -17,10 +18,12 @@ pub fn profile(
     out: &Path,
     options: ProfileOptions,
     dims: &DimSizes,
+    engine: &EngineArgs,
 ) -> Result<()> {
     let devices = devices.devices()?;
     // A plain session gives the optimized graph, which is what a multi-device session places.
-    let session = Session::builder()
+    let session = engine
+        .apply(Session::builder())
         .with_optimization(OptimizationLevel::All)
         .commit_from_file(model)
         .with_context(|| format!("loading {}", model.display()))?;

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use spillway::exec::{TraceEvent, chrome_trace_json};
 use spillway::{DType, Devices, OptimizationLevel, RunOptions, Session, Tensor};
 
+use super::engine_options::EngineArgs;
 use super::inputs::{DimSizes, model_inputs};
 
 /// The small multi-branch model `spillway run` uses when no model is given
@@ -33,6 +34,8 @@ pub struct RunSettings {
     pub output_dir: Option<PathBuf>,
     /// Where every input goes as `NAME.npy`.
     pub save_inputs: Option<PathBuf>,
+    /// Threads, layout and kernel algorithms.
+    pub engine: EngineArgs,
 }
 
 /// Runs `model` (or the bundled one) as `settings` say, with the inputs `given` (NAME=FILE.npy;
@@ -47,7 +50,9 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
         "all" => OptimizationLevel::All,
         other => anyhow::bail!("--optimization {other}: expected disabled, basic or all"),
     };
-    let mut builder = Session::builder().with_optimization(level);
+    let mut builder = settings
+        .engine
+        .apply(Session::builder().with_optimization(level));
     if let Some(streams) = settings.cuda_streams {
         // A GPU session is compiled for fixed input shapes: those of the inputs this run makes.
         let graph = match &model {

@@ -9,6 +9,7 @@ use spillway::exec::{TraceEvent, chrome_trace_json};
 use spillway::{Placement, RunOptions, Session};
 
 use super::devices::DeviceArgs;
+use super::engine_options::EngineArgs;
 use super::inputs::{DimSizes, model_inputs};
 
 /// What `spillway schedule` does.
@@ -29,12 +30,16 @@ pub struct ScheduleArgs {
     pub repeat: usize,
     /// Sizes of symbolic dimensions.
     pub dims: DimSizes,
+    /// Threads, layout and kernel algorithms.
+    pub engine: EngineArgs,
 }
 
 /// Runs the command.
 pub fn schedule(args: &ScheduleArgs) -> Result<()> {
     let devices = args.devices.devices()?;
-    let mut builder = Session::builder()
+    let mut builder = args
+        .engine
+        .apply(Session::builder())
         .with_devices(devices.clone())
         .with_placement(args.policy);
     if let Some(path) = &args.cost_model {

@@ -82,6 +82,7 @@ fn multi_device_session(policy: Placement) -> Session {
             intra_op_threads: Some(1),
             // Small copies: Miri interprets every byte.
             copy_sizes: [64, 256, 1024],
+            ..Default::default()
         })
         .commit_graph(branchy_graph())
         .unwrap()

@@ -1,14 +1,16 @@
-//! The thread pool that runs a one-lane CPU session's kernels, one worker pinned to each CPU
-//! the process may use.
+//! The thread pools that run a one-lane CPU session's kernels: one per process with its
+//! workers unpinned, and one with a worker pinned to each CPU the process may use, for the
+//! sessions that ask for pinning ([`ThreadOptions::pin`], off by default: a library does not
+//! pin its host application's threads unasked).
 //!
 //! Unpinned, the kernel threads wander between CPUs whenever they sleep, which on a virtual
 //! machine means each node of a run waits for a cold CPU to wake: in a probe loop, googlenet
 //! with 2 threads took 36 ms per run with a 100 ms pause between runs unpinned and 21–24 ms
 //! pinned (20 ms back to back either way). ONNX Runtime keeps its intra-op threads busy
 //! between nodes instead.
-//! `SPILLWAY_PIN_THREADS=0` leaves the threads unpinned. The pool's size is rayon's default
-//! (`RAYON_NUM_THREADS`, else one thread per CPU). The parallel executor's per-lane pools are
-//! pinned the same way ([`pinned_pool`]), each lane on its own CPUs.
+//! The pools' size is rayon's default (`RAYON_NUM_THREADS`, else one thread per CPU). The
+//! parallel executor's per-lane pools are pinned the same way when asked ([`pinned_pool`]),
+//! each lane on its own CPUs.
 //!
 //! While a run is on the pool ([`on_kernel_pool`]), its other workers wait for work spinning
 //! instead of sleeping ([`with_workers_awake`]). A rayon worker with nothing to do sleeps after
@@ -17,29 +19,79 @@
 //! `Concat`, a padded-image copy). ONNX Runtime's intra-op threads spin the same way. A
 //! worker that finds nothing for a millisecond stops spinning ([`IDLE_SPIN`]: without that
 //! bound, runs from several threads at once could deadlock).
-//! `SPILLWAY_SPIN=0` lets them sleep.
+//! [`ThreadOptions::spin`] off lets them sleep.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// The process-wide kernel pool, built on first use; `None` when it cannot be built (the
-/// caller then runs on rayon's global pool).
-pub fn kernel_pool() -> Option<&'static rayon::ThreadPool> {
-    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
-    POOL.get_or_init(|| pinned_pool(None, 0, "spillway-kernel").ok())
+/// How a session's kernel threads behave.
+///
+/// ```
+/// use spillway::ThreadOptions;
+///
+/// let options = ThreadOptions::default();
+/// assert!(options.spin && !options.pin);
+/// let pinned = options.with_pin(true);
+/// assert!(pinned.pin);
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadOptions {
+    /// While a run is on the kernel pool, its idle workers wait for work spinning instead of
+    /// sleeping (default on; see the [module docs](self)): a kernel after a serial stretch
+    /// starts without waking them, at the cost of CPU time burnt between kernels.
+    pub spin: bool,
+    /// Each kernel thread is pinned to its own CPU (default off). Faster on virtual machines
+    /// that wake cold CPUs slowly, but it ties the host application's CPUs up: ask for it.
+    pub pin: bool,
+}
+
+impl Default for ThreadOptions {
+    fn default() -> Self {
+        ThreadOptions {
+            spin: true,
+            pin: false,
+        }
+    }
+}
+
+impl ThreadOptions {
+    /// Sets [`ThreadOptions::spin`].
+    pub fn with_spin(mut self, spin: bool) -> Self {
+        self.spin = spin;
+        self
+    }
+
+    /// Sets [`ThreadOptions::pin`].
+    pub fn with_pin(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+}
+
+/// The process-wide kernel pool, its workers pinned or not, built on first use; `None` when it
+/// cannot be built (the caller then runs on rayon's global pool).
+pub fn kernel_pool(pin: bool) -> Option<&'static rayon::ThreadPool> {
+    static PINNED: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    static UNPINNED: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    let pool = match pin {
+        true => &PINNED,
+        false => &UNPINNED,
+    };
+    pool.get_or_init(|| pinned_pool(None, 0, "spillway-kernel", pin).ok())
         .as_ref()
 }
 
 /// A pool of `threads` workers (rayon's default count when `None`), named `name-i`, worker
-/// `i` pinned to the `(first + i)`-th CPU this process may use (cycling through them), unless
-/// `SPILLWAY_PIN_THREADS=0`. The parallel executor gives each lane its own CPUs this way.
+/// `i` pinned to the `(first + i)`-th CPU this process may use (cycling through them) when
+/// `pin`. The parallel executor gives each lane its own CPUs this way.
 pub fn pinned_pool(
     threads: Option<usize>,
     first: usize,
     name: &'static str,
+    pin: bool,
 ) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
-    let pin = std::env::var("SPILLWAY_PIN_THREADS").map_or(true, |v| v != "0");
     let cpus = if pin { allowed_cpus() } else { Vec::new() };
     let mut builder = rayon::ThreadPoolBuilder::new()
         .thread_name(move |i| format!("{name}-{i}"))
@@ -54,25 +106,24 @@ pub fn pinned_pool(
     builder.build()
 }
 
-/// Runs `op` on a worker of the kernel pool (the caller waits), so that every kernel's
-/// parallel loops start inside the pool instead of handing work over from outside it; the
-/// pool's other workers stay awake meanwhile ([`with_workers_awake`]).
-pub fn on_kernel_pool<R: Send>(op: impl FnOnce() -> R + Send) -> R {
-    match kernel_pool() {
-        Some(pool) => pool.install(|| with_workers_awake(op)),
-        None => rayon::scope(|_| op()),
+/// Runs `op` on a worker of the kernel pool `threads` ask for (pinned or not; the caller
+/// waits), so that every kernel's parallel loops start inside the pool instead of handing work
+/// over from outside it; with [`ThreadOptions::spin`], the pool's other workers stay awake
+/// meanwhile ([`with_workers_awake`]).
+pub fn on_kernel_pool<R: Send>(threads: ThreadOptions, op: impl FnOnce() -> R + Send) -> R {
+    match (kernel_pool(threads.pin), threads.spin) {
+        (Some(pool), true) => pool.install(|| with_workers_awake(op)),
+        (Some(pool), false) => pool.install(op),
+        (None, _) => rayon::scope(|_| op()),
     }
 }
 
 /// Runs `op` on this rayon worker while the other workers of its pool look for work without
 /// pause (taking any the run offers, as rayon's idle loop does) instead of going to sleep,
-/// until `op` returns or unwinds. Outside a pool, with one thread, or with `SPILLWAY_SPIN=0`,
-/// just runs `op`.
+/// until `op` returns or unwinds. Outside a pool or with one thread, just runs `op`.
 pub fn with_workers_awake<R>(op: impl FnOnce() -> R) -> R {
-    static SPIN: OnceLock<bool> = OnceLock::new();
-    let spin = *SPIN.get_or_init(|| std::env::var("SPILLWAY_SPIN").map_or(true, |v| v != "0"));
     let owner = rayon::current_thread_index();
-    let Some(owner) = owner.filter(|_| spin && rayon::current_num_threads() > 1) else {
+    let Some(owner) = owner.filter(|_| rayon::current_num_threads() > 1) else {
         return op();
     };
     /// Ends the spinning when `op` returns and when it unwinds.
@@ -321,5 +372,27 @@ mod tests {
                 .unwrap(),
             7
         );
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod pinning_tests {
+    use super::{ThreadOptions, allowed_cpus, on_kernel_pool};
+
+    /// A kernel thread runs on every CPU the process may use unless pinning is asked for.
+    #[test]
+    fn kernel_threads_are_pinned_only_when_asked() {
+        assert!(!ThreadOptions::default().pin);
+        let all = allowed_cpus();
+        let unpinned = on_kernel_pool(ThreadOptions::default(), allowed_cpus);
+        assert_eq!(unpinned, all, "a default kernel thread's CPUs");
+        if all.len() > 1 {
+            let pinned = ThreadOptions::default().with_pin(true);
+            assert_eq!(
+                on_kernel_pool(pinned, allowed_cpus).len(),
+                1,
+                "a pinned thread's CPUs"
+            );
+        }
     }
 }

@@ -21,6 +21,6 @@ pub use kernel_pool::with_workers_awake;
 pub use limits::RunLimits;
 pub use parallel::{ParallelExecutor, RunOptions};
 pub use queue::QueueKind;
-pub use sequential::{RunStats, SequentialPlan, SequentialRun, build_kernel};
+pub use sequential::{RunStats, SequentialPlan, SequentialRun, build_kernel, build_kernel_with};
 pub use trace::{TraceEvent, chrome_trace_json};
 pub use work::Work;

@@ -101,24 +101,26 @@ impl std::fmt::Debug for ParallelExecutor {
 }
 
 impl ParallelExecutor {
-    /// Starts one worker per lane. `intra_op_threads` sizes each compute lane's kernel pool.
+    /// Starts one worker per lane. `intra_op_threads` sizes each compute lane's kernel pool,
+    /// whose threads are pinned to the lane's own CPUs when `pin`.
     pub fn start(
         plan: ExecutionPlan,
         devices: usize,
         intra_op_threads: usize,
         queue: QueueKind,
+        pin: bool,
     ) -> Result<Self> {
         let lanes = plan.lanes.len();
         let mut pools = Vec::with_capacity(lanes);
         let threads = intra_op_threads.max(1);
-        // Compute lane `c`'s threads are pinned to CPUs `c·threads..(c + 1)·threads`.
+        // Compute lane `c`'s threads are pinned (when `pin`) to CPUs `c·threads..(c + 1)·threads`.
         let mut first_cpu = 0;
         for lane in &plan.lanes {
             pools.push(if lane.copy_engine {
                 None
             } else {
                 let pool =
-                    pinned_pool(Some(threads), first_cpu, "spillway-intra").map_err(|e| {
+                    pinned_pool(Some(threads), first_cpu, "spillway-intra", pin).map_err(|e| {
                         Error::Internal(format!("cannot start a kernel thread pool: {e}"))
                     })?;
                 first_cpu += threads;

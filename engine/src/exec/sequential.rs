@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use spillway_kernels::buffer_pool::Pool;
 use spillway_kernels::output_buffer::{self, Buffer};
-use spillway_kernels::{Kernel, KernelError};
+use spillway_kernels::{Kernel, KernelError, KernelOptions};
 
 use super::{RunOptions, TraceEvent, Work};
 use crate::error::{Error, Result};
@@ -166,9 +166,16 @@ pub struct RunStats {
     pub pool_bytes: usize,
 }
 
-/// Builds the CPU kernel for a node, wrapping any error with the node's context.
+/// Builds the CPU kernel for a node with the default [`KernelOptions`], wrapping any error
+/// with the node's context.
 pub fn build_kernel(node: &Node) -> Result<Box<dyn Kernel>> {
-    let spec = node.spec();
+    build_kernel_with(node, &KernelOptions::default())
+}
+
+/// Builds the CPU kernel for a node as `options` say, wrapping any error with the node's
+/// context.
+pub fn build_kernel_with(node: &Node, options: &KernelOptions) -> Result<Box<dyn Kernel>> {
+    let spec = node.spec_with(*options);
     spillway_kernels::cpu::build(&spec).map_err(|cause| Error::Unsupported {
         node: node.name.clone(),
         op_type: node.op_type.clone(),
@@ -208,7 +215,7 @@ impl SequentialPlan {
             steps.push(Step {
                 name: node.name.clone(),
                 op_type: node.op_type.clone(),
-                work: Work::build(node)?,
+                work: Work::build(node, &graph.kernel_options)?,
                 declared_inputs: node.declared_inputs,
                 inputs: node.inputs.clone(),
                 outputs: node.outputs.clone(),
@@ -268,6 +275,16 @@ impl SequentialPlan {
         shapes
             .and_then(|shapes| layouts.layout_for(shapes))
             .unwrap_or_else(|| self.layout.clone())
+    }
+
+    /// `(node name, choice)` for each node whose kernel has chosen among its algorithms on
+    /// the runs so far ([`spillway_kernels::Kernel::choice`]: `winograd-avx512`, `generic`,
+    /// ...).
+    pub fn kernel_choices(&self) -> Vec<(String, String)> {
+        self.steps
+            .iter()
+            .filter_map(|s| s.work.choice().map(|c| (s.name.clone(), c)))
+            .collect()
     }
 
     /// Runs the plan on inputs already validated by the session; returns the graph outputs in order.

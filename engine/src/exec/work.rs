@@ -2,9 +2,9 @@
 //! operator on sequences and optionals.
 
 use smallvec::SmallVec;
-use spillway_kernels::{Kernel, KernelError, Tensor};
+use spillway_kernels::{Kernel, KernelError, KernelOptions, Tensor};
 
-use super::build_kernel;
+use super::build_kernel_with;
 use super::control_flow::ControlFlow;
 use super::value_ops::ValueOp;
 use crate::error::Result;
@@ -25,15 +25,25 @@ pub enum Work {
 }
 
 impl Work {
-    /// Builds the node's work, or fails naming the node.
-    pub fn build(node: &Node) -> Result<Work> {
+    /// Builds the node's work, its CPU kernel as `options` say (the graph's
+    /// [`Graph::kernel_options`](crate::graph::Graph::kernel_options)), or fails naming the node.
+    pub fn build(node: &Node, options: &KernelOptions) -> Result<Work> {
         if let Some(cf) = ControlFlow::compile(node)? {
             return Ok(Work::ControlFlow(cf));
         }
         if let Some(op) = ValueOp::compile(node)? {
             return Ok(Work::Value(op));
         }
-        Ok(Work::Kernel(build_kernel(node)?))
+        Ok(Work::Kernel(build_kernel_with(node, options)?))
+    }
+
+    /// What the node's kernel chose on its runs so far ([`Kernel::choice`]); `None` for other
+    /// work.
+    pub fn choice(&self) -> Option<String> {
+        match self {
+            Work::Kernel(kernel) => kernel.choice(),
+            _ => None,
+        }
     }
 
     /// Runs on `args` (declared inputs, then captures). The outer error is an engine error

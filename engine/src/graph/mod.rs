@@ -13,7 +13,7 @@ mod value_kinds;
 
 use std::collections::HashMap;
 
-use spillway_kernels::Tensor;
+use spillway_kernels::{KernelOptions, Tensor};
 
 pub use ids::{NodeId, ValueId};
 pub use node::{Node, Subgraph};
@@ -36,9 +36,22 @@ pub struct Graph {
     pub outputs: Vec<ValueId>,
     /// Values known before running (initializers, folded constants).
     pub constants: HashMap<ValueId, Tensor>,
+    /// The kernel-algorithm choices the graph's CPU kernels are built with (the session's;
+    /// see [`Graph::set_kernel_options`]).
+    pub kernel_options: KernelOptions,
 }
 
 impl Graph {
+    /// Sets the options the CPU kernels of this graph and of every subgraph are built with.
+    pub fn set_kernel_options(&mut self, options: KernelOptions) {
+        self.kernel_options = options;
+        for node in &mut self.nodes {
+            for sub in &mut node.subgraphs {
+                sub.graph.set_kernel_options(options);
+            }
+        }
+    }
+
     /// Adds a value and returns its id.
     pub fn add_value(&mut self, info: ValueInfo) -> ValueId {
         self.values.push(info);

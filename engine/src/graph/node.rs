@@ -1,6 +1,6 @@
 //! A node of the graph: one operator application.
 
-use spillway_kernels::{Attributes, NodeSpec};
+use spillway_kernels::{Attributes, KernelOptions, NodeSpec};
 
 use super::{Graph, ValueId, ValueType};
 
@@ -56,8 +56,13 @@ impl Node {
     }
 
     /// What a kernel builder sees of this node: op, opset, attributes, and the declared inputs
-    /// and outputs.
+    /// and outputs, with the default [`KernelOptions`].
     pub fn spec(&self) -> NodeSpec<'_> {
+        self.spec_with(KernelOptions::default())
+    }
+
+    /// [`Node::spec`] with the kernel options `options` (the graph's).
+    pub fn spec_with(&self, options: KernelOptions) -> NodeSpec<'_> {
         NodeSpec {
             op_type: &self.op_type,
             domain: &self.domain,
@@ -65,6 +70,7 @@ impl Node {
             attrs: &self.attrs,
             num_inputs: self.declared_inputs,
             num_outputs: self.outputs.len(),
+            options,
         }
     }
 }

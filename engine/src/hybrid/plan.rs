@@ -18,7 +18,7 @@ use super::segments::{Segment, Side};
 use super::shape_cache::ShapeStats;
 use crate::error::{Error, Result};
 use crate::exec::SequentialPlan;
-use crate::exec::kernel_pool::on_kernel_pool;
+use crate::exec::kernel_pool::{ThreadOptions, on_kernel_pool};
 use crate::graph::{Graph, ValueId};
 use crate::value::Value;
 
@@ -62,28 +62,37 @@ pub trait SegmentWork: Send + Sync + std::fmt::Debug {
 pub struct HostSegment {
     plan: SequentialPlan,
     inputs: Vec<ValueId>,
+    threads: ThreadOptions,
 }
 
 impl HostSegment {
-    /// Compiles the graph of one segment (see [`super::segment_graph`]).
+    /// Compiles the graph of one segment (see [`super::segment_graph`]), its kernels run with
+    /// the default [`ThreadOptions`].
     pub fn compile(graph: &Graph) -> Result<HostSegment> {
         Ok(HostSegment {
             plan: SequentialPlan::compile(graph)?,
             inputs: graph.inputs.clone(),
+            threads: ThreadOptions::default(),
         })
+    }
+
+    /// Runs the segment's kernels with `threads` instead.
+    pub fn with_thread_options(mut self, threads: ThreadOptions) -> Self {
+        self.threads = threads;
+        self
     }
 
     /// Runs on the segment's inputs keeping every value, indexed by value id.
     pub fn run_keeping_values(&self, inputs: Vec<Value>) -> Result<Vec<Option<Value>>> {
         let bound = self.inputs.iter().copied().zip(inputs).collect();
-        on_kernel_pool(|| self.plan.run_keeping_values(bound))
+        on_kernel_pool(self.threads, || self.plan.run_keeping_values(bound))
     }
 }
 
 impl SegmentWork for HostSegment {
     fn run(&self, inputs: Vec<Value>) -> Result<Vec<Value>> {
         let bound = self.inputs.iter().copied().zip(inputs).collect();
-        on_kernel_pool(|| self.plan.run(bound)).map(|(outputs, _)| outputs)
+        on_kernel_pool(self.threads, || self.plan.run(bound)).map(|(outputs, _)| outputs)
     }
 }
 

@@ -115,6 +115,7 @@ pub fn segment_graph(graph: &Graph, segment: &Segment) -> Graph {
         inputs: segment.inputs.clone(),
         outputs: segment.outputs.clone(),
         constants,
+        kernel_options: graph.kernel_options,
     }
 }
 

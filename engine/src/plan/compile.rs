@@ -101,7 +101,7 @@ pub fn compile(graph: &Graph, schedule: &Schedule, devices: &Devices) -> Result<
             op_type: node.op_type.clone(),
             kind: TaskKind::Node {
                 node: i,
-                work: Work::build(node)?,
+                work: Work::build(node, &graph.kernel_options)?,
                 inputs,
                 declared_inputs: node.declared_inputs,
                 outputs,

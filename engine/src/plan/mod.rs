@@ -139,6 +139,18 @@ pub struct ExecutionPlan {
 }
 
 impl ExecutionPlan {
+    /// `(task name, choice)` for each node task whose kernel has chosen among its algorithms
+    /// on the runs so far ([`spillway_kernels::Kernel::choice`]).
+    pub fn kernel_choices(&self) -> Vec<(String, String)> {
+        self.tasks
+            .iter()
+            .filter_map(|t| match &t.kind {
+                TaskKind::Node { work, .. } => work.choice().map(|c| (t.name.clone(), c)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Tasks per lane, in their launch order.
     pub fn lane_tasks(&self) -> Vec<Vec<TaskId>> {
         let mut out = vec![Vec::new(); self.lanes.len()];

@@ -2,12 +2,14 @@
 
 use std::path::{Path, PathBuf};
 
+use spillway_kernels::KernelOptions;
 use spillway_placement::{Options, Policy};
 
 use super::Session;
 use super::placing::{self, Engine};
 use crate::device::Devices;
 use crate::error::{Error, Result};
+use crate::exec::kernel_pool::ThreadOptions;
 use crate::exec::{QueueKind, SequentialPlan};
 use crate::graph::{Graph, passes};
 use crate::profile::ProfileOptions;
@@ -26,7 +28,48 @@ pub enum OptimizationLevel {
     All,
 }
 
+/// How activations are laid out between the CPU kernels.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ActivationLayout {
+    /// Blocks of 16 channels (NCHW16c) where the optimizer finds a chain of convolutions and
+    /// pools that runs faster that way, planes elsewhere (default, at
+    /// [`OptimizationLevel::All`], on a CPU with AVX2 or AVX-512 and a packed GEMM the
+    /// [`KernelOptions`] leave).
+    #[default]
+    Blocked,
+    /// Planes (NCHW) everywhere: the blocked layout pass does not run.
+    Planar,
+}
+
 /// Configures and creates a [`Session`].
+///
+/// Everything that changes what a session computes is an option here, not an environment
+/// variable: two sessions in one process may differ. Besides devices, placement and
+/// optimization:
+///
+/// - [`SessionBuilder::with_thread_options`] (or [`with_spinning`](Self::with_spinning),
+///   [`with_thread_pinning`](Self::with_thread_pinning)): whether kernel threads spin between
+///   kernels (default on) and are pinned to CPUs (default off);
+/// - [`SessionBuilder::with_layout`]: the blocked (NCHW16c) layout, or planes only;
+/// - [`SessionBuilder::with_kernel_options`]: kernel-algorithm overrides, the packed GEMM's
+///   instruction set, panels of four vectors, Winograd never / always / where it pays.
+///
+/// ```no_run
+/// use spillway::{ActivationLayout, KernelOptions, Session};
+/// use spillway::kernel_options::{GemmIsa, Winograd};
+///
+/// let session = Session::builder()
+///     .with_layout(ActivationLayout::Planar)
+///     .with_kernel_options(
+///         KernelOptions::default()
+///             .with_gemm(GemmIsa::Avx2)
+///             .with_winograd(Winograd::Never),
+///     )
+///     .with_thread_pinning(true)
+///     .commit_from_file("model.onnx")?;
+/// # Ok::<(), spillway::Error>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct SessionBuilder {
     pub(super) optimization: OptimizationLevel,
@@ -42,9 +85,48 @@ pub struct SessionBuilder {
     pub(super) use_profile_cache: bool,
     pub(super) tf32: bool,
     pub(super) limits: crate::exec::RunLimits,
+    pub(super) threads: ThreadOptions,
+    pub(super) layout: ActivationLayout,
+    pub(super) kernel_options: KernelOptions,
 }
 
 impl SessionBuilder {
+    /// How the kernel threads behave: spinning between kernels (default on) and pinning to
+    /// CPUs (default off). See [`ThreadOptions`]. (A session split between the CPU and a GPU
+    /// runs its CPU segments with the defaults.)
+    pub fn with_thread_options(mut self, threads: ThreadOptions) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Whether the kernel threads wait for work spinning instead of sleeping while a run is
+    /// on them (default on; [`ThreadOptions::spin`]).
+    pub fn with_spinning(mut self, spin: bool) -> Self {
+        self.threads.spin = spin;
+        self
+    }
+
+    /// Whether each kernel thread is pinned to its own CPU (default off: a library does not
+    /// pin its host's threads unasked; [`ThreadOptions::pin`]).
+    pub fn with_thread_pinning(mut self, pin: bool) -> Self {
+        self.threads.pin = pin;
+        self
+    }
+
+    /// How activations are laid out between the CPU kernels (default
+    /// [`ActivationLayout::Blocked`]).
+    pub fn with_layout(mut self, layout: ActivationLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The kernel-algorithm choices of the session's CPU kernels (default
+    /// [`KernelOptions::default`], the measured best). See [`KernelOptions`].
+    pub fn with_kernel_options(mut self, options: KernelOptions) -> Self {
+        self.kernel_options = options;
+        self
+    }
+
     /// Lets cuBLAS and cuDNN use TF32 tensor cores for `float` on a GPU (faster, about 1e-3
     /// relative error). Off by default, so GPU outputs match the CPU's.
     pub fn with_tf32(mut self, tf32: bool) -> Self {
@@ -196,15 +278,28 @@ impl SessionBuilder {
             OptimizationLevel::All if devices.has_cuda() => Some(passes::Level::Basic),
             OptimizationLevel::All => Some(passes::Level::Extended),
         };
+        graph.set_kernel_options(self.kernel_options);
         if let Some(level) = level {
             let _span = tracing::info_span!("optimize", ?level).entered();
             let limits = Some(self.limits.start());
-            crate::exec::limits::scoped(limits, || passes::optimize(&mut graph, level))?;
+            let passes = passes::PassOptions::default()
+                .with_blocked_layout(self.layout == ActivationLayout::Blocked);
+            crate::exec::limits::scoped(limits, || {
+                passes::optimize_with(&mut graph, level, &passes)
+            })?;
+            // Passes may add subgraphs' nodes: every graph builds with the session's options.
+            graph.set_kernel_options(self.kernel_options);
         }
         #[cfg(feature = "cuda")]
         if devices.has_cuda() {
             let engine = placing::build_gpu(&self, &mut graph, &devices)?;
-            return Ok(Session::new(graph, engine, devices, self.limits));
+            return Ok(Session::new(
+                graph,
+                engine,
+                devices,
+                self.limits,
+                self.threads,
+            ));
         }
         let parallel = devices.specs().len() > 1
             || devices.total_lanes() > 1
@@ -218,7 +313,13 @@ impl SessionBuilder {
                 report: None,
             }
         };
-        Ok(Session::new(graph, engine, devices, self.limits))
+        Ok(Session::new(
+            graph,
+            engine,
+            devices,
+            self.limits,
+            self.threads,
+        ))
     }
 }
 

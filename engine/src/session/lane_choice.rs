@@ -18,7 +18,7 @@ use super::placing::{Engine, measure};
 use super::report::PlacementReport;
 use crate::device::{Device, Devices};
 use crate::error::{Error, Result};
-use crate::exec::kernel_pool::on_kernel_pool;
+use crate::exec::kernel_pool::{ThreadOptions, on_kernel_pool};
 use crate::exec::{ParallelExecutor, RunOptions, SequentialPlan};
 use crate::graph::Graph;
 use crate::profile::{CostModel, median_us};
@@ -145,11 +145,12 @@ impl Race {
         lanes: &ParallelExecutor,
         graph: &Graph,
         inputs: &[Value],
+        threads: ThreadOptions,
     ) -> Result<Race> {
         let run_one = || -> Result<f64> {
             let bound = graph.inputs.iter().copied().zip(inputs.iter().cloned());
             let start = Instant::now();
-            on_kernel_pool(|| one.run(bound.collect()))?;
+            on_kernel_pool(threads, || one.run(bound.collect()))?;
             Ok(start.elapsed().as_secs_f64() * 1e6)
         };
         let run_lanes = || -> Result<f64> {

@@ -9,13 +9,13 @@ use std::collections::HashMap;
 
 use spillway_kernels::{DType, Tensor};
 
-pub use builder::{OptimizationLevel, SessionBuilder};
+pub use builder::{ActivationLayout, OptimizationLevel, SessionBuilder};
 use placing::Engine;
 pub use report::PlacementReport;
 
 use crate::device::Devices;
 use crate::error::{Error, Result};
-use crate::exec::kernel_pool::on_kernel_pool;
+use crate::exec::kernel_pool::{ThreadOptions, on_kernel_pool};
 use crate::exec::{RunOptions, RunStats, TraceEvent};
 use crate::graph::{Dim, Graph, ValueId, ValueInfo, ValueType, shape_inference, shape_to_string};
 use crate::io::SessionOutputs;
@@ -31,6 +31,7 @@ pub struct Session {
     input_index: HashMap<String, usize>,
     devices: Devices,
     limits: crate::exec::RunLimits,
+    threads: ThreadOptions,
 }
 
 /// What a run reports besides its outputs.
@@ -47,6 +48,7 @@ impl Session {
         engine: Engine,
         devices: Devices,
         limits: crate::exec::RunLimits,
+        threads: ThreadOptions,
     ) -> Session {
         let input_index = graph
             .inputs
@@ -60,6 +62,7 @@ impl Session {
             graph,
             devices,
             limits,
+            threads,
         }
     }
 
@@ -174,7 +177,7 @@ impl Session {
                 // The whole run goes to one worker of the kernel pool (the caller waits), so
                 // each kernel's parallel loops start inside the pool instead of handing work
                 // over from this thread and sleeping until it is done, once per node.
-                let run = on_kernel_pool(|| {
+                let run = on_kernel_pool(self.threads, || {
                     crate::exec::limits::scoped(limits, || plan.run_with_options(bound, options))
                 })?;
                 Ok((
@@ -250,6 +253,28 @@ impl Session {
     /// The devices the session runs on.
     pub fn devices(&self) -> &Devices {
         &self.devices
+    }
+
+    /// How the session's kernel threads behave (spinning, pinning), as its builder set them.
+    pub fn thread_options(&self) -> ThreadOptions {
+        self.threads
+    }
+
+    /// The kernel-algorithm choices the session's CPU kernels were built with.
+    pub fn kernel_options(&self) -> spillway_kernels::KernelOptions {
+        self.graph.kernel_options
+    }
+
+    /// `(node name, choice)` for each CPU kernel that has chosen among its algorithms on the
+    /// runs so far: `winograd-avx512`, `packed-avx2`, `generic`, ...
+    /// ([`spillway_kernels::Kernel::choice`]). Empty for sessions on a GPU.
+    pub fn kernel_choices(&self) -> Vec<(String, String)> {
+        match &self.engine {
+            Engine::Sequential { plan, .. } => plan.kernel_choices(),
+            Engine::Parallel { executor, .. } => executor.plan().kernel_choices(),
+            #[cfg(feature = "cuda")]
+            Engine::Gpu { .. } | Engine::Hybrid { .. } => Vec::new(),
+        }
     }
 
     /// The index of the node called `name` (for the fault-injection hook).

@@ -170,14 +170,20 @@ pub(crate) fn build(
         let _span = tracing::info_span!("compile").entered();
         plan::compile(graph, &schedule, devices)?
     };
-    let executor = ParallelExecutor::start(plan, devices.specs().len(), intra, builder.queue)?;
+    let executor = ParallelExecutor::start(
+        plan,
+        devices.specs().len(),
+        intra,
+        builder.queue,
+        builder.threads.pin,
+    )?;
     let mut label = if schedule.policy.is_empty() {
         format!("{policy:?}")
     } else {
         schedule.policy.clone()
     };
     if let Some(one) = one_lane {
-        let race = Race::run(&one.plan, &executor, graph, &inputs)?;
+        let race = Race::run(&one.plan, &executor, graph, &inputs, builder.threads)?;
         if !race.lanes_faster() {
             let label = one.label(devices, lanes_makespan, Some(&race));
             return Ok(one.into_engine(graph, label));
@@ -208,6 +214,7 @@ pub(super) fn measure(
         .collect();
     let options = ProfileOptions {
         intra_op_threads: Some(intra),
+        thread_options: builder.threads,
         ..builder.profile_options
     };
     let cache = (builder.use_profile_cache && model_hash != 0)

@@ -33,6 +33,7 @@ fn spec<'a>(op_type: &'a str, attrs: &'a Attributes, num_inputs: usize) -> NodeS
         attrs,
         num_inputs,
         num_outputs: 1,
+        options: Default::default(),
     }
 }
 

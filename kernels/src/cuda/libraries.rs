@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
 
 /// The environment variable naming extra library directories.
-pub const LIB_PATH_VAR: &str = "SPILLWAY_CUDA_LIB_PATH";
+pub const LIB_PATH_VAR: &str = crate::knobs::CUDA_LIB_PATH.name;
 
 /// File-name prefixes of the libraries the backend uses (cuDNN 9 opens its sub-libraries
 /// `libcudnn_*.so.9` itself, so those are preloaded too).
@@ -34,7 +34,7 @@ static PRELOADED: OnceLock<Vec<PathBuf>> = OnceLock::new();
 /// follows reports what is still missing.
 pub fn preload() -> &'static [PathBuf] {
     PRELOADED.get_or_init(|| {
-        let Some(dirs) = std::env::var_os(LIB_PATH_VAR) else {
+        let Some(dirs) = crate::knobs::cuda_lib_path() else {
             return Vec::new();
         };
         let mut loaded: Vec<PathBuf> = Vec::new();

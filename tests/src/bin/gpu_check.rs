@@ -732,6 +732,7 @@ fn case_spec(c: &Case) -> NodeSpec<'_> {
         attrs: &c.attrs,
         num_inputs: c.inputs.len(),
         num_outputs: c.outputs,
+        options: Default::default(),
     }
 }
 

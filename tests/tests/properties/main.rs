@@ -51,6 +51,7 @@ pub fn run_kernel(
         attrs: &a,
         num_inputs: inputs.len(),
         num_outputs,
+        options: Default::default(),
     };
     spillway_kernels::cpu::build(&spec)?.run(inputs)
 }

@@ -180,6 +180,7 @@ pub(super) fn concat(
         attrs: &attrs,
         num_inputs: parts.len(),
         num_outputs: 1,
+        options: Default::default(),
     };
     let kernel = spillway_kernels::cpu::build(&spec)?;
     let inputs: Vec<Option<&Tensor>> = parts.iter().map(Some).collect();

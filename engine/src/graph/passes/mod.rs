@@ -49,11 +49,42 @@ pub enum Level {
     Extended,
 }
 
-/// Runs every pass of `level`, in subgraphs first.
+/// What the passes may do beyond what their [`Level`] says.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassOptions {
+    /// At [`Level::Extended`], moves chains of convolutions and pools into blocks of 16
+    /// channels ([`block_layouts`]) where the CPU and the graph's
+    /// [`kernel_options`](Graph::kernel_options) run the blocked kernels (default on).
+    pub blocked_layout: bool,
+}
+
+impl Default for PassOptions {
+    fn default() -> Self {
+        PassOptions {
+            blocked_layout: true,
+        }
+    }
+}
+
+impl PassOptions {
+    /// Sets [`PassOptions::blocked_layout`].
+    pub fn with_blocked_layout(mut self, on: bool) -> Self {
+        self.blocked_layout = on;
+        self
+    }
+}
+
+/// Runs every pass of `level` with the default [`PassOptions`], in subgraphs first.
 pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
+    optimize_with(graph, level, &PassOptions::default())
+}
+
+/// Runs every pass of `level` as `options` say, in subgraphs first.
+pub fn optimize_with(graph: &mut Graph, level: Level, options: &PassOptions) -> Result<()> {
     for node in &mut graph.nodes {
         for sub in &mut node.subgraphs {
-            optimize(&mut sub.graph, level)?;
+            optimize_with(&mut sub.graph, level, options)?;
         }
     }
     remove_identities(graph);
@@ -71,8 +102,10 @@ pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
         fuse_gelu(graph);
         fuse_matmul_bias(graph);
         fuse_rms_norm(graph);
-        let wanted = std::env::var("SPILLWAY_BLOCKED").map_or(true, |v| v != "0");
-        if wanted && spillway_kernels::cpu::nn::blocked::available() {
+        // The blocked kernels need the packed GEMM, on this CPU and with the graph's options.
+        let runs_blocked = spillway_kernels::cpu::nn::blocked::available()
+            && graph.kernel_options.gemm_isa().is_some();
+        if options.blocked_layout && runs_blocked {
             // The layout follows each value's readers: the `Shape`s and `Pad`s that the passes
             // above left unread must not count (NASNet's stem and reduction cells kept planes
             // for them).

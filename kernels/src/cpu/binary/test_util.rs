@@ -22,6 +22,7 @@ pub fn run_op(
         attrs: &a,
         num_inputs: inputs.len(),
         num_outputs: 1,
+        options: Default::default(),
     };
     crate::cpu::build(&spec)?.run(inputs)
 }

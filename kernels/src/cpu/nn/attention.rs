@@ -457,6 +457,7 @@ mod tests {
             attrs: &a,
             num_inputs: 6,
             num_outputs: 4,
+            options: Default::default(),
         };
         let outs = crate::cpu::build(&spec).unwrap().run(&inputs).unwrap();
         assert_f32(&outs[0], &[1, 2, 2, 1], &want, 1e-5);
@@ -509,6 +510,7 @@ mod tests {
             attrs: &a,
             num_inputs: 6,
             num_outputs: 4,
+            options: Default::default(),
         };
         let none = None;
         let inputs = [Some(&q), Some(&k), Some(&v), none, Some(&pk), Some(&pv)];

@@ -26,7 +26,7 @@ use super::winograd::{self, WinogradImage};
 use crate::cpu::binary::arith::{ArithOp, arith_tensors};
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input, opt_input};
-use crate::{Tensor, output_buffer};
+use crate::{KernelOptions, Tensor, output_buffer};
 
 /// A built `Conv`.
 #[derive(Debug)]
@@ -52,7 +52,7 @@ pub const ATTRIBUTES: &[&str] = &[
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 1, "Conv")?;
     spec.attrs.only(ATTRIBUTES)?;
-    Ok(Box::new(Conv::parse(spec.attrs)?))
+    Ok(Box::new(Conv::parse(spec.attrs, spec.options)?))
 }
 
 /// The `group` attribute of a convolution (default 1), which must be positive.
@@ -68,14 +68,15 @@ pub(super) fn group_attr(attrs: &crate::Attributes) -> Result<usize> {
 }
 
 impl Conv {
-    /// A convolution with the [`ATTRIBUTES`] in `attrs` (others are the caller's to check).
-    pub(super) fn parse(attrs: &crate::Attributes) -> Result<Conv> {
+    /// A convolution with the [`ATTRIBUTES`] in `attrs` (others are the caller's to check),
+    /// computed as `options` say.
+    pub(super) fn parse(attrs: &crate::Attributes, options: KernelOptions) -> Result<Conv> {
         let group = group_attr(attrs)?;
         Ok(Conv {
             window: WindowAttrs::parse(attrs)?,
             group,
-            packed: WeightCache::default(),
-            winograd: WeightCache::default(),
+            packed: WeightCache::new(options),
+            winograd: WeightCache::new(options),
         })
     }
 }
@@ -171,6 +172,10 @@ impl Conv {
 }
 
 impl Kernel for Conv {
+    fn choice(&self) -> Option<String> {
+        super::packed_weights::choice(&self.packed, Some(&self.winograd))
+    }
+
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         self.run_fused(inputs, None, Activation::Identity)
     }
@@ -359,12 +364,13 @@ impl Conv {
             two(&g.dilations)?,
             two(&g.out)?,
         );
-        if d.group != 1 || !winograd::chooses(kernel, strides, dilations, (d.in_ch, d.out_ch), out)
-        {
+        let options = self.winograd.options();
+        let (c, m) = (d.in_ch, d.out_ch);
+        if d.group != 1 || !winograd::chooses(kernel, strides, dilations, (c, m), out, options) {
             return None;
         }
         self.winograd.get_or_pack(w, cacheable, || {
-            winograd::pack_filters(ws, d.out_ch, d.in_ch, out)
+            winograd::pack_filters_for(ws, m, c, out, options)
         })
     }
 
@@ -385,7 +391,10 @@ impl Conv {
         let k = cg * d.geo.kernel.iter().product::<usize>();
         self.packed.get_or_pack(w, cacheable, || {
             (0..d.group)
-                .map(|g| PackedA::new(&ws[g * mg * k..(g + 1) * mg * k], mg, k))
+                .map(|g| {
+                    let wg = &ws[g * mg * k..(g + 1) * mg * k];
+                    PackedA::with_options(wg, mg, k, self.packed.options())
+                })
                 .collect()
         })
     }

@@ -66,7 +66,7 @@ fn parse(spec: &NodeSpec<'_>) -> Result<ConvTranspose> {
         group: super::conv::group_attr(spec.attrs)?,
         output_padding: nonneg(spec, "output_padding")?,
         output_shape: nonneg(spec, "output_shape")?,
-        packed: WeightCache::default(),
+        packed: WeightCache::new(spec.options),
     })
 }
 
@@ -235,6 +235,10 @@ fn geometry(
 }
 
 impl Kernel for ConvTranspose {
+    fn choice(&self) -> Option<String> {
+        super::packed_weights::choice(&self.packed, None)
+    }
+
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let dtype = same_dtype(inputs)?;
         let x = widen(input(inputs, 0)?, 0)?;
@@ -435,7 +439,7 @@ impl ConvTranspose {
             (0..g)
                 .map(|gi| {
                     let wg = &ws[gi * cg * rows..(gi + 1) * cg * rows];
-                    PackedA::new(&transpose(wg, cg, rows), rows, cg)
+                    PackedA::with_options(&transpose(wg, cg, rows), rows, cg, self.packed.options())
                 })
                 .collect()
         })

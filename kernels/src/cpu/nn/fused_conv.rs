@@ -32,7 +32,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     known.extend(["activation", "activation_params"]);
     spec.attrs.only(&known)?;
     Ok(Box::new(FusedConv {
-        conv: Conv::parse(spec.attrs)?,
+        conv: Conv::parse(spec.attrs, spec.options)?,
         activation: activation_attrs(spec.attrs)?,
     }))
 }
@@ -49,6 +49,10 @@ pub(super) fn activation_attrs(attrs: &crate::Attributes) -> Result<Activation> 
 }
 
 impl Kernel for FusedConv {
+    fn choice(&self) -> Option<String> {
+        self.conv.choice()
+    }
+
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         if inputs.len() > 4 {
             return Err(KernelError::Arity(format!(

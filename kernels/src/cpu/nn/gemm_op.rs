@@ -46,7 +46,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         trans_a: flag("transA")?,
         trans_b: flag("transB")?,
         c_optional: spec.opset >= 11,
-        packed: WeightCache::default(),
+        packed: WeightCache::new(spec.options),
     }))
 }
 
@@ -216,7 +216,7 @@ pub(super) fn packed_product(
         } else {
             std::borrow::Cow::Owned(transpose(&bs, k, n))
         };
-        Some(vec![PackedA::new(&bt, n, k)?])
+        Some(vec![PackedA::with_options(&bt, n, k, cache.options())?])
     })?;
     let weights = &packed[0];
     let a_t = match a {
@@ -244,6 +244,10 @@ pub(super) fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 }
 
 impl Kernel for Gemm {
+    fn choice(&self) -> Option<String> {
+        super::packed_weights::choice(&self.packed, None)
+    }
+
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let (a, b) = (input(inputs, 0)?, input(inputs, 1)?);
         let c = if self.c_optional {

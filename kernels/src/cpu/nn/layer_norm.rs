@@ -440,6 +440,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         };
         build_rms(&spec).unwrap()
     }

@@ -224,6 +224,7 @@ mod tests {
             attrs: &a,
             num_inputs: 3,
             num_outputs: 2,
+            options: Default::default(),
         };
         let outs = crate::cpu::build(&spec)
             .unwrap()

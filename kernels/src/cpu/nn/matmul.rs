@@ -6,14 +6,14 @@ use rayon::prelude::*;
 use super::common::{contiguous, min_opset, narrow, output, widen};
 use super::gemm_op::{ProductA, packed_product};
 use super::matrix::{Layout, MatElem, gemm};
-use super::packed_gemm::{self, BSource, Isa, PackedA};
+use super::packed_gemm::{self, BSource, PackedA};
 use super::packed_weights::WeightCache;
 use crate::error::{KernelError, Result};
 use crate::kernel::{Kernel, NodeSpec, input};
-use crate::{DType, Element, Tensor};
+use crate::{DType, Element, KernelOptions, Tensor};
 
 /// A built `MatMul`, or `spillway` `MatMulBias`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MatMul {
     /// `Bᵀ` packed for the packed GEMM, when `B` is an `f32` matrix (a layer's weights).
     packed: WeightCache,
@@ -25,7 +25,10 @@ pub struct MatMul {
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 1, "MatMul")?;
     spec.attrs.only(&[])?;
-    Ok(Box::<MatMul>::default())
+    Ok(Box::new(MatMul {
+        packed: WeightCache::new(spec.options),
+        bias: false,
+    }))
 }
 
 /// Builds `spillway` `MatMulBias`: `Y = MatMul(A, B) + bias` in `f32`, `bias` 1-D with one
@@ -34,7 +37,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 pub fn build_with_bias(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     spec.attrs.only(&[])?;
     Ok(Box::new(MatMul {
-        packed: WeightCache::default(),
+        packed: WeightCache::new(spec.options),
         bias: true,
     }))
 }
@@ -225,12 +228,17 @@ const SERIAL_BATCHES_PER_THREAD: usize = 2;
 /// threads. `matrixmultiply`, which [`batched`] calls, has no AVX-512 kernels: BERT-base's
 /// `[12, 128, 64] · [12, 64, 128]` took 150–157 µs through it on 2 threads. `None` where the
 /// CPU has no packed kernels or the matrices are small.
-fn packed_batches(p: &BatchPlan, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
+fn packed_batches(
+    p: &BatchPlan,
+    a: &Tensor,
+    b: &Tensor,
+    options: &KernelOptions,
+) -> Option<Result<Tensor>> {
     let (Tensor::F32(_), Tensor::F32(_)) = (a, b) else {
         return None;
     };
     let (m, k, n) = (p.m, p.k, p.n);
-    let isa = Isa::detect()?;
+    let isa = options.gemm_isa()?;
     if m * k * n < PACKED_BATCH_WORK {
         return None;
     }
@@ -285,7 +293,7 @@ impl MatMul {
         if let Some(y) = self.packed_f32(a, b, Some(bias)) {
             return y;
         }
-        let Tensor::F32(mut y) = product(a, b)? else {
+        let Tensor::F32(mut y) = product(a, b, self.packed.options())? else {
             unreachable!("an f32 product is f32")
         };
         let rows = y.as_slice_mut().expect("a new product is contiguous");
@@ -296,6 +304,10 @@ impl MatMul {
 }
 
 impl Kernel for MatMul {
+    fn choice(&self) -> Option<String> {
+        super::packed_weights::choice(&self.packed, None)
+    }
+
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let (a, b) = (input(inputs, 0)?, input(inputs, 1)?);
         if a.dtype() != b.dtype() {
@@ -311,20 +323,20 @@ impl Kernel for MatMul {
         if let Some(y) = self.packed_f32(a, b, None) {
             return Ok(vec![y?]);
         }
-        Ok(vec![product(a, b)?])
+        Ok(vec![product(a, b, self.packed.options())?])
     }
 }
 
 /// `A · B` of any dtype the kernel takes, off the weight-matrix path: activations on both sides
 /// through [`packed_batches`], else the generic batched GEMM.
-fn product(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+fn product(a: &Tensor, b: &Tensor, options: &KernelOptions) -> Result<Tensor> {
     // Planned once a dtype is known to be taken (an unsupported one is the error to report).
     let planned = || plan(a.shape(), b.shape());
     let dtype = a.dtype();
     match dtype {
         DType::F32 | DType::F16 | DType::BF16 => {
             let p = planned()?;
-            if let Some(y) = packed_batches(&p, a, b) {
+            if let Some(y) = packed_batches(&p, a, b, options) {
                 return y;
             }
             typed::<f32>(&p, &widen(a, 0)?, &widen(b, 1)?).and_then(|y| narrow(y, dtype))
@@ -356,6 +368,7 @@ mod tests {
             attrs: &Attributes::new(),
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         };
         build(&spec).unwrap()
     }
@@ -440,6 +453,7 @@ mod tests {
             attrs: &Attributes::new(),
             num_inputs: 3,
             num_outputs: 1,
+            options: Default::default(),
         };
         let kernel = build_with_bias(&spec).unwrap();
         let k = 24;

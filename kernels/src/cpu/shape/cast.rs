@@ -377,6 +377,7 @@ mod tests {
             attrs,
             num_inputs: 1,
             num_outputs: 1,
+            options: Default::default(),
         }
     }
 

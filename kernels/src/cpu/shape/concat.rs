@@ -216,6 +216,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: inputs.len(),
             num_outputs: 1,
+            options: Default::default(),
         };
         let k = build(&spec)?;
         let ins: Vec<Option<&Tensor>> = inputs.iter().map(|t| Some(*t)).collect();

@@ -123,6 +123,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 0,
             num_outputs: 1,
+            options: Default::default(),
         };
         assert_eq!(
             build_constant(&spec).unwrap().run(&[]).unwrap()[0],
@@ -161,6 +162,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 1,
             num_outputs: 1,
+            options: Default::default(),
         };
         let shape = Tensor::from_shape_vec(&[2], vec![2i64, 0]).unwrap();
         let out = build_constant_of_shape(&spec)

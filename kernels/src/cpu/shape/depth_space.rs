@@ -128,6 +128,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 1,
             num_outputs: 1,
+            options: Default::default(),
         };
         Ok(build(&spec)?.run(&[Some(x)])?.remove(0))
     }

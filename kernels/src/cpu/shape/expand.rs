@@ -153,6 +153,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         };
         let s = Tensor::from_shape_vec(&[shape.len()], shape.to_vec()).unwrap();
         Ok(build(&spec)?.run(&[Some(x), Some(&s)])?.remove(0))

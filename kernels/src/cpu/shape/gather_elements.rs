@@ -101,6 +101,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         };
         Ok(build(&spec)?.run(&[Some(data), Some(idx)])?.remove(0))
     }

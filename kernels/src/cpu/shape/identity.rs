@@ -123,6 +123,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 1,
             num_outputs: 2,
+            options: Default::default(),
         };
         let x = Tensor::from_shape_vec(&[2], vec![1.0f32, 2.0]).unwrap();
         let out = build_dropout(&spec).unwrap().run(&[Some(&x)]).unwrap();

@@ -250,6 +250,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 4,
             num_outputs: 1,
+            options: Default::default(),
         };
         let p = Tensor::from_shape_vec(&[pads.len()], pads.to_vec()).unwrap();
         let ax = axes.map(|a| Tensor::from_shape_vec(&[a.len()], a.to_vec()).unwrap());

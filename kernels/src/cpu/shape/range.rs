@@ -102,6 +102,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 3,
             num_outputs: 1,
+            options: Default::default(),
         };
         Ok(build(&spec)?
             .run(&[Some(&s), Some(&l), Some(&d)])?

@@ -167,6 +167,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         };
         let x = Tensor::from_shape_vec(&[2, 3], vec![1.0f32, 2., 3., 4., 5., 6.]).unwrap();
         let s = Tensor::from_shape_vec(&[2], vec![3i64, -1]).unwrap();
@@ -198,6 +199,7 @@ mod tests {
                 attrs: &attrs,
                 num_inputs: 1,
                 num_outputs: 1,
+                options: Default::default(),
             };
             assert_eq!(
                 build_flatten(&spec).unwrap().run(&[Some(&x)]).unwrap()[0].shape(),

@@ -29,6 +29,7 @@ fn run(
         attrs,
         num_inputs: 4,
         num_outputs: 1,
+        options: Default::default(),
     };
     let roi = roi.map(|r| Tensor::from_shape_vec(&[r.len()], r.to_vec()).unwrap());
     let sc = scales.map(|r| Tensor::from_shape_vec(&[r.len()], r.to_vec()).unwrap());
@@ -158,6 +159,7 @@ fn bad_inputs_are_typed_errors() {
             attrs: &a,
             num_inputs: 3,
             num_outputs: 1,
+            options: Default::default(),
         };
         assert!(matches!(
             build_resize(&spec),
@@ -199,6 +201,7 @@ fn upsample_opset7_nearest_repeats() {
         attrs: &a,
         num_inputs: 1,
         num_outputs: 1,
+        options: Default::default(),
     };
     let out = build_upsample(&spec)
         .unwrap()

@@ -77,6 +77,7 @@ mod tests {
                 attrs: &attrs,
                 num_inputs: 1,
                 num_outputs: 1,
+                options: Default::default(),
             };
             let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap();
             assert_eq!(out[0], Tensor::from_shape_vec(&[exp.len()], exp).unwrap());
@@ -89,6 +90,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 1,
             num_outputs: 1,
+            options: Default::default(),
         };
         assert_eq!(
             build(&spec).unwrap().run(&[Some(&x)]).unwrap()[0],

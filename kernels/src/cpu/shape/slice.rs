@@ -152,6 +152,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 5,
             num_outputs: 1,
+            options: Default::default(),
         };
         let (s, e) = (i64s(s), i64s(e));
         let a = axes.map(i64s);
@@ -206,6 +207,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 1,
             num_outputs: 1,
+            options: Default::default(),
         };
         let out = build(&spec).unwrap().run(&[Some(&x34())]).unwrap();
         assert_eq!(

@@ -130,6 +130,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: inputs.len(),
             num_outputs: outs,
+            options: Default::default(),
         };
         build(&spec)?.run(inputs)
     }

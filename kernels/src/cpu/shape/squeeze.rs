@@ -116,6 +116,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 1,
             num_outputs: 1,
+            options: Default::default(),
         };
         let x = Tensor::from_shape_vec(&[2], vec![1i32, 2]).unwrap();
         let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);

@@ -83,6 +83,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         };
         let r = Tensor::from_shape_vec(&[reps.len()], reps.to_vec()).unwrap();
         Ok(build(&spec)?.run(&[Some(x), Some(&r)])?.remove(0))

@@ -78,6 +78,7 @@ mod tests {
             attrs: &attrs,
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         };
         let k = k.map(Tensor::scalar);
         build(&spec)

@@ -316,6 +316,7 @@ mod tests {
             attrs: &a,
             num_inputs: inputs.len(),
             num_outputs: outputs,
+            options: Default::default(),
         };
         let refs: Vec<Option<&Tensor>> = inputs.iter().map(Some).collect();
         let want = crate::cpu::build(&spec).unwrap().run(&refs).unwrap();

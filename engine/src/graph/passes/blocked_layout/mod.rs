@@ -39,8 +39,9 @@
 //! `[N, ⌈C / 16⌉, H, W, 16]` tensors named after their planar value, so shape inference and
 //! the memory plan treat them like any tensor; where `C` leaves padding, `ReorderOutput` and
 //! `GlobalAveragePool` carry it as their attribute `channels`. The pass runs in CPU-only
-//! sessions on CPUs with AVX-512 or AVX2 + FMA ([`spillway_kernels::cpu::nn::blocked::available`]);
-//! `SPILLWAY_BLOCKED=0` turns it off.
+//! sessions on CPUs with AVX-512 or AVX2 + FMA ([`spillway_kernels::cpu::nn::blocked::available`])
+//! whose kernel options leave a packed GEMM; [`super::PassOptions::blocked_layout`] (the
+//! session's `ActivationLayout::Planar`) turns it off.
 
 use std::collections::{HashMap, HashSet};
 

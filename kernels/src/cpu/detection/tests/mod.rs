@@ -39,6 +39,7 @@ fn run_with_outputs(
         attrs: &a,
         num_inputs: inputs.len(),
         num_outputs,
+        options: Default::default(),
     };
     let kernel = super::build(&spec)?;
     let refs: Vec<Option<&Tensor>> = inputs.iter().map(Option::as_ref).collect();
@@ -58,6 +59,7 @@ fn build_err(op: &str, opset: i64, attrs: &[(&str, AttrValue)]) -> Option<Kernel
         attrs: &a,
         num_inputs: 3,
         num_outputs: 1,
+        options: Default::default(),
     };
     super::build(&spec).err()
 }

@@ -58,12 +58,16 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         window: WindowAttrs::parse(spec.attrs)?,
         activation: activation_attrs(spec.attrs)?,
         blocked_output: spec.attrs.int("blocked_output", 1)? != 0,
-        packed: WeightCache::default(),
-        winograd: WeightCache::default(),
+        packed: WeightCache::new(spec.options),
+        winograd: WeightCache::new(spec.options),
     }))
 }
 
 impl Kernel for BlockedConv {
+    fn choice(&self) -> Option<String> {
+        crate::cpu::nn::packed_weights::choice(&self.packed, Some(&self.winograd))
+    }
+
     fn run(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         let (x, w) = conv_inputs(inputs, "Conv", &["X", "W", "B", "Z"])?;
         let blocked_input = x.shape().len() == 5;
@@ -127,20 +131,24 @@ impl Kernel for BlockedConv {
             [geo.strides[0], geo.strides[1]],
             [geo.dilations[0], geo.dilations[1]],
         );
-        let winograd_filters = winograd::chooses([kh, kw], strides, dilations, (c, m), [oh, ow])
-            .then(|| {
-                self.winograd
-                    .get_or_pack(w, true, || winograd::pack_filters(&ws, m, c, [oh, ow]))
-            })
-            .flatten();
+        let options = self.packed.options();
+        let out = [oh, ow];
+        let winograd_filters =
+            winograd::chooses([kh, kw], strides, dilations, (c, m), out, options)
+                .then(|| {
+                    self.winograd.get_or_pack(w, true, || {
+                        winograd::pack_filters_for(&ws, m, c, out, options)
+                    })
+                })
+                .flatten();
         // A node's window is fixed: its cache holds one kind of transformed filters.
         let line = (blocked_input && self.blocked_output)
-            .then(|| line::chooses([kh, kw], strides, dilations, (c, m), [oh, ow]))
+            .then(|| line::chooses([kh, kw], strides, dilations, (c, m), out, options))
             .flatten()
             .and_then(|along| {
-                let filters = self
-                    .winograd
-                    .get_or_pack(w, true, || line::pack_filters(&ws, m, c, kh.max(kw)))?;
+                let filters = self.winograd.get_or_pack(w, true, || {
+                    line::pack_filters_for(&ws, m, c, kh.max(kw), options)
+                })?;
                 Some((filters, along))
             });
         let path = match (winograd_filters, line) {
@@ -148,9 +156,9 @@ impl Kernel for BlockedConv {
             (None, Some((filters, along))) => Path::Line(filters, along),
             (None, None) => {
                 let k = c * kh * kw;
-                let packed = self
-                    .packed
-                    .get_or_pack(w, true, || PackedA::new(&ws, m, k).map(|p| vec![p]));
+                let packed = self.packed.get_or_pack(w, true, || {
+                    PackedA::with_options(&ws, m, k, options).map(|p| vec![p])
+                });
                 let Some(packed) = packed else {
                     return require_blocked("Conv").and(Err(KernelError::InvalidValue(
                         "the blocked Conv's weights could not be packed".into(),

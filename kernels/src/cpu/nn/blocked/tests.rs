@@ -27,6 +27,7 @@ fn run(
         attrs,
         num_inputs: inputs.len(),
         num_outputs: 1,
+        options: Default::default(),
     };
     Ok(crate::cpu::build(&spec)?.run(inputs)?.remove(0))
 }
@@ -221,7 +222,8 @@ fn blocked_line_convolutions_equal_the_planar_fused_conv() {
             h + pads[0] + pads[2] + 1 - kh,
             wd + pads[1] + pads[3] + 1 - kw,
         ];
-        let chosen = line::chooses([kh, kw], [1, 1], [1, 1], (c, m), out).is_some();
+        let options = crate::KernelOptions::default();
+        let chosen = line::chooses([kh, kw], [1, 1], [1, 1], (c, m), out, &options).is_some();
         // The line transforms run on AVX2 and AVX-512; elsewhere every case takes position
         // tiles.
         let vectors = Isa::detect().is_some();

@@ -9,6 +9,7 @@ use std::arch::x86_64::*;
 use super::position_tile::TileFinish;
 #[cfg(target_arch = "x86_64")]
 use super::position_tile::finish_block;
+use crate::options::GemmIsa;
 
 /// The vector instruction set the packed GEMM runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,19 +21,46 @@ pub enum Isa {
 }
 
 impl Isa {
-    /// The instruction set the packed GEMM uses on this CPU: the best it has, or the one
-    /// `SPILLWAY_GEMM` names (`avx512`, `avx2`, or `generic` for none: every product then goes
-    /// to the generic matrix core), when the CPU has it. Read once per process.
+    /// The instruction set the packed GEMM uses on this CPU for [`GemmIsa::Auto`]: the best
+    /// it has, or the one the diagnostics knob `SPILLWAY_GEMM` names ([`crate::knobs::gemm`]:
+    /// `avx512`, `avx2`, or `generic` for none, every product then going to the generic matrix
+    /// core), when the CPU has it. Read once per process. Vector code outside the packed GEMM
+    /// (epilogues, pools) follows this too; a session's products follow its
+    /// [`KernelOptions`](crate::KernelOptions) ([`Isa::for_choice`]).
     pub fn detect() -> Option<Isa> {
         static CHOSEN: std::sync::OnceLock<Option<Isa>> = std::sync::OnceLock::new();
-        *CHOSEN.get_or_init(|| {
-            let supported = Isa::supported();
-            match std::env::var("SPILLWAY_GEMM").ok().as_deref() {
-                Some("generic") => None,
-                Some("avx2") => supported.into_iter().find(|&i| i == Isa::Avx2),
-                _ => supported.first().copied(),
-            }
+        *CHOSEN.get_or_init(|| match crate::knobs::gemm() {
+            None | Some(GemmIsa::Auto) => Isa::supported().first().copied(),
+            Some(choice) => Isa::at_most(choice),
         })
+    }
+
+    /// The instruction set a session's packed GEMM runs on for `choice`: [`Isa::detect`] for
+    /// `Auto`, else the best this CPU has up to the one named (`None` for `Generic`, and for
+    /// `Avx2` on a CPU without AVX2).
+    pub fn for_choice(choice: GemmIsa) -> Option<Isa> {
+        match choice {
+            GemmIsa::Auto => Isa::detect(),
+            _ => Isa::at_most(choice),
+        }
+    }
+
+    /// The best instruction set this CPU has no wider than `choice` (any for `Auto`).
+    fn at_most(choice: GemmIsa) -> Option<Isa> {
+        let supported = Isa::supported();
+        match choice {
+            GemmIsa::Generic => None,
+            GemmIsa::Avx2 => supported.into_iter().find(|&i| i == Isa::Avx2),
+            _ => supported.first().copied(),
+        }
+    }
+
+    /// The name of the instruction set: `avx512` or `avx2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Avx512 => "avx512",
+            Isa::Avx2 => "avx2",
+        }
     }
 
     /// The instruction sets of ours this CPU has, best first.

@@ -30,6 +30,7 @@ use position_tile::TileFinish;
 
 use super::epilogue::Epilogue;
 use super::matrix::SendPtr;
+use crate::KernelOptions;
 use crate::cpu::aligned::AlignedFloats;
 
 /// Depth of one packed block (`A` panels are `MR × KC`, `B` panels `KC × NR`). Every block
@@ -57,6 +58,9 @@ const PARALLEL_WORK: usize = 1 << 17;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PackedA {
     isa: Isa,
+    /// Whether products of these weights may take panels of four vectors
+    /// ([`KernelOptions::four_vector_panels`]).
+    four_panels: bool,
     m: usize,
     k: usize,
     data: AlignedFloats,
@@ -65,10 +69,21 @@ pub struct PackedA {
 }
 
 impl PackedA {
-    /// Packs the dense row-major `m × k` matrix `a` for this CPU; `None` when the CPU has none of
-    /// the instruction sets the micro-kernels need (callers fall back to the generic GEMM).
+    /// Packs the dense row-major `m × k` matrix `a` for this CPU with the default
+    /// [`KernelOptions`]; `None` when the CPU has none of the instruction sets the
+    /// micro-kernels need (callers fall back to the generic GEMM).
     pub fn new(a: &[f32], m: usize, k: usize) -> Option<Self> {
-        Isa::detect().map(|isa| Self::with_isa(a, m, k, isa))
+        Self::with_options(a, m, k, &KernelOptions::default())
+    }
+
+    /// Packs `a` (as [`PackedA::new`]) for the instruction set `options` choose on this CPU
+    /// ([`KernelOptions::gemm_isa`]), its products taking panels as `options` say; `None`
+    /// where they leave no packed GEMM.
+    pub fn with_options(a: &[f32], m: usize, k: usize, options: &KernelOptions) -> Option<Self> {
+        let isa = options.gemm_isa()?;
+        let mut packed = Self::with_isa(a, m, k, isa);
+        packed.four_panels = options.four_vector_panels;
+        Some(packed)
     }
 
     /// The instruction set the matrix is packed for.
@@ -103,6 +118,7 @@ impl PackedA {
         }
         PackedA {
             isa,
+            four_panels: true,
             m,
             k,
             data,
@@ -199,7 +215,7 @@ impl PackedA {
             return;
         }
         match b {
-            BSource::Image(im) if positions::pays(self.isa, im, m, k) => {
+            BSource::Image(im) if positions::pays(self.isa, self.four_panels, im, m, k) => {
                 self.multiply_positions(im, c, ldc, bias, epilogue)
             }
             BSource::Image(im) if direct::applies(im, m) => {

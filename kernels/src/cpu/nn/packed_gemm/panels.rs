@@ -5,6 +5,8 @@ use std::sync::OnceLock;
 
 use super::position_tile::{AVX2_HEIGHT, POSITIONS};
 use super::{Isa, KC, PackedA};
+#[cfg(doc)]
+use crate::KernelOptions;
 use crate::cpu::aligned::AlignedFloats;
 
 /// Channel panels of `vectors` vectors of `lanes` channels each (a tile's width), the last
@@ -19,8 +21,8 @@ pub(super) struct Panels {
 
 impl Panels {
     /// The panels of the tiles for an `m × k` product on `isa`: on AVX-512, four vectors
-    /// ([`FOUR`]) where the channels are whole such panels and the product is not
-    /// `token_major`; else three vectors for cell tiles (`cells`) at least
+    /// ([`FOUR`]) where `four` allows them ([`KernelOptions::four_vector_panels`]), the
+    /// channels are whole such panels and the product is not `token_major`; else three vectors for cell tiles (`cells`) at least
     /// [`THREE_VECTOR_DEPTH`] deep where they take fewer tile costs ([`tile_cost`]) than two,
     /// else two; on AVX2, two.
     ///
@@ -33,11 +35,12 @@ impl Panels {
     /// A tile of four vectors × 6 positions (ONNX Runtime's NCHWc tile on AVX-512) has 24
     /// accumulators too, and a product half as many panels as with two, so the image is
     /// read half as often: in resnet50's and googlenet's traces (one thread, Xeon with
-    /// AVX-512, `SPILLWAY_FOUR=0` alternating) their 1×1 and strided convolutions ran
+    /// AVX-512, panels of four vectors off alternating) their 1×1 and strided convolutions ran
     /// 0.83–0.95× the time, the stems 0.93–0.95×; Winograd's token-major products ran
     /// 1.02–1.17× and keep the narrower panels.
     pub(super) fn for_product(
         isa: Isa,
+        four: bool,
         (cells, token_major): (bool, bool),
         m: usize,
         k: usize,
@@ -52,7 +55,7 @@ impl Panels {
                 lanes: 16,
             },
         );
-        if isa == Isa::Avx512 && !token_major && m.is_multiple_of(FOUR.full()) && four_enabled() {
+        if isa == Isa::Avx512 && !token_major && m.is_multiple_of(FOUR.full()) && four {
             return FOUR;
         }
         let deep_cells = isa == Isa::Avx512 && cells && k >= THREE_VECTOR_DEPTH;
@@ -124,13 +127,6 @@ const FOUR: Panels = Panels {
 
 /// Positions per tile of [`FOUR`] panels.
 const FOUR_HEIGHT: usize = 6;
-
-/// Whether panels of four vectors are taken where they apply: `SPILLWAY_FOUR=0` turns them
-/// off (to compare).
-fn four_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SPILLWAY_FOUR").map_or(true, |v| v != "0"))
-}
 
 /// What a tile of `vectors` vectors of channels costs, in percent of a tile of two (its
 /// broadcasts take the same time whatever its width): one vector 65 (`conv_rate`, 16 against
@@ -233,7 +229,7 @@ mod tests {
 
     #[test]
     fn four_vectors_for_whole_panels_of_64_three_for_deep_cell_tiles() {
-        let vectors = |layout, m, k| Panels::for_product(Isa::Avx512, layout, m, k).vectors;
+        let vectors = |layout, m, k| Panels::for_product(Isa::Avx512, true, layout, m, k).vectors;
         let (cells, general, token_major) = ((true, false), (false, false), (false, true));
         // Whole panels of 64 channels, unless the product is token-major.
         assert_eq!(vectors(cells, 64, 16), 4);
@@ -248,11 +244,11 @@ mod tests {
         assert_eq!(vectors(general, 168, 1008), 2);
         // 32 channels: a panel of two vectors either way.
         assert_eq!(vectors(cells, 32, 1008), 2);
-        let avx2 = Panels::for_product(Isa::Avx2, cells, 128, 1008);
+        let avx2 = Panels::for_product(Isa::Avx2, true, cells, 128, 1008);
         assert_eq!((avx2.vectors, avx2.lanes), (2, 8));
         // Positions per tile: 6 for four vectors, else 7 or 8 as fewer lanes stay empty.
         let height = |m, count| {
-            let panels = Panels::for_product(Isa::Avx512, cells, m, 84);
+            let panels = Panels::for_product(Isa::Avx512, true, cells, m, 84);
             panels.height(Isa::Avx512, count)
         };
         assert_eq!(height(64, 49), 6);

@@ -55,11 +55,11 @@ const SHIFTED_ROWS_PERCENT: usize = 106;
 /// tiles of the path [`PackedA::multiply`] would otherwise take: the multiply-adds each
 /// computes (empty lanes included; for the packed path, what packing costs too) plus its tile
 /// writes.
-pub(super) fn pays(isa: Isa, im: &Image2d<'_>, m: usize, k: usize) -> bool {
+pub(super) fn pays(isa: Isa, four: bool, im: &Image2d<'_>, m: usize, k: usize) -> bool {
     let (mr, nr) = isa.tile();
     let [oh, ow] = im.out;
     let writes = |per_block: usize| k + k.div_ceil(KC) * per_block;
-    let panels = Panels::for_product(isa, (false, false), m, k);
+    let panels = Panels::for_product(isa, four, (false, false), m, k);
     let (channels, height) = (panels.padded(m), panels.height(isa, oh * ow));
     let ours = channels * (oh * ow).div_ceil(height) * height * writes(POSITION_WRITE);
     let columns = if direct::applies(im, m) {
@@ -225,7 +225,7 @@ impl PackedA {
     ) {
         let token_major = matches!(output, Output::Positions(_));
         let layout = (operand.cells, token_major);
-        let panels = Panels::for_product(self.isa, layout, self.m, self.k);
+        let panels = Panels::for_product(self.isa, self.four_panels, layout, self.m, self.k);
         let weights = match operand.by_taps {
             Some(taps) => self.transposed_by_taps(panels, taps),
             None => self.transposed(panels),

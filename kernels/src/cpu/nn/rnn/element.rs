@@ -5,6 +5,7 @@ use std::mem::MaybeUninit;
 
 use super::super::common::Real;
 use super::super::packed_gemm::{BSource, Isa, PackedA};
+use crate::KernelOptions;
 use crate::cpu::transpose_block::transpose_parallel;
 
 /// A float type the recurrent cells compute in (`f32`, `f64`; half types are widened).
@@ -22,7 +23,7 @@ pub trait RnnFloat: Real + Copy {
 
     /// The row-major `rows × cols` matrix `a` packed for the packed GEMM; `None` where there
     /// is none (this type, or this CPU).
-    fn pack(_a: &[Self], _rows: usize, _cols: usize) -> Option<PackedA> {
+    fn pack(_a: &[Self], _rows: usize, _cols: usize, _options: &KernelOptions) -> Option<PackedA> {
         None
     }
 
@@ -50,8 +51,8 @@ impl RnnFloat for f32 {
         crate::cpu::unary::vector_exp::sigmoid_in_place(xs);
     }
 
-    fn pack(a: &[f32], rows: usize, cols: usize) -> Option<PackedA> {
-        PackedA::new(a, rows, cols)
+    fn pack(a: &[f32], rows: usize, cols: usize, options: &KernelOptions) -> Option<PackedA> {
+        PackedA::with_options(a, rows, cols, options)
     }
 
     fn multiply_packed(a: &PackedA, x: &[f32], n: usize, out: &mut [f32], bias: Option<&[f32]>) {

@@ -67,8 +67,8 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     Ok(Box::new(Recurrent {
         config,
         num_outputs: spec.num_outputs,
-        w_cache: WeightCache::default(),
-        r_cache: WeightCache::default(),
+        w_cache: WeightCache::new(spec.options),
+        r_cache: WeightCache::new(spec.options),
     }))
 }
 

@@ -23,6 +23,7 @@ fn run(
         attrs,
         num_inputs: inputs.len(),
         num_outputs: outputs,
+        options: Default::default(),
     };
     super::build(&spec)?.run(inputs)
 }

@@ -39,7 +39,12 @@ impl<'a, T: RnnFloat> Weights<'a, T> {
             for d in 0..dirs {
                 for &(first, count) in parts {
                     let at = (d * rows + first) * cols;
-                    all.push(T::pack(&data[at..at + count * cols], count, cols)?);
+                    all.push(T::pack(
+                        &data[at..at + count * cols],
+                        count,
+                        cols,
+                        cache.options(),
+                    )?);
                 }
             }
             Some(all)

@@ -58,6 +58,7 @@ fn other_weights_are_never_answered_from_the_cache() {
         attrs: &attrs,
         num_inputs: 2,
         num_outputs: 1,
+        options: Default::default(),
     };
     let conv = crate::cpu::build(&spec).unwrap();
     let xs = values(ch * hw * hw, 1);
@@ -91,6 +92,7 @@ fn conv_transpose(attrs: &Attributes, x: &Tensor, w: &Tensor) -> Tensor {
         attrs,
         num_inputs: 2,
         num_outputs: 1,
+        options: Default::default(),
     };
     crate::cpu::build(&spec)
         .unwrap()
@@ -127,6 +129,7 @@ fn conv_transpose_packed_weights_follow_the_weights_given() {
             attrs: &attrs,
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         };
         // One kernel for every run, as a session keeps it: the packed weights stay with it.
         let kernel = crate::cpu::build(&spec).unwrap();

@@ -18,6 +18,7 @@ fn fused(a: &Attributes, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
         attrs: a,
         num_inputs: inputs.len(),
         num_outputs: 1,
+        options: Default::default(),
     };
     crate::cpu::build(&spec)?.run(inputs)
 }
@@ -106,6 +107,7 @@ fn unfused(
             attrs: &Attributes::new(),
             num_inputs: 2,
             num_outputs: 1,
+            options: Default::default(),
         })
         .unwrap()
         .run(&[Some(&y), Some(z)])
@@ -128,6 +130,7 @@ fn run_op_any(op: &str, opset: i64, attrs: &Attributes, inputs: &[Option<&Tensor
         attrs,
         num_inputs: inputs.len(),
         num_outputs: 1,
+        options: Default::default(),
     })
     .unwrap()
     .run(inputs)

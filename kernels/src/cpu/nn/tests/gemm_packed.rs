@@ -55,6 +55,7 @@ fn gemm(ta: bool, tb: bool, alpha: f32, beta: f32) -> Box<dyn crate::kernel::Ker
         attrs: &attrs,
         num_inputs: 3,
         num_outputs: 1,
+        options: Default::default(),
     };
     crate::cpu::nn::gemm_op::build(&spec).unwrap()
 }

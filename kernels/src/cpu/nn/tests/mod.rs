@@ -107,6 +107,7 @@ pub(super) fn run_op(
         attrs: a,
         num_inputs: inputs.len(),
         num_outputs: n_out,
+        options: Default::default(),
     };
     let k = super::build(&spec)?;
     k.run(inputs)

@@ -15,12 +15,13 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 use super::toom_cook::{OUTPUT, Transform, transform};
-use super::{BLOCK_FLOATS, BLOCK_TILES, LANES, WinogradImage, isa, row_blocks, switch};
+use super::{BLOCK_FLOATS, BLOCK_TILES, LANES, WinogradImage, isa, isa_for, row_blocks};
 #[cfg(target_arch = "x86_64")]
 use crate::cpu::nn::blocked::vector16::{Vector16, Ymm2, Zmm};
 use crate::cpu::nn::epilogue::Epilogue;
 use crate::cpu::nn::matrix::SendPtr;
 use crate::cpu::nn::packed_gemm::{Isa, PackedA};
+use crate::options::{KernelOptions, Winograd};
 
 /// The fewest tiles F(4, r) takes. inception_v3's 1×3 and 3×1 convolutions of 384 channels
 /// at 8² (16 tiles) ran 1.04–1.14× the position tiles' time in the model (2 threads), their
@@ -47,6 +48,17 @@ pub fn applies(
     c: usize,
     m: usize,
 ) -> Option<(Along, usize)> {
+    fits(kernel, strides, dilations, c, m).filter(|_| isa().is_some())
+}
+
+/// [`applies`] but for the instruction set.
+fn fits(
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    c: usize,
+    m: usize,
+) -> Option<(Along, usize)> {
     let (along, r) = match kernel {
         [1, r] => (Along::Width, r),
         [r, 1] => (Along::Height, r),
@@ -58,9 +70,8 @@ pub fn applies(
         && c.is_multiple_of(LANES)
         && m.is_multiple_of(LANES)
         && c > 0
-        && m > 0
-        && isa().is_some())
-    .then_some((along, r))
+        && m > 0)
+        .then_some((along, r))
 }
 
 /// Whether F(4, r) beats the position tiles on a convolution that [`applies`]: at least
@@ -79,27 +90,44 @@ pub fn pays(along: Along, r: usize, (c, m): (usize, usize), [oh, ow]: [usize; 2]
         && 10 * (r + 3) * line.div_ceil(OUTPUT) <= 7 * r * line
 }
 
-/// The window's axis when a 2-D convolution (group 1) runs by F(4, r): where it [`applies`]
-/// and either [`pays`] or `SPILLWAY_WINOGRAD=1`; never with `SPILLWAY_WINOGRAD=0`.
+/// The window's axis when a 2-D convolution (group 1) runs by F(4, r) with `options`: where
+/// it [`applies`], `options` leave an instruction set, and, as [`KernelOptions::winograd`]
+/// says, where it [`pays`] (`Auto`), always (`Always`) or never (`Never`).
 pub fn chooses(
     kernel: [usize; 2],
     strides: [usize; 2],
     dilations: [usize; 2],
     (c, m): (usize, usize),
     out: [usize; 2],
+    options: &KernelOptions,
 ) -> Option<Along> {
-    let (along, r) = applies(kernel, strides, dilations, c, m)?;
-    switch()
-        .unwrap_or_else(|| pays(along, r, (c, m), out))
-        .then_some(along)
+    isa_for(options)?;
+    let (along, r) = fits(kernel, strides, dilations, c, m)?;
+    match options.winograd {
+        Winograd::Never => false,
+        Winograd::Always => true,
+        _ => pays(along, r, (c, m), out),
+    }
+    .then_some(along)
 }
 
 /// The filters `w` (`m × c × r`: a 1×r or r×1 window's taps, which lie the same way in
 /// both) transformed and packed: `U_ξ = G g` for each of the `r + 3` products. `None`
 /// without AVX2 or AVX-512, or for an `r` F(4, r) does not take.
 pub fn pack_filters(w: &[f32], m: usize, c: usize, r: usize) -> Option<Vec<PackedA>> {
+    pack_filters_for(w, m, c, r, &KernelOptions::default())
+}
+
+/// [`pack_filters`] for the instruction set `options` choose (`None` where they leave none).
+pub fn pack_filters_for(
+    w: &[f32],
+    m: usize,
+    c: usize,
+    r: usize,
+    options: &KernelOptions,
+) -> Option<Vec<PackedA>> {
     let t = transform(r)?;
-    let isa = isa()?;
+    let isa = isa_for(options)?;
     if w.len() < m * c * r {
         return None;
     }

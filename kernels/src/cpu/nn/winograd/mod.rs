@@ -32,6 +32,7 @@ use rayon::prelude::*;
 use super::epilogue::Epilogue;
 use super::matrix::SendPtr;
 use super::packed_gemm::{self, Isa, PackedA};
+use crate::options::{KernelOptions, Winograd};
 use inputs::transform_inputs;
 use outputs::Outputs;
 use transform::Tiling;
@@ -96,6 +97,17 @@ pub fn applies(
     c: usize,
     m: usize,
 ) -> bool {
+    fits(kernel, strides, dilations, c, m) && isa().is_some()
+}
+
+/// [`applies`] but for the instruction set.
+fn fits(
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    c: usize,
+    m: usize,
+) -> bool {
     kernel == [3, 3]
         && strides == [1, 1]
         && dilations == [1, 1]
@@ -103,13 +115,18 @@ pub fn applies(
         && m.is_multiple_of(LANES)
         && c > 0
         && m > 0
-        && isa().is_some()
 }
 
-/// The packed GEMM's instruction set, which the transforms' vectors follow (never off x86-64,
-/// where the transforms do not exist).
+/// The packed GEMM's instruction set by default ([`Isa::detect`]), which the transforms'
+/// vectors follow (never off x86-64, where the transforms do not exist).
 fn isa() -> Option<Isa> {
-    Isa::detect().filter(|_| cfg!(target_arch = "x86_64"))
+    isa_for(&KernelOptions::default())
+}
+
+/// The instruction set of the transforms with `options` ([`KernelOptions::gemm_isa`]), never
+/// off x86-64.
+pub(super) fn isa_for(options: &KernelOptions) -> Option<Isa> {
+    options.gemm_isa().filter(|_| cfg!(target_arch = "x86_64"))
 }
 
 /// Whether Winograd beats the position tiles on a convolution that [`applies`]: enough
@@ -118,9 +135,14 @@ fn isa() -> Option<Isa> {
 /// 0.34–0.76×. F(2×2, 3×3) on 7×7, 16 tiles, 1.01×; on 10×10, 25 tiles, 0.42–0.72×.) On
 /// AVX2, F(2×2) pays from 16 tiles on with inputs 256 channels deep and more (`AVX2_DEEP`).
 pub fn pays(c: usize, m: usize, out: [usize; 2]) -> bool {
+    pays_on(isa(), c, m, out)
+}
+
+/// [`pays`] on `isa`.
+fn pays_on(isa: Option<Isa>, c: usize, m: usize, out: [usize; 2]) -> bool {
     let (tiles, least) = match wide(out) {
         true => (tiles(out, transform::F4x4::OUTPUT), 16),
-        false if c >= AVX2_DEEP && isa() == Some(Isa::Avx2) => {
+        false if c >= AVX2_DEEP && isa == Some(Isa::Avx2) => {
             (tiles(out, transform::F2x2::OUTPUT), 16)
         }
         false => (tiles(out, transform::F2x2::OUTPUT), 25),
@@ -134,23 +156,25 @@ pub fn pays(c: usize, m: usize, out: [usize; 2]) -> bool {
 /// 0.64–0.75×; but 192 → 384 at 7² 0.84–1.15×, 160 → 320 0.82–1.41×, 64 → 64 1.03–1.12×.
 const AVX2_DEEP: usize = 256;
 
-/// Whether a 2-D convolution (group 1) runs by Winograd: where it [`applies`] and either
-/// [`pays`] or `SPILLWAY_WINOGRAD=1`; never with `SPILLWAY_WINOGRAD=0`.
+/// Whether a 2-D convolution (group 1) runs by Winograd with `options`: where it [`applies`]
+/// on their instruction set and, as [`KernelOptions::winograd`] says, where it [`pays`]
+/// (`Auto`), always (`Always`) or never (`Never`).
 pub fn chooses(
     kernel: [usize; 2],
     strides: [usize; 2],
     dilations: [usize; 2],
     (c, m): (usize, usize),
     out: [usize; 2],
+    options: &KernelOptions,
 ) -> bool {
-    applies(kernel, strides, dilations, c, m) && switch().unwrap_or_else(|| pays(c, m, out))
-}
-
-/// `SPILLWAY_WINOGRAD`: `Some(false)` when `0` (never Winograd), `Some(true)` when set to
-/// anything else (Winograd wherever it applies), `None` when unset (where it pays).
-fn switch() -> Option<bool> {
-    static SWITCH: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    *SWITCH.get_or_init(|| std::env::var("SPILLWAY_WINOGRAD").ok().map(|v| v != "0"))
+    let isa = isa_for(options);
+    isa.is_some()
+        && fits(kernel, strides, dilations, c, m)
+        && match options.winograd {
+            Winograd::Never => false,
+            Winograd::Always => true,
+            _ => pays_on(isa, c, m, out),
+        }
 }
 
 /// The filters `w` (`m × c × 3 × 3`) transformed and packed for the tiling of outputs `out`
@@ -158,15 +182,26 @@ fn switch() -> Option<bool> {
 /// (Filters packed for one size serve any other: [`convolve`] takes the tiling they were
 /// packed for.)
 pub fn pack_filters(w: &[f32], m: usize, c: usize, out: [usize; 2]) -> Option<Vec<PackedA>> {
+    pack_filters_for(w, m, c, out, &KernelOptions::default())
+}
+
+/// [`pack_filters`] for the instruction set `options` choose (`None` where they leave none).
+pub fn pack_filters_for(
+    w: &[f32],
+    m: usize,
+    c: usize,
+    out: [usize; 2],
+    options: &KernelOptions,
+) -> Option<Vec<PackedA>> {
+    let isa = isa_for(options)?;
     match wide(out) {
-        true => pack::<transform::F4x4>(w, m, c),
-        false => pack::<transform::F2x2>(w, m, c),
+        true => pack::<transform::F4x4>(w, m, c, isa),
+        false => pack::<transform::F2x2>(w, m, c, isa),
     }
 }
 
-/// [`pack_filters`] for tiling `T`.
-fn pack<T: Tiling>(w: &[f32], m: usize, c: usize) -> Option<Vec<PackedA>> {
-    let isa = isa()?;
+/// [`pack_filters`] for tiling `T` on `isa`.
+fn pack<T: Tiling>(w: &[f32], m: usize, c: usize, isa: Isa) -> Option<Vec<PackedA>> {
     if w.len() < m * c * 9 {
         return None;
     }
