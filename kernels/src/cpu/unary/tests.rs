@@ -324,6 +324,6 @@ fn float_activations_keep_nan() {
     }
     // alpha = 0 divides by zero: numpy's form gives NaN for every x but -inf … 0.
     let zero_alpha = [("alpha", AttrValue::Float(0.0))];
-    let out = values::<f32>(&run1("Celu", 12, &zero_alpha, &[&t(&[1], vec![2.0])]).unwrap());
+    let out = values::<f32>(&run1("Celu", 12, &zero_alpha, &[&t(&[1], vec![2.0f32])]).unwrap());
     assert!(out[0].is_nan(), "Celu(2, alpha 0) = {}", out[0]);
 }
