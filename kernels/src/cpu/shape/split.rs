@@ -65,7 +65,7 @@ impl Kernel for Split {
             Some(s) => {
                 if s.len() != self.parts
                     || s.iter().any(|&v| v < 0)
-                    || s.iter().sum::<i64>() != dim as i64
+                    || s.iter().try_fold(0i64, |t, &v| t.checked_add(v)) != Some(dim as i64)
                 {
                     return Err(KernelError::InvalidValue(format!(
                         "split {s:?} must have {} non-negative entries summing to {dim}",
