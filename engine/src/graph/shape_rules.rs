@@ -236,8 +236,8 @@ pub(super) fn reshape(
 }
 
 /// The product of sizes that are all known and whose product fits in `usize`.
-fn checked_product(dims: impl Iterator<Item = Option<usize>>) -> Option<usize> {
-    dims.fold(Some(1usize), |n, d| n?.checked_mul(d?))
+fn checked_product(mut dims: impl Iterator<Item = Option<usize>>) -> Option<usize> {
+    dims.try_fold(1usize, |n, d| n.checked_mul(d?))
 }
 
 /// Output shape of Conv / MaxPool / AveragePool with explicit pads (auto_pad handled for
