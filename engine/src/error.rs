@@ -3,7 +3,11 @@
 use spillway_kernels::{DType, KernelError};
 
 /// Everything that can go wrong loading or running a model.
+///
+/// New variants may come in minor releases: match the ones you handle and keep a `_` arm.
+/// Variants that wrap another error expose it through [`std::error::Error::source`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The model file (or an external data file) could not be read.
     #[error("cannot read {path}: {cause}")]
@@ -11,6 +15,7 @@ pub enum Error {
         /// The file.
         path: String,
         /// The OS error.
+        #[source]
         cause: std::io::Error,
     },
     /// The bytes are not a valid ONNX protobuf message.
@@ -46,6 +51,7 @@ pub enum Error {
         /// Opset version the model imports for the node's domain.
         opset: i64,
         /// Why.
+        #[source]
         cause: KernelError,
     },
     /// A kernel failed while running.
@@ -56,6 +62,7 @@ pub enum Error {
         /// ONNX op type.
         op_type: String,
         /// Why.
+        #[source]
         cause: KernelError,
     },
     /// An input the model declares was not given.

@@ -21,8 +21,9 @@ use crate::exec::{SequentialPlan, Work};
 use crate::graph::{Graph, ValueId};
 use crate::value::Value;
 
-/// How the profiler measures.
+/// How the profiler measures: `ProfileOptions::default().with_repeats(9)`.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ProfileOptions {
     /// Untimed runs before measuring.
     pub warmup: usize,
@@ -52,6 +53,36 @@ impl Default for ProfileOptions {
 }
 
 impl ProfileOptions {
+    /// Untimed runs before measuring.
+    pub fn with_warmup(mut self, runs: usize) -> Self {
+        self.warmup = runs;
+        self
+    }
+
+    /// Timed runs; the median is kept.
+    pub fn with_repeats(mut self, runs: usize) -> Self {
+        self.repeats = runs;
+        self
+    }
+
+    /// Threads each node is timed with (`None`: the cores shared among the devices' lanes).
+    pub fn with_intra_op_threads(mut self, threads: Option<usize>) -> Self {
+        self.intra_op_threads = threads;
+        self
+    }
+
+    /// Bytes copied between each ordered device pair to fit the links.
+    pub fn with_copy_sizes(mut self, sizes: [usize; 3]) -> Self {
+        self.copy_sizes = sizes;
+        self
+    }
+
+    /// How the kernel threads that time the nodes behave.
+    pub fn with_thread_options(mut self, options: ThreadOptions) -> Self {
+        self.thread_options = options;
+        self
+    }
+
     /// The threads each node is timed with on `devices` (see `intra_op_threads`).
     pub fn threads(&self, devices: &Devices) -> usize {
         self.intra_op_threads

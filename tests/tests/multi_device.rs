@@ -158,10 +158,7 @@ fn injected_failures_name_the_node_and_the_next_run_succeeds() {
         state ^= state >> 7;
         state ^= state << 17;
         let victim = (state % nodes.len() as u64) as usize;
-        let options = RunOptions {
-            inject_failure_at: Some(victim),
-            ..Default::default()
-        };
+        let options = RunOptions::default().with_injected_failure_at(Some(victim));
         match session.run_with_options(input.clone(), &options) {
             Err(spillway::Error::Kernel { node, .. }) => assert_eq!(node, nodes[victim]),
             other => panic!(
@@ -181,22 +178,13 @@ fn one_lane_sessions_trace_every_node_and_name_injected_failures() {
     let input = inputs(&session, 4);
     let nodes = node_names(&session);
     let (outputs, report) = session
-        .run_with_options(
-            input.clone(),
-            &RunOptions {
-                trace: true,
-                ..Default::default()
-            },
-        )
+        .run_with_options(input.clone(), &RunOptions::default().with_trace(true))
         .unwrap();
     let traced: Vec<String> = report.trace.unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(traced, nodes, "one event per node, in the order they ran");
     let expected = outputs[0].clone();
     for (victim, name) in nodes.iter().enumerate() {
-        let options = RunOptions {
-            inject_failure_at: Some(victim),
-            ..Default::default()
-        };
+        let options = RunOptions::default().with_injected_failure_at(Some(victim));
         match session.run_with_options(input.clone(), &options) {
             Err(spillway::Error::Kernel { node, .. }) => assert_eq!(&node, name),
             other => panic!("expected the injected failure at {name}, got {other:?}"),
@@ -214,13 +202,7 @@ fn traces_record_every_task_and_the_arena_plan_is_proven() {
         .commit_from_file(&model)
         .unwrap();
     let (_, report) = session
-        .run_with_options(
-            inputs(&session, 5),
-            &RunOptions {
-                trace: true,
-                ..Default::default()
-            },
-        )
+        .run_with_options(inputs(&session, 5), &RunOptions::default().with_trace(true))
         .unwrap();
     let trace = report.trace.unwrap();
     let plan = session.execution_plan().unwrap();

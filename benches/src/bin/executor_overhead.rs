@@ -119,11 +119,7 @@ fn session(bytes: &[u8], lanes: usize, queue: QueueKind) -> Result<Session> {
         .allow_oversubscription(true)
         .with_placement(Placement::Greedy)
         .with_queue(queue)
-        .with_profile_options(ProfileOptions {
-            warmup: 1,
-            repeats: 3,
-            ..Default::default()
-        })
+        .with_profile_options(ProfileOptions::default().with_warmup(1).with_repeats(3))
         .commit_from_memory(bytes)?)
 }
 
@@ -205,11 +201,7 @@ fn arena(path: &Path) -> Result<ArenaResult> {
     let par = Session::builder()
         .with_devices(Devices::cpu().with_cpu_lanes(2))
         .with_placement(Placement::Greedy)
-        .with_profile_options(ProfileOptions {
-            warmup: 0,
-            repeats: 1,
-            ..Default::default()
-        })
+        .with_profile_options(ProfileOptions::default().with_warmup(0).with_repeats(1))
         .commit_from_file(path)?;
     let plan = par.execution_plan().context("a parallel plan")?;
     let graph = par.graph();

@@ -290,11 +290,7 @@ fn spillway_memory(
 fn op_profile(session: &Session, inputs: &[(String, spillway::Tensor)]) -> Result<Vec<OpShare>> {
     let graph = session.graph();
     let tensors: Vec<spillway::Tensor> = inputs.iter().map(|(_, t)| t.clone()).collect();
-    let options = ProfileOptions {
-        warmup: 1,
-        repeats: 3,
-        ..Default::default()
-    };
+    let options = ProfileOptions::default().with_warmup(1).with_repeats(3);
     let costs = profile(graph, &Devices::cpu(), &tensors, options, &mut |_, _| {})?;
     let mut by_kind: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     for op in &costs.graph.ops {

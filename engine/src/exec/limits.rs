@@ -14,8 +14,10 @@ use spillway_kernels::KernelError;
 
 use crate::error::{Error, Result};
 
-/// Limits of each run of a session (`SessionBuilder::with_run_limits`).
+/// Limits of each run of a session (`SessionBuilder::with_run_limits`):
+/// `RunLimits::default().with_timeout(Some(Duration::from_secs(5)))`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunLimits {
     /// The largest tensor a run may make, in bytes (default: half the machine's memory).
     pub max_tensor_bytes: Option<usize>,
@@ -39,6 +41,24 @@ thread_local! {
 }
 
 impl RunLimits {
+    /// The largest tensor a run may make, in bytes (`None`: half the machine's memory).
+    pub fn with_max_tensor_bytes(mut self, bytes: Option<usize>) -> Self {
+        self.max_tensor_bytes = bytes;
+        self
+    }
+
+    /// The longest a run may take (`None`: no limit).
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The most iterations one `Loop` node may run (`None`: no limit).
+    pub fn with_max_loop_iterations(mut self, iterations: Option<u64>) -> Self {
+        self.max_loop_iterations = iterations;
+        self
+    }
+
     /// The limits of a run starting now.
     pub(crate) fn start(&self) -> Active {
         Active {

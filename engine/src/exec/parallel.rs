@@ -28,13 +28,28 @@ use crate::value::Value;
 /// How long an idle worker spins before it parks.
 const SPIN_ITERATIONS: u32 = 2_000;
 
-/// Per-run switches.
+/// Per-run switches: `RunOptions::default().with_trace(true)`.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct RunOptions {
     /// Record what ran where and when (a Chrome trace).
     pub trace: bool,
     /// Testing hook: the node with this index fails with an injected error.
     pub inject_failure_at: Option<usize>,
+}
+
+impl RunOptions {
+    /// Records what ran where and when (a Chrome trace in the run's report).
+    pub fn with_trace(mut self, trace: bool) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// Testing hook: the node with this index fails with an injected error.
+    pub fn with_injected_failure_at(mut self, node: Option<usize>) -> Self {
+        self.inject_failure_at = node;
+        self
+    }
 }
 
 struct Job {

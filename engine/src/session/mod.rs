@@ -36,6 +36,7 @@ pub struct Session {
 
 /// What a run reports besides its outputs.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct RunReport {
     /// Memory figures (sequential engine).
     pub stats: RunStats,

@@ -8,6 +8,7 @@ use crate::profile::CostModel;
 
 /// Where each node runs and what the simulator predicts.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PlacementReport {
     /// The policy that made the schedule.
     pub policy: String,
