@@ -225,21 +225,29 @@ fn main() -> Result<()> {
             score_threshold,
             engine,
         } => {
+            let loading = commands::progress::spinner(format!("loading {}", model.display()));
             let session = engine
                 .apply(Session::builder())
                 .commit_from_file(&model)
-                .with_context(|| format!("loading {}", model.display()))?;
+                .with_context(|| format!("loading {}", model.display()));
+            loading.finish_and_clear();
+            let session = session?;
+            let bar = commands::progress::bar(images.len() as u64, "detecting", "images");
             for image in &images {
                 let r = spillway_cli::detect::detect_file(&session, image, &out, score_threshold)?;
-                say!(
-                    "{}: {} detections in {:.3} s -> {}, {}",
-                    image.display(),
-                    r.kept,
-                    r.seconds,
-                    r.png.display(),
-                    r.json.display()
-                );
+                bar.suspend(|| {
+                    say!(
+                        "{}: {} detections in {:.3} s -> {}, {}",
+                        image.display(),
+                        r.kept,
+                        r.seconds,
+                        r.png.display(),
+                        r.json.display()
+                    )
+                });
+                bar.inc(1);
             }
+            bar.finish_and_clear();
             Ok(())
         }
         Command::Knobs => {

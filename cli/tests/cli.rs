@@ -282,37 +282,36 @@ fn knobs_lists_every_environment_variable_with_its_value() {
     }
 }
 
-#[test]
-fn the_session_option_flags_run_the_bundled_model() {
+/// `spillway run --repeat 1` of the bundled model with `flags` succeeds (and does not panic).
+fn assert_bundled_model_runs_with(flags: &[&str]) {
     let out = spillway()
-        .args([
-            "run",
-            "--repeat",
-            "1",
-            "--gemm",
-            "generic",
-            "--winograd",
-            "never",
-        ])
-        .args(["--no-blocked", "--no-spin", "--no-four-panels"])
+        .args(["run", "--repeat", "1"])
+        .args(flags)
         .output()
         .unwrap();
     assert_no_panic(&out);
-    assert!(out.status.success(), "{out:?}");
-    let out = spillway()
-        .args([
-            "run",
-            "--repeat",
-            "1",
-            "--gemm",
-            "avx2",
-            "--winograd",
-            "always",
-        ])
-        .args(["--pin-threads", "--spin"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    assert!(out.status.success(), "{flags:?}: {out:?}");
+}
+
+#[test]
+fn the_session_option_flags_run_the_bundled_model() {
+    assert_bundled_model_runs_with(&[
+        "--gemm",
+        "generic",
+        "--winograd",
+        "never",
+        "--no-blocked",
+        "--no-spin",
+        "--no-four-panels",
+    ]);
+    assert_bundled_model_runs_with(&[
+        "--gemm",
+        "avx2",
+        "--winograd",
+        "always",
+        "--pin-threads",
+        "--spin",
+    ]);
 }
 
 #[test]
@@ -324,4 +323,103 @@ fn an_unknown_gemm_or_winograd_choice_is_refused() {
         .output()
         .unwrap();
     assert_fails_saying(out, "unknown Winograd choice");
+}
+
+fn inception_block() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/small/inception_block.onnx")
+}
+
+/// Nothing on standard error but what `allowed` lets through: no progress bar drawn into a
+/// pipe (no carriage returns, no escape sequences, no bar).
+fn assert_no_progress_drawn(out: &Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains('\r'), "{stderr:?}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(!stderr.contains("[="), "{stderr:?}");
+    assert!(!stderr.contains("runs ("), "{stderr:?}");
+    assert!(!stderr.contains("nodes ("), "{stderr:?}");
+}
+
+#[test]
+fn profile_and_schedule_name_devices_as_the_engine_does_and_draw_no_bars_into_a_pipe() {
+    let dir = scratch("schedule");
+    let cost = dir.join("cost.json");
+    let out = spillway()
+        .args(["profile", "--virtual", "1", "--repeats", "1", "--out"])
+        .arg(&cost)
+        .arg(inception_block())
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert_no_progress_drawn(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The sums per device, by the engine's device names (a Virtual device is not a "Gpu").
+    assert!(
+        stdout.contains("cpu ") && stdout.contains("virtual0 "),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("Gpu") && !stdout.contains("Cpu"),
+        "{stdout}"
+    );
+
+    let (gantt, trace) = (dir.join("gantt.svg"), dir.join("trace.json"));
+    let out = spillway()
+        .args([
+            "schedule",
+            "--virtual",
+            "1",
+            "--repeat",
+            "2",
+            "--policy",
+            "heft",
+        ])
+        .arg("--cost-model")
+        .arg(&cost)
+        .arg("--gantt")
+        .arg(&gantt)
+        .arg("--trace")
+        .arg(&trace)
+        .arg(inception_block())
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert_no_progress_drawn(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("cpu busy"), "{stdout}");
+    assert!(stdout.contains("virtual0 busy"), "{stdout}");
+
+    // The Gantt chart: a time axis, rows named like the devices, a legend.
+    let svg = std::fs::read_to_string(&gantt).unwrap();
+    assert!(svg.contains(r#"<g class="axis">"#), "{svg}");
+    assert!(svg.contains(">0 µs</text>"), "{svg}");
+    assert!(svg.contains(">cpu lane 0</text>"), "{svg}");
+    assert!(svg.contains(">virtual0 stream 0</text>"), "{svg}");
+    assert!(svg.contains(r#"<g class="legend">"#), "{svg}");
+    assert!(svg.contains(">Concat</text>"), "{svg}");
+
+    // The trace: one named process per device and named tracks.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let names = |kind: &str| -> Vec<String> {
+        json["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == kind)
+            .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names("process_name"), ["cpu", "virtual0"]);
+    let threads = names("thread_name");
+    assert!(threads.iter().any(|t| t == "lane 0"), "{threads:?}");
+    assert!(
+        threads
+            .iter()
+            .all(|t| t.starts_with("lane ") || t == "copies"),
+        "{threads:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

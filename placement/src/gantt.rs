@@ -264,7 +264,7 @@ pub fn gantt_svg(g: &CostGraph, t: &Topology, sim: &SimResult) -> String {
         for c in sim.copies.iter().filter(|c| c.src == *a && c.dst == *b) {
             let _ = writeln!(
                 s,
-                r#"<rect class="copy" x="{:.2}" y="{y}" width="{:.2}" height="{}" fill="{COPY_FILL}"><title>copy of #{} {:.0} B {:.1}–{:.1} µs</title></rect>"#,
+                r#"<rect class="copy" x="{:.2}" y="{y}" width="{:.2}" height="{}" fill="{COPY_FILL}" stroke="white" stroke-width="0.6"><title>copy of #{} {:.0} B {:.1}–{:.1} µs</title></rect>"#,
                 x(c.start),
                 (x(c.finish) - x(c.start)).max(0.5),
                 ROW - 8.0,

@@ -17,6 +17,31 @@ fn load(bytes: &[u8], level: OptimizationLevel) -> Result<Session, Error> {
         .commit_from_memory(bytes)
 }
 
+/// The model `build` makes on a fresh builder (weights seeded 1), at `opset`.
+fn model(opset: i64, build: impl FnOnce(&mut ModelBuilder)) -> Vec<u8> {
+    let mut m = ModelBuilder::new(1);
+    build(&mut m);
+    m.to_bytes(opset)
+}
+
+/// A session of `bytes` (every optimization) under `limits`.
+fn limited(bytes: &[u8], limits: RunLimits) -> Session {
+    Session::builder()
+        .with_run_limits(limits)
+        .commit_from_memory(bytes)
+        .unwrap()
+}
+
+/// Loading `bytes` at `level` fails with `InvalidNode` whose rule says `expected`.
+fn assert_rule(bytes: &[u8], level: OptimizationLevel, expected: &str) {
+    match load(bytes, level) {
+        Err(Error::InvalidNode { rule, .. }) => {
+            assert!(rule.contains(expected), "'{rule}' should say '{expected}'")
+        }
+        other => panic!("{level:?}: expected InvalidNode ({expected}), got {other:?}"),
+    }
+}
+
 fn f32_tensor(shape: &[usize]) -> Tensor {
     let n = shape.iter().product();
     Tensor::from_shape_vec(shape, (0..n).map(|i| (i % 7) as f32 * 0.25).collect()).unwrap()
@@ -66,44 +91,45 @@ fn grouped_conv_channels_are_checked_too() {
         .weight("w", &[8, 4, 3, 3], 0.1)
         .node("Conv", &["x", "w"], &["y"], &[("group", Attr::Int(2))])
         .output("y");
-    assert!(matches!(
-        load(&m.to_bytes(17), OptimizationLevel::All),
-        Err(Error::InvalidNode { .. })
-    ));
+    assert_rule(
+        &m.to_bytes(17),
+        OptimizationLevel::All,
+        "X has 12 channels, W expects 8 (4 per group × 2 groups)",
+    );
 }
 
 #[test]
 fn transpose_with_a_repeated_axis_is_an_error_not_a_panic() {
-    let mut m = ModelBuilder::new(1);
-    m.input("x", &[3, 3])
-        .weight("c", &[3, 3], 1.0)
-        .node(
-            "Transpose",
-            &["c"],
-            &["t"],
-            &[("perm", Attr::Ints(vec![0, 0]))],
-        )
-        .node("Add", &["t", "x"], &["y"], &[])
-        .output("y");
+    let bytes = model(13, |m| {
+        m.input("x", &[3, 3])
+            .weight("c", &[3, 3], 1.0)
+            .node(
+                "Transpose",
+                &["c"],
+                &["t"],
+                &[("perm", Attr::Ints(vec![0, 0]))],
+            )
+            .node("Add", &["t", "x"], &["y"], &[])
+            .output("y");
+    });
     for level in LEVELS {
-        let outcome =
-            load(&m.to_bytes(13), level).and_then(|s| s.run([("x", f32_tensor(&[3, 3]))]));
+        let outcome = load(&bytes, level).and_then(|s| s.run([("x", f32_tensor(&[3, 3]))]));
         assert_typed(outcome, "Transpose perm [0, 0]");
     }
 }
 
 #[test]
 fn pad_whose_pads_do_not_match_the_rank_is_an_error_not_a_panic() {
-    let mut m = ModelBuilder::new(1);
-    m.input("x", &[1, 1, 4, 4])
-        .ints("p", &[0, 0, 1])
-        .weight("w", &[1, 1, 3, 3], 1.0)
-        .node("Pad", &["x", "p"], &["xp"], &[])
-        .node("Conv", &["xp", "w"], &["y"], &[])
-        .output("y");
+    let bytes = model(13, |m| {
+        m.input("x", &[1, 1, 4, 4])
+            .ints("p", &[0, 0, 1])
+            .weight("w", &[1, 1, 3, 3], 1.0)
+            .node("Pad", &["x", "p"], &["xp"], &[])
+            .node("Conv", &["xp", "w"], &["y"], &[])
+            .output("y");
+    });
     for level in LEVELS {
-        let outcome =
-            load(&m.to_bytes(13), level).and_then(|s| s.run([("x", f32_tensor(&[1, 1, 4, 4]))]));
+        let outcome = load(&bytes, level).and_then(|s| s.run([("x", f32_tensor(&[1, 1, 4, 4]))]));
         assert_typed(outcome, "Pad of 3 pads on rank 4");
     }
 }
@@ -112,14 +138,15 @@ fn pad_whose_pads_do_not_match_the_rank_is_an_error_not_a_panic() {
 fn a_shape_input_that_is_not_a_list_is_rejected_at_load_at_every_level() {
     // Found by the differential fuzzer: a scalar shape for Reshape, which ORT refuses at run
     // time, ran at the optimizing levels once the node's result was found unused.
-    let mut m = ModelBuilder::new(1);
-    m.scalar_input("s", 7)
-        .node("Abs", &["s"], &["a"], &[])
-        .node("Reshape", &["a", "a"], &["r"], &[])
-        .node("Identity", &["r"], &["y"], &[])
-        .output("y");
+    let bytes = model(13, |m| {
+        m.scalar_input("s", 7)
+            .node("Abs", &["s"], &["a"], &[])
+            .node("Reshape", &["a", "a"], &["r"], &[])
+            .node("Identity", &["r"], &["y"], &[])
+            .output("y");
+    });
     for level in LEVELS {
-        match load(&m.to_bytes(13), level) {
+        match load(&bytes, level) {
             Err(Error::InvalidNode { op_type, rule, .. }) => {
                 assert_eq!(op_type, "Reshape");
                 assert!(rule.contains("input 1 must be 1-D"), "{rule}");
@@ -131,15 +158,16 @@ fn a_shape_input_that_is_not_a_list_is_rejected_at_load_at_every_level() {
 
 #[test]
 fn int64_min_divided_by_minus_one_wraps_instead_of_panicking() {
-    let mut m = ModelBuilder::new(1);
-    m.typed_input("x", 7, &[1])
-        .ints("a", &[i64::MIN])
-        .ints("b", &[-1])
-        .node("Div", &["a", "b"], &["q"], &[])
-        .node("Add", &["q", "x"], &["y"], &[])
-        .typed_output("y", 7, &[1]);
+    let bytes = model(13, |m| {
+        m.typed_input("x", 7, &[1])
+            .ints("a", &[i64::MIN])
+            .ints("b", &[-1])
+            .node("Div", &["a", "b"], &["q"], &[])
+            .node("Add", &["q", "x"], &["y"], &[])
+            .typed_output("y", 7, &[1]);
+    });
     for level in LEVELS {
-        let session = load(&m.to_bytes(13), level).unwrap();
+        let session = load(&bytes, level).unwrap();
         let x = Tensor::from_shape_vec(&[1], vec![0i64]).unwrap();
         let y = session.run([("x", x)]).unwrap();
         // Two's complement, as the kernel's integer division wraps (C++ would trap).
@@ -149,12 +177,13 @@ fn int64_min_divided_by_minus_one_wraps_instead_of_panicking() {
 
 #[test]
 fn a_graph_output_no_node_produces_is_rejected_at_load() {
-    let mut m = ModelBuilder::new(1);
-    m.input("x", &[2])
-        .node("Relu", &["x"], &["y"], &[])
-        .output("y")
-        .output("z");
-    match load(&m.to_bytes(13), OptimizationLevel::All) {
+    let bytes = model(13, |m| {
+        m.input("x", &[2])
+            .node("Relu", &["x"], &["y"], &[])
+            .output("y")
+            .output("z");
+    });
+    match load(&bytes, OptimizationLevel::All) {
         Err(Error::InvalidModel(msg)) => assert!(msg.contains("'z'"), "{msg}"),
         other => panic!("expected InvalidModel, got {other:?}"),
     }
@@ -181,9 +210,7 @@ fn a_directory_or_an_empty_file_is_named_as_such() {
 fn shape_rules_found_by_the_differential_fuzzer_are_checked_at_load() {
     // Each is a model ORT refuses at load and Spillway ran (`diff_fuzz` seeds in brackets).
     let case = |opset: i64, build: &dyn Fn(&mut ModelBuilder), expected: &'static str| {
-        let mut m = ModelBuilder::new(1);
-        build(&mut m);
-        (m.to_bytes(opset), expected)
+        (model(opset, build), expected)
     };
     let cases = [
         // Opset 18: `num_outputs` or the `split` input must say how to split (620, 1609).
@@ -276,12 +303,7 @@ fn shape_rules_found_by_the_differential_fuzzer_are_checked_at_load() {
     ];
     for (bytes, expected) in cases {
         for level in LEVELS {
-            match load(&bytes, level) {
-                Err(Error::InvalidNode { rule, .. }) => {
-                    assert!(rule.contains(expected), "'{rule}' should say '{expected}'")
-                }
-                other => panic!("{level:?}: expected InvalidNode ({expected}), got {other:?}"),
-            }
+            assert_rule(&bytes, level, expected);
         }
     }
 }
@@ -290,13 +312,14 @@ fn shape_rules_found_by_the_differential_fuzzer_are_checked_at_load() {
 fn data_the_kernels_cannot_define_is_an_error_at_run_time() {
     // Integer division by zero (ORT refuses it too: diff_fuzz seeds 550, 808, 1264), a
     // Dropout ratio outside [0, 1) (343, 1447), global pooling of an empty image (2284).
-    let mut div = ModelBuilder::new(1);
-    div.typed_input("a", 7, &[2])
-        .typed_input("b", 7, &[2])
-        .node("Div", &["a", "b"], &["y"], &[])
-        .output("y");
+    let div = model(13, |m| {
+        m.typed_input("a", 7, &[2])
+            .typed_input("b", 7, &[2])
+            .node("Div", &["a", "b"], &["y"], &[])
+            .output("y");
+    });
     let ints = |v: [i64; 2]| Tensor::from_shape_vec(&[2], v.to_vec()).unwrap();
-    let session = load(&div.to_bytes(13), OptimizationLevel::All).unwrap();
+    let session = load(&div, OptimizationLevel::All).unwrap();
     let err = assert_typed(
         session.run(vec![("a", ints([7, 8])), ("b", ints([2, 0]))]),
         "Div by 0",
@@ -313,13 +336,13 @@ fn data_the_kernels_cannot_define_is_an_error_at_run_time() {
         [3, -2]
     );
 
-    let mut dropout = ModelBuilder::new(1);
-    dropout
-        .input("x", &[2])
-        .scalar_input("r", 1)
-        .node("Dropout", &["x", "r"], &["y"], &[])
-        .output("y");
-    let session = load(&dropout.to_bytes(13), OptimizationLevel::All).unwrap();
+    let dropout = model(13, |m| {
+        m.input("x", &[2])
+            .scalar_input("r", 1)
+            .node("Dropout", &["x", "r"], &["y"], &[])
+            .output("y");
+    });
+    let session = load(&dropout, OptimizationLevel::All).unwrap();
     let ratio = |r: f32| Tensor::from_shape_vec(&[], vec![r]).unwrap();
     let err = assert_typed(
         session.run(vec![("x", f32_tensor(&[2])), ("r", ratio(1.5))]),
@@ -332,11 +355,12 @@ fn data_the_kernels_cannot_define_is_an_error_at_run_time() {
             .is_ok()
     );
 
-    let mut pool = ModelBuilder::new(1);
-    pool.input_with_dim_values("x", 1, &[-1, 2, -1])
-        .node("GlobalMaxPool", &["x"], &["y"], &[])
-        .output("y");
-    let session = load(&pool.to_bytes(13), OptimizationLevel::All).unwrap();
+    let pool = model(13, |m| {
+        m.input_with_dim_values("x", 1, &[-1, 2, -1])
+            .node("GlobalMaxPool", &["x"], &["y"], &[])
+            .output("y");
+    });
+    let session = load(&pool, OptimizationLevel::All).unwrap();
     let err = assert_typed(
         session.run(vec![("x", f32_tensor(&[2, 2, 0]))]),
         "empty image",
@@ -349,15 +373,16 @@ fn intermediates_too_large_to_plan_are_left_to_run_time() {
     // Found by the graph_gen fuzzer: the memory planners multiplied declared sizes without
     // overflow checks. A tensor of 2^93 elements loads (the planners leave it to run time)
     // and a run of a smaller input still works.
-    let mut m = ModelBuilder::new(1);
-    m.input_with_dim_values("x", 1, &[-1, -1])
-        .ints("shape", &[1 << 31, 1 << 31, 1 << 31])
-        .node("Relu", &["x"], &["r"], &[])
-        .node("Expand", &["r", "shape"], &["e"], &[])
-        .node("Relu", &["e"], &["y"], &[])
-        .output("y");
+    let bytes = model(13, |m| {
+        m.input_with_dim_values("x", 1, &[-1, -1])
+            .ints("shape", &[1 << 31, 1 << 31, 1 << 31])
+            .node("Relu", &["x"], &["r"], &[])
+            .node("Expand", &["r", "shape"], &["e"], &[])
+            .node("Relu", &["e"], &["y"], &[])
+            .output("y");
+    });
     for level in LEVELS {
-        let session = assert_ok_or_typed(load(&m.to_bytes(13), level));
+        let session = assert_ok_or_typed(load(&bytes, level));
         if let Some(session) = session {
             assert_typed(
                 session.run(vec![("x", f32_tensor(&[1, 1]))]),
@@ -381,54 +406,53 @@ fn schema_rules_name_the_node() {
     // Too few inputs, a required attribute missing, an attribute of the wrong type, an op
     // used before its opset.
     let cases: Vec<(Vec<u8>, &str)> = vec![
-        {
-            let mut m = ModelBuilder::new(1);
-            m.input("x", &[2])
-                .node("Add", &["x"], &["y"], &[])
-                .output("y");
-            (m.to_bytes(13), "has 1 inputs")
-        },
-        {
-            let mut m = ModelBuilder::new(1);
-            m.input("x", &[2, 2])
-                .node("Flatten", &["x"], &["y"], &[("axis", Attr::Float(1.0))])
-                .output("y");
-            (m.to_bytes(13), "attribute 'axis'")
-        },
-        {
-            let mut m = ModelBuilder::new(1);
-            m.input("x", &[1, 1, 4, 4])
-                .node("MaxPool", &["x"], &["y"], &[])
-                .output("y");
-            (m.to_bytes(13), "required attribute 'kernel_shape'")
-        },
-        {
-            let mut m = ModelBuilder::new(1);
-            m.input("x", &[2])
-                .node("Gelu", &["x"], &["y"], &[])
-                .output("y");
-            (m.to_bytes(13), "does not exist in opset 13")
-        },
+        (
+            model(13, |m| {
+                m.input("x", &[2])
+                    .node("Add", &["x"], &["y"], &[])
+                    .output("y");
+            }),
+            "has 1 inputs",
+        ),
+        (
+            model(13, |m| {
+                m.input("x", &[2, 2])
+                    .node("Flatten", &["x"], &["y"], &[("axis", Attr::Float(1.0))])
+                    .output("y");
+            }),
+            "attribute 'axis'",
+        ),
+        (
+            model(13, |m| {
+                m.input("x", &[1, 1, 4, 4])
+                    .node("MaxPool", &["x"], &["y"], &[])
+                    .output("y");
+            }),
+            "required attribute 'kernel_shape'",
+        ),
+        (
+            model(13, |m| {
+                m.input("x", &[2])
+                    .node("Gelu", &["x"], &["y"], &[])
+                    .output("y");
+            }),
+            "does not exist in opset 13",
+        ),
     ];
     for (bytes, expected) in cases {
-        match load(&bytes, OptimizationLevel::All) {
-            Err(Error::InvalidNode { rule, .. }) => {
-                assert!(rule.contains(expected), "'{rule}' should say '{expected}'")
-            }
-            other => panic!("expected InvalidNode ({expected}), got {other:?}"),
-        }
+        assert_rule(&bytes, OptimizationLevel::All, expected);
     }
 }
 
 #[test]
 fn huge_constant_of_shape_is_a_resource_error_at_load() {
-    let mut m = ModelBuilder::new(1);
-    m.ints("s", &[1 << 20, 1 << 20, 1 << 10])
-        .node("ConstantOfShape", &["s"], &["y"], &[])
-        .output("y");
+    let bytes = model(13, |m| {
+        m.ints("s", &[1 << 20, 1 << 20, 1 << 10])
+            .node("ConstantOfShape", &["s"], &["y"], &[])
+            .output("y");
+    });
     for level in LEVELS {
-        let outcome =
-            load(&m.to_bytes(13), level).and_then(|s| s.run(Vec::<(&str, Tensor)>::new()));
+        let outcome = load(&bytes, level).and_then(|s| s.run(Vec::<(&str, Tensor)>::new()));
         match assert_typed(outcome, "ConstantOfShape 2^50") {
             Error::Kernel {
                 cause: KernelError::ResourceLimit(_),
@@ -441,19 +465,20 @@ fn huge_constant_of_shape_is_a_resource_error_at_load() {
 
 #[test]
 fn range_sized_by_an_input_fails_past_the_limit_and_the_session_stays_usable() {
-    let mut m = ModelBuilder::new(1);
-    m.scalar_input("n", 7)
-        .scalar_int("zero", 0, 7)
-        .scalar_int("one", 1, 7)
-        .node("Range", &["zero", "n", "one"], &["y"], &[])
-        .output("y");
-    let session = Session::builder()
-        .with_run_limits(RunLimits {
+    let bytes = model(13, |m| {
+        m.scalar_input("n", 7)
+            .scalar_int("zero", 0, 7)
+            .scalar_int("one", 1, 7)
+            .node("Range", &["zero", "n", "one"], &["y"], &[])
+            .output("y");
+    });
+    let session = limited(
+        &bytes,
+        RunLimits {
             max_tensor_bytes: Some(1 << 20),
             ..Default::default()
-        })
-        .commit_from_memory(&m.to_bytes(13))
-        .unwrap();
+        },
+    );
     let n = |v: i64| [("n", Tensor::scalar(v))];
     for huge in [1 << 18, i64::MAX] {
         match session.run(n(huge)) {
@@ -473,26 +498,27 @@ fn range_sized_by_an_input_fails_past_the_limit_and_the_session_stays_usable() {
 
 #[test]
 fn conv_pads_and_resize_scales_past_the_limit_are_errors() {
-    let mut pads = ModelBuilder::new(1);
-    pads.input("x", &[1, 1, 4, 4])
-        .weight("w", &[1, 1, 3, 3], 1.0)
-        .node(
-            "Conv",
-            &["x", "w"],
-            &["y"],
-            &[("pads", Attr::Ints(vec![1 << 30; 4]))],
-        )
-        .output("y");
-    let mut resize = ModelBuilder::new(1);
-    resize
-        .input("x", &[1, 1, 4, 4])
-        .floats("sc", &[4], &[1.0, 1.0, 1e6, 1e6])
-        .node("Resize", &["x", "", "sc"], &["y"], &[])
-        .output("y");
-    for (name, model) in [("Conv pads 2^30", &pads), ("Resize 1e6", &resize)] {
+    let pads = model(13, |m| {
+        m.input("x", &[1, 1, 4, 4])
+            .weight("w", &[1, 1, 3, 3], 1.0)
+            .node(
+                "Conv",
+                &["x", "w"],
+                &["y"],
+                &[("pads", Attr::Ints(vec![1 << 30; 4]))],
+            )
+            .output("y");
+    });
+    let resize = model(13, |m| {
+        m.input("x", &[1, 1, 4, 4])
+            .floats("sc", &[4], &[1.0, 1.0, 1e6, 1e6])
+            .node("Resize", &["x", "", "sc"], &["y"], &[])
+            .output("y");
+    });
+    for (name, bytes) in [("Conv pads 2^30", &pads), ("Resize 1e6", &resize)] {
         for level in LEVELS {
-            let outcome = load(&model.to_bytes(13), level)
-                .and_then(|s| s.run([("x", f32_tensor(&[1, 1, 4, 4]))]));
+            let outcome =
+                load(bytes, level).and_then(|s| s.run([("x", f32_tensor(&[1, 1, 4, 4]))]));
             match assert_typed(outcome, name) {
                 Error::Kernel {
                     cause: KernelError::ResourceLimit(_),
@@ -529,24 +555,25 @@ fn counting_loop() -> ModelBuilder {
     m
 }
 
+/// The inputs of [`counting_loop`]: `trips` iterations from 0.
+fn loop_inputs(trips: i64) -> [(&'static str, Tensor); 3] {
+    [
+        ("m", Tensor::scalar(trips)),
+        ("cond", Tensor::scalar(true)),
+        ("v0", Tensor::from_shape_vec(&[1], vec![0f32]).unwrap()),
+    ]
+}
+
 #[test]
 fn a_loop_past_its_iteration_limit_fails_and_the_session_stays_usable() {
-    let m = counting_loop();
-    let session = Session::builder()
-        .with_run_limits(RunLimits {
+    let session = limited(
+        &counting_loop().to_bytes(13),
+        RunLimits {
             max_loop_iterations: Some(1000),
             ..Default::default()
-        })
-        .commit_from_memory(&m.to_bytes(13))
-        .unwrap();
-    let inputs = |trips: i64| {
-        [
-            ("m", Tensor::scalar(trips)),
-            ("cond", Tensor::scalar(true)),
-            ("v0", Tensor::from_shape_vec(&[1], vec![0f32]).unwrap()),
-        ]
-    };
-    match session.run(inputs(i64::MAX)) {
+        },
+    );
+    match session.run(loop_inputs(i64::MAX)) {
         Err(Error::Kernel {
             op_type,
             cause: KernelError::ResourceLimit(_),
@@ -554,25 +581,20 @@ fn a_loop_past_its_iteration_limit_fails_and_the_session_stays_usable() {
         }) => assert_eq!(op_type, "Loop"),
         other => panic!("expected the Loop's limit, got {other:?}"),
     }
-    let v = session.run(inputs(1000)).unwrap();
+    let v = session.run(loop_inputs(1000)).unwrap();
     assert_eq!(v[0].to_f64_vec().unwrap(), vec![1000.0]);
 }
 
 #[test]
 fn a_run_past_its_time_limit_fails() {
-    let m = counting_loop();
-    let session = Session::builder()
-        .with_run_limits(RunLimits {
+    let session = limited(
+        &counting_loop().to_bytes(13),
+        RunLimits {
             timeout: Some(std::time::Duration::from_millis(50)),
             ..Default::default()
-        })
-        .commit_from_memory(&m.to_bytes(13))
-        .unwrap();
-    let outcome = session.run([
-        ("m", Tensor::scalar(i64::MAX)),
-        ("cond", Tensor::scalar(true)),
-        ("v0", Tensor::from_shape_vec(&[1], vec![0f32]).unwrap()),
-    ]);
+        },
+    );
+    let outcome = session.run(loop_inputs(i64::MAX));
     // The Loop notices the limit between iterations, or the executor between nodes: which
     // one comes first depends on the machine's speed.
     match outcome {

@@ -5,6 +5,7 @@ pub mod engine_options;
 pub mod inputs;
 pub mod outputs;
 pub mod profile;
+pub mod progress;
 pub mod run;
 pub mod schedule;
 

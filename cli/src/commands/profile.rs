@@ -3,13 +3,13 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use spillway::profile::{self, ProfileOptions};
 use spillway::{OptimizationLevel, Session, Tensor};
 
 use super::devices::DeviceArgs;
 use super::engine_options::EngineArgs;
 use super::inputs::{DimSizes, model_inputs};
+use super::progress;
 
 /// Profiles `model` on the devices and writes the cost model JSON to `out`.
 pub fn profile(
@@ -21,23 +21,20 @@ pub fn profile(
     engine: &EngineArgs,
 ) -> Result<()> {
     let devices = devices.devices()?;
+    let loading = progress::spinner(format!("loading {}", model.display()));
     // A plain session gives the optimized graph, which is what a multi-device session places.
     let session = engine
         .apply(Session::builder())
         .with_optimization(OptimizationLevel::All)
         .commit_from_file(model)
-        .with_context(|| format!("loading {}", model.display()))?;
+        .with_context(|| format!("loading {}", model.display()));
+    loading.finish_and_clear();
+    let session = session?;
     let inputs: Vec<Tensor> = model_inputs(&session.inputs(), &[], dims)?
         .into_iter()
         .map(|(_, t)| t)
         .collect();
-    let bar = ProgressBar::new(session.graph().nodes.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} nodes ({elapsed})")
-            .context("progress bar template")?
-            .progress_chars("=> "),
-    );
-    bar.set_message("profiling");
+    let bar = progress::bar(session.graph().nodes.len() as u64, "profiling", "nodes");
     let model_costs = profile::profile(
         session.graph(),
         &devices,
@@ -48,20 +45,28 @@ pub fn profile(
             bar.set_position(done as u64);
         },
     )
-    .context("profiling")?;
-    bar.finish_with_message("profiled");
+    .context("profiling");
+    bar.finish_and_clear();
+    let model_costs = model_costs?;
     model_costs
         .save(out)
         .with_context(|| format!("writing {}", out.display()))?;
-    let mut per_kind: std::collections::BTreeMap<String, f64> = Default::default();
-    for op in &model_costs.graph.ops {
-        for (kind, us) in &op.cost_us {
-            *per_kind.entry(format!("{kind:?}")).or_default() += us;
-        }
-    }
-    let sums: Vec<String> = per_kind
+    // Each device by the name the engine gives it (`cpu`, `virtual0`, `cuda0`): its kind's
+    // cost of every operator it can run, scaled by its speed.
+    let sums: Vec<String> = model_costs
+        .topology
+        .devices
         .iter()
-        .map(|(k, us)| format!("{k} {us:.1} µs"))
+        .map(|device| {
+            let us: f64 = model_costs
+                .graph
+                .ops
+                .iter()
+                .filter_map(|op| op.cost_us.get(&device.kind))
+                .map(|us| us / device.speed.max(f64::MIN_POSITIVE))
+                .sum();
+            format!("{} {us:.1} µs", device.name)
+        })
         .collect();
     say!(
         "{} operators on {} devices; sum of operator costs: {}; written to {}",

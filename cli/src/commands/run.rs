@@ -9,6 +9,7 @@ use spillway::{DType, Devices, OptimizationLevel, RunOptions, Session, Tensor};
 
 use super::engine_options::EngineArgs;
 use super::inputs::{DimSizes, model_inputs};
+use super::progress;
 
 /// The small multi-branch model `spillway run` uses when no model is given
 /// (built by `models/make_small.py`).
@@ -65,14 +66,18 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
         }
         builder = builder.with_devices(Devices::cpu().with_cuda(0, streams));
     }
+    // A GPU session measures its stream policies while it is built: that can take seconds.
+    let loading = progress::spinner("loading the model");
     let session = match &model {
         Some(path) => builder
             .commit_from_file(path)
-            .with_context(|| format!("loading {}", path.display()))?,
+            .with_context(|| format!("loading {}", path.display())),
         None => builder
             .commit_from_memory(DEFAULT_MODEL)
-            .context("loading the bundled model")?,
+            .context("loading the bundled model"),
     };
+    loading.finish_and_clear();
+    let session = session?;
     let label = model
         .as_ref()
         .map_or("bundled inception_block.onnx".to_string(), |p| {
@@ -93,7 +98,10 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
         crate::commands::outputs::write_tensors(dir, inputs.iter().map(|(n, t)| (n.as_str(), t)))?;
         say!("inputs written to {}", dir.display());
     }
+    // One warm-up run (its outputs are printed), then the timed ones.
+    let bar = progress::bar(repeat as u64 + 1, "running", "runs");
     let (outputs, mut stats) = session.run_with_stats(inputs.clone())?;
+    bar.inc(1);
     let mut times = Vec::with_capacity(repeat);
     let options = RunOptions {
         trace: trace.is_some(),
@@ -116,7 +124,9 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
             e
         }));
         times.push(elapsed_us / 1e3);
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     if let Some(path) = trace {
         let devices: Vec<String> = session
             .devices()

@@ -11,6 +11,7 @@ use spillway::{Placement, RunOptions, Session};
 use super::devices::DeviceArgs;
 use super::engine_options::EngineArgs;
 use super::inputs::{DimSizes, model_inputs};
+use super::progress;
 
 /// What `spillway schedule` does.
 pub struct ScheduleArgs {
@@ -45,9 +46,16 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
     if let Some(path) = &args.cost_model {
         builder = builder.with_cost_model(path);
     }
+    // Building the session profiles the model (unless given a cost model) and places it.
+    let building = progress::spinner(format!(
+        "loading, profiling and placing {}",
+        args.model.display()
+    ));
     let session = builder
         .commit_from_file(&args.model)
-        .with_context(|| format!("building a session for {}", args.model.display()))?;
+        .with_context(|| format!("building a session for {}", args.model.display()));
+    building.finish_and_clear();
+    let session = session?;
     let Some(report) = session.placement_report() else {
         bail!(
             "the session has one CPU lane and no other device: nothing to place (use --lanes 2 or --virtual 1)"
@@ -59,8 +67,12 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
         say!("gantt chart written to {}", path.display());
     }
     let inputs = model_inputs(&session.inputs(), &[], &args.dims)?;
+    let runs = args.repeat.max(1);
+    // A warm-up, a traced run, then the timed ones.
+    let bar = progress::bar(2 + runs as u64, "running", "runs");
     // The first run also packs every convolution's weights: warm up before the traced run.
     session.run(inputs.clone()).context("running (warm-up)")?;
+    bar.inc(1);
     let (_, traced) = session
         .run_with_options(
             inputs.clone(),
@@ -70,6 +82,7 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
             },
         )
         .context("running (traced)")?;
+    bar.inc(1);
     let events = traced.trace.unwrap_or_default();
     let names: Vec<String> = devices
         .specs()
@@ -78,14 +91,16 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
         .collect();
     if let Some(path) = &args.trace {
         write(path, &chrome_trace_json(&events, &names))?;
-        say!("chrome trace written to {}", path.display());
+        bar.suspend(|| say!("chrome trace written to {}", path.display()));
     }
-    let mut times = Vec::with_capacity(args.repeat);
-    for _ in 0..args.repeat.max(1) {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
         let start = Instant::now();
         session.run(inputs.clone()).context("running")?;
         times.push(start.elapsed().as_secs_f64() * 1e6);
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     times.sort_by(f64::total_cmp);
     let measured = times[times.len() / 2];
     say!();

@@ -344,7 +344,10 @@ fn gpu_report(
         vec![0.0; n]
     };
     let cost_graph = crate::gpu::cost_graph(graph, &node_us, &[]);
-    let topology = Topology::gpus(1, streams);
+    let cuda = crate::device::Device::Cuda { ordinal }.to_string();
+    let mut topology = Topology::gpus(1, streams);
+    // The Gantt chart names the device as every other output does.
+    topology.devices[0].name = cuda.clone();
     let schedule = spillway_placement::Schedule::from_sequence(
         &format!("{:?}", choice.policy),
         &vec![0; n],
@@ -354,7 +357,7 @@ fn gpu_report(
     let simulation =
         simulate(&cost_graph, &topology, &schedule).map_err(|e| Error::Placement(e.to_string()))?;
     let label = format!(
-        "{:?} on cuda{ordinal}: {} of {streams} streams, {}",
+        "{:?} on {cuda}: {} of {streams} streams, {}",
         choice.policy,
         choice.streams_used,
         if choice.captured {
@@ -376,7 +379,7 @@ fn gpu_report(
     );
     report.gpu_bytes = Some(choice.arena_bytes);
     for (node, &stream) in report.nodes.iter_mut().zip(&choice.streams) {
-        node.2 = format!("cuda{ordinal}");
+        node.2 = cuda.clone();
         node.3 = stream;
     }
     Ok(report)
@@ -413,7 +416,7 @@ fn hybrid_report(
     let topology = Topology::full_mesh(
         vec![
             PlacementDevice::cpu("cpu", 1),
-            PlacementDevice::gpu(format!("cuda{ordinal}"), 1),
+            PlacementDevice::gpu(crate::device::Device::Cuda { ordinal }.to_string(), 1),
         ],
         1.0,
         0.0,
@@ -470,8 +473,8 @@ fn hybrid_report(
     report.kept_on_gpu = Some(choice.kept_on_gpu);
     for ((node, side), s) in report.nodes.iter_mut().zip(&choice.sides).zip(&segment_of) {
         node.2 = match side {
-            Side::Host => "cpu".to_string(),
-            Side::Device => format!("cuda{ordinal}"),
+            Side::Host => crate::device::Device::Cpu.to_string(),
+            Side::Device => crate::device::Device::Cuda { ordinal }.to_string(),
         };
         node.3 = *s;
     }
