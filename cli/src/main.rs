@@ -188,12 +188,10 @@ fn main() -> Result<()> {
             &model,
             &devices,
             &out,
-            ProfileOptions {
-                warmup,
-                repeats: repeats.max(1),
-                thread_options: engine.thread_options(),
-                ..Default::default()
-            },
+            ProfileOptions::default()
+                .with_warmup(warmup)
+                .with_repeats(repeats.max(1))
+                .with_thread_options(engine.thread_options()),
             &dims,
             &engine,
         ),

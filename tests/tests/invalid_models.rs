@@ -474,10 +474,7 @@ fn range_sized_by_an_input_fails_past_the_limit_and_the_session_stays_usable() {
     });
     let session = limited(
         &bytes,
-        RunLimits {
-            max_tensor_bytes: Some(1 << 20),
-            ..Default::default()
-        },
+        RunLimits::default().with_max_tensor_bytes(Some(1 << 20)),
     );
     let n = |v: i64| [("n", Tensor::scalar(v))];
     for huge in [1 << 18, i64::MAX] {
@@ -568,10 +565,7 @@ fn loop_inputs(trips: i64) -> [(&'static str, Tensor); 3] {
 fn a_loop_past_its_iteration_limit_fails_and_the_session_stays_usable() {
     let session = limited(
         &counting_loop().to_bytes(13),
-        RunLimits {
-            max_loop_iterations: Some(1000),
-            ..Default::default()
-        },
+        RunLimits::default().with_max_loop_iterations(Some(1000)),
     );
     match session.run(loop_inputs(i64::MAX)) {
         Err(Error::Kernel {
@@ -589,10 +583,7 @@ fn a_loop_past_its_iteration_limit_fails_and_the_session_stays_usable() {
 fn a_run_past_its_time_limit_fails() {
     let session = limited(
         &counting_loop().to_bytes(13),
-        RunLimits {
-            timeout: Some(std::time::Duration::from_millis(50)),
-            ..Default::default()
-        },
+        RunLimits::default().with_timeout(Some(std::time::Duration::from_millis(50))),
     );
     let outcome = session.run(loop_inputs(i64::MAX));
     // The Loop notices the limit between iterations, or the executor between nodes: which

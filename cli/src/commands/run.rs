@@ -103,10 +103,7 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
     let (outputs, mut stats) = session.run_with_stats(inputs.clone())?;
     bar.inc(1);
     let mut times = Vec::with_capacity(repeat);
-    let options = RunOptions {
-        trace: trace.is_some(),
-        ..Default::default()
-    };
+    let options = RunOptions::default().with_trace(trace.is_some());
     let mut events: Vec<TraceEvent> = Vec::new();
     for _ in 0..repeat {
         if !pause.is_zero() {

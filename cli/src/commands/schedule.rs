@@ -74,13 +74,7 @@ pub fn schedule(args: &ScheduleArgs) -> Result<()> {
     session.run(inputs.clone()).context("running (warm-up)")?;
     bar.inc(1);
     let (_, traced) = session
-        .run_with_options(
-            inputs.clone(),
-            &RunOptions {
-                trace: true,
-                ..Default::default()
-            },
-        )
+        .run_with_options(inputs.clone(), &RunOptions::default().with_trace(true))
         .context("running (traced)")?;
     bar.inc(1);
     let events = traced.trace.unwrap_or_default();
