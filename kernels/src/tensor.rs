@@ -311,7 +311,8 @@ impl Tensor {
 
     /// The same elements with a new shape of equal size (no copy when contiguous).
     pub fn reshaped(&self, shape: &[usize]) -> Result<Tensor> {
-        if shape.iter().product::<usize>() != self.len() {
+        let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if elements != Some(self.len()) {
             return Err(KernelError::Shape(format!(
                 "cannot reshape {:?} ({} elements) to {:?}",
                 self.shape(),
@@ -319,9 +320,13 @@ impl Tensor {
                 shape
             )));
         }
+        // An empty tensor passes the count with dimensions whose other product overflows,
+        // which ndarray refuses.
         let out = dispatch_all!(self, a => {
             let a = if a.is_standard_layout() { a.clone() } else { a.as_standard_layout().into_owned().into_shared() };
-            Element::into_tensor(a.into_shape_with_order(IxDyn(shape)).expect("size checked above"))
+            Element::into_tensor(a.into_shape_with_order(IxDyn(shape)).map_err(|e| {
+                KernelError::Shape(format!("cannot reshape {:?} to {shape:?}: {e}", self.shape()))
+            })?)
         });
         Ok(out)
     }
@@ -360,5 +365,27 @@ impl Tensor {
             Tensor::Bool(b) => Ok(b.map(|&v| if v { 1.0 } else { 0.0 })),
             _ => Err(KernelError::DTypeMismatch(format!("expected a numeric tensor, got {}", other.dtype()))),
         })
+    }
+}
+
+#[cfg(test)]
+mod reshape_tests {
+    use super::*;
+
+    /// Shapes whose element count overflows: found by the graph_gen fuzzer (a `Reshape` of an
+    /// empty tensor panicked in ndarray after the count check passed).
+    #[test]
+    fn reshaping_to_an_overflowing_shape_is_an_error() {
+        let empty = Tensor::zeros(DType::F32, &[0]);
+        for shape in [[0, 1 << 62, 8], [1 << 33, 1 << 33, 1 << 33]] {
+            assert!(
+                matches!(empty.reshaped(&shape), Err(KernelError::Shape(_))),
+                "{shape:?}"
+            );
+        }
+        assert_eq!(
+            empty.reshaped(&[2, 0, 3]).map(|t| t.shape().to_vec()),
+            Ok(vec![2, 0, 3])
+        );
     }
 }
