@@ -13,23 +13,35 @@
 
 pub mod device;
 pub mod error;
-pub mod exec;
-#[cfg(feature = "cuda")]
-pub mod gpu;
-pub mod graph;
-pub mod hybrid;
 mod io;
-pub mod memory;
-pub mod onnx;
-pub mod plan;
 pub mod profile;
 mod session;
 pub mod value;
 
+// The engine's internals: public for the project's own front-ends, tests, benches and
+// fuzzers, hidden from the documentation and outside the API's stability promise. What a user
+// needs of them is re-exported below.
+#[doc(hidden)]
+pub mod exec;
+#[cfg(feature = "cuda")]
+#[doc(hidden)]
+pub mod gpu;
+#[doc(hidden)]
+pub mod graph;
+#[doc(hidden)]
+pub mod hybrid;
+#[doc(hidden)]
+pub mod memory;
+#[doc(hidden)]
+pub mod onnx;
+#[doc(hidden)]
+pub mod plan;
+
 pub use device::{CopyCost, Device, Devices};
 pub use error::{Error, Result};
 pub use exec::kernel_pool::ThreadOptions;
-pub use exec::{RunLimits, RunOptions};
+pub use exec::{QueueKind, RunLimits, RunOptions, RunStats, TraceEvent, chrome_trace_json};
+pub use graph::{Dim, ValueInfo, ValueType};
 pub use io::{IntoTensor, SessionOutputs, tensor_from_npy};
 pub use session::{
     ActivationLayout, OptimizationLevel, PlacementReport, RunReport, Session, SessionBuilder,

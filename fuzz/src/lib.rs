@@ -3,8 +3,8 @@
 //! includes this file by path, so the same checks run in the normal `cargo test`).
 //!
 //! A check panics when it finds a bug: a panic inside the engine (libFuzzer's panic hook
-//! aborts on it even where the executor catches it), an [`Error::Panic`] (how the session API
-//! reports a panic it caught, which the replaying tests see instead) or an [`Error::Internal`].
+//! aborts on it even where the executor catches it), an [`spillway::Error::Panic`] (how the session API
+//! reports a panic it caught, which the replaying tests see instead) or an [`spillway::Error::Internal`].
 //! Every other error is a correct answer to a bad input.
 
 use prost::Message;
@@ -24,7 +24,7 @@ pub const LEVELS: [OptimizationLevel; 3] = [
 /// The most elements a model input may have for [`check_model_bytes`] to run the model.
 const RUN_LIMIT: usize = 1 << 12;
 
-/// Panics on an [`Error::Panic`] or [`Error::Internal`]: a panic the API caught, or a worker
+/// Panics on an [`spillway::Error::Panic`] or [`spillway::Error::Internal`]: a panic the API caught, or a worker
 /// that failed, is still a bug.
 pub fn assert_not_internal<T>(what: &str, result: &Result<T, Error>) {
     if let Err(e @ (Error::Panic { .. } | Error::Internal(_))) = result {

@@ -30,7 +30,7 @@ pub enum Outcome {
     Agreed,
     /// ONNX Runtime cannot judge the graph: it has no kernel for an op at this opset and type,
     /// the model's opset is newer than it supports, the outputs differ where ORT is known to
-    /// deviate from ONNX ([`ort_deviation`]), or ORT runs a `Constant` that ONNX forbids.
+    /// deviate from ONNX (`ort_deviation`), or ORT runs a `Constant` that ONNX forbids.
     Unjudged(String),
     /// A disagreement.
     Finding(Finding),

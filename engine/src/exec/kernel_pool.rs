@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThreadOptions {
     /// While a run is on the kernel pool, its idle workers wait for work spinning instead of
-    /// sleeping (default on; see the [module docs](self)): a kernel after a serial stretch
+    /// sleeping (default on): a kernel after a serial stretch
     /// starts without waking them, at the cost of CPU time burnt between kernels.
     pub spin: bool,
     /// Each kernel thread is pinned to its own CPU (default off). Faster on virtual machines

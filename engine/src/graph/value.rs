@@ -180,7 +180,7 @@ impl ValueInfo {
     }
 
     /// The bytes of a tensor of fixed shape and known element type, when no larger than
-    /// [`PLANNABLE_BYTES`] (a model may declare any size; larger ones are left to run time,
+    /// `PLANNABLE_BYTES` (2^48) (a model may declare any size; larger ones are left to run time,
     /// where allocating them fails with a resource error).
     pub fn fixed_bytes(&self) -> Option<usize> {
         let elements = self

@@ -93,6 +93,9 @@ impl Session {
     /// The static memory plan of the intermediates for the given input shapes (symbolic
     /// dimensions bound from them): offsets, planned peak, and the values whose size is only
     /// known while running.
+    ///
+    /// Internal: the engine's own view, outside the API's stability promise.
+    #[doc(hidden)]
     pub fn memory_plan(&self, input_shapes: &[(&str, &[usize])]) -> Result<MemoryPlan> {
         let mut graph = self.graph.clone();
         for (name, shape) in input_shapes {
@@ -121,6 +124,9 @@ impl Session {
     }
 
     /// The optimized graph that runs.
+    ///
+    /// Internal: the engine's own view, outside the API's stability promise.
+    #[doc(hidden)]
     pub fn graph(&self) -> &Graph {
         &self.graph
     }
@@ -233,6 +239,9 @@ impl Session {
     /// runs on a plan compiled for their shapes, runs on the CPU (shapes met for the first
     /// time or refused by the GPU), plans compiled during runs (see
     /// [`crate::hybrid::ShapeKeyedSegment`]). `None` for other sessions.
+    ///
+    /// Internal: the engine's own view, outside the API's stability promise.
+    #[doc(hidden)]
     pub fn shape_stats(&self) -> Option<crate::hybrid::ShapeStats> {
         match &self.engine {
             #[cfg(feature = "cuda")]
@@ -242,6 +251,9 @@ impl Session {
     }
 
     /// The compiled multi-device plan, when the session has one.
+    ///
+    /// Internal: the engine's own view, outside the API's stability promise.
+    #[doc(hidden)]
     pub fn execution_plan(&self) -> Option<&crate::plan::ExecutionPlan> {
         match &self.engine {
             Engine::Parallel { executor, .. } => Some(executor.plan()),

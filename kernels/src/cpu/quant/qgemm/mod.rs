@@ -4,7 +4,7 @@
 //! The fast paths work in one domain: `A` as uint8 and `B` as int8 (an int8 `A` is shifted by
 //! 128, and so is a uint8 `B`, with its zero point), so that `vpdpbusd` (AVX-512 VNNI) or
 //! `vpmaddwd` on widened values (AVX2) accumulate exactly; the zero points are applied after
-//! the product from the row and column sums. [`reference`] is the definition, computed
+//! the product from the row and column sums. [`reference()`] is the definition, computed
 //! directly, that every path is tested against.
 
 mod avx2;
