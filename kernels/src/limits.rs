@@ -65,6 +65,14 @@ pub fn checked_elements(shape: &[usize], element_bytes: usize) -> Result<usize> 
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
         .ok_or_else(too_large)?;
+    // ndarray also refuses an empty shape whose other dimensions multiply past isize::MAX.
+    let nonzero = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |n, &d| n.checked_mul(d));
+    if nonzero.is_none_or(|n| n > isize::MAX as usize) {
+        return Err(too_large());
+    }
     let bytes = elements
         .checked_mul(element_bytes.max(1))
         .ok_or_else(too_large)?;
@@ -96,5 +104,15 @@ mod tests {
             assert!(checked_elements(&[10, 26], 4).is_err());
         });
         assert_eq!(checked_elements(&[10, 26], 4), Ok(260));
+    }
+
+    /// An empty shape is refused when its other dimensions could not be an array's.
+    #[test]
+    fn empty_shapes_with_huge_dimensions_are_errors() {
+        assert_eq!(checked_elements(&[1 << 40, 0, 2], 4), Ok(0));
+        assert!(matches!(
+            checked_elements(&[i64::MAX as usize, 0, 2], 4),
+            Err(KernelError::ResourceLimit(_))
+        ));
     }
 }

@@ -434,7 +434,12 @@ impl Resize {
         single: bool,
     ) -> Result<(Vec<usize>, Vec<ResizePass>, f64)> {
         let (out_shape, scales, rois, axes) = self.geometry(inputs, shape, single)?;
-        crate::limits::checked_elements(&out_shape, 4)?;
+        let elements = crate::limits::checked_elements(&out_shape, 4)?;
+        // An empty output needs no pass, and an axis's table is as long as its output
+        // dimension, which another zero dimension may leave huge.
+        if elements == 0 {
+            return Ok((out_shape, Vec::new(), self.extrapolation));
+        }
         let passes = self.passes(shape, &out_shape, &scales, &rois, &axes, single);
         Ok((out_shape, passes, self.extrapolation))
     }
@@ -445,6 +450,9 @@ impl Kernel for Resize {
         let x = input(inputs, 0)?;
         let single = x.dtype() == DType::F32;
         let (out_shape, passes, _) = self.plan_for(inputs, x.shape(), single)?;
+        if out_shape.contains(&0) {
+            return Ok(vec![Tensor::zeros(x.dtype(), &out_shape)]);
+        }
         // f32 computes in f32, as ONNX Runtime does; every other type in f64, like the reference.
         if let Tensor::F32(a) = x {
             let a = a.as_standard_layout();
