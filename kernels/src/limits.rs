@@ -65,13 +65,21 @@ pub fn checked_elements(shape: &[usize], element_bytes: usize) -> Result<usize> 
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
         .ok_or_else(too_large)?;
-    // ndarray also refuses an empty shape whose other dimensions multiply past isize::MAX.
-    let nonzero = shape
-        .iter()
-        .filter(|&&d| d != 0)
-        .try_fold(1usize, |n, &d| n.checked_mul(d));
-    if nonzero.is_none_or(|n| n > isize::MAX as usize) {
-        return Err(too_large());
+    // An empty shape's other dimensions are bounded as if the zeros were ones: ndarray refuses
+    // them past isize::MAX, and kernels build tables as long as a dimension.
+    if elements == 0 {
+        let nonzero = shape
+            .iter()
+            .filter(|&&d| d != 0)
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .and_then(|n| n.checked_mul(element_bytes.max(1)));
+        if nonzero.is_none_or(|bytes| bytes > max_tensor_bytes()) {
+            return Err(KernelError::ResourceLimit(format!(
+                "an empty tensor of shape {shape:?} has dimensions past the {} bytes a tensor \
+                 may take (counting its zeros as ones)",
+                max_tensor_bytes()
+            )));
+        }
     }
     let bytes = elements
         .checked_mul(element_bytes.max(1))
@@ -109,10 +117,15 @@ mod tests {
     /// An empty shape is refused when its other dimensions could not be an array's.
     #[test]
     fn empty_shapes_with_huge_dimensions_are_errors() {
-        assert_eq!(checked_elements(&[1 << 40, 0, 2], 4), Ok(0));
-        assert!(matches!(
-            checked_elements(&[i64::MAX as usize, 0, 2], 4),
-            Err(KernelError::ResourceLimit(_))
-        ));
+        assert_eq!(checked_elements(&[1 << 20, 0, 2], 4), Ok(0));
+        for huge in [[1 << 40, 0, 2], [i64::MAX as usize, 0, 2]] {
+            assert!(
+                matches!(
+                    checked_elements(&huge, 4),
+                    Err(KernelError::ResourceLimit(_))
+                ),
+                "{huge:?}"
+            );
+        }
     }
 }

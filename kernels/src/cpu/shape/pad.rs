@@ -102,7 +102,14 @@ impl Kernel for Pad {
         let padded = padded.ok_or_else(|| {
             KernelError::InvalidValue(format!("pads {pads:?} overflow the axes' sizes"))
         })?;
-        crate::limits::checked_elements(&padded, x.dtype().size_of())?;
+        let elements = crate::limits::checked_elements(&padded, x.dtype().size_of())?;
+        if elements == 0 {
+            // Checked like the maps below, without building them.
+            for ax in 0..rank {
+                axis_extent(x.shape()[ax], begin[ax], end[ax], self.mode)?;
+            }
+            return Ok(vec![Tensor::zeros(x.dtype(), &padded)]);
+        }
         let maps = (0..rank)
             .map(|ax| axis_map(x.shape()[ax], begin[ax], end[ax], self.mode))
             .collect::<Result<Vec<_>>>()?;
@@ -116,8 +123,10 @@ impl Kernel for Pad {
     }
 }
 
-/// For each output position along one axis, the source index (`None` = the constant).
-fn axis_map(n: usize, begin: i64, end: i64, mode: Mode) -> Result<Vec<Option<usize>>> {
+/// `(crop_lo, kept, out)` of one axis: the source elements cropped before, those kept, and
+/// the output's length; an error for pads that remove more than the axis has, or that pad an
+/// empty axis with its own elements.
+fn axis_extent(n: usize, begin: i64, end: i64, mode: Mode) -> Result<(i64, i64, i64)> {
     let n = n as i64;
     let crop_lo = (-begin).max(0);
     let kept = n - crop_lo - (-end).max(0);
@@ -132,6 +141,12 @@ fn axis_map(n: usize, begin: i64, end: i64, mode: Mode) -> Result<Vec<Option<usi
             "{mode:?} padding of an empty axis"
         )));
     }
+    Ok((crop_lo, kept, out))
+}
+
+/// For each output position along one axis, the source index (`None` = the constant).
+fn axis_map(n: usize, begin: i64, end: i64, mode: Mode) -> Result<Vec<Option<usize>>> {
+    let (crop_lo, kept, out) = axis_extent(n, begin, end, mode)?;
     let pre = begin.max(0);
     Ok((0..out)
         .map(|i| {
@@ -317,6 +332,23 @@ mod tests {
         assert!(matches!(
             run("mirror", &x(), &[0, 0, 0, 0], None, None),
             Err(KernelError::UnsupportedAttribute { .. })
+        ));
+    }
+
+    /// Pads that leave an axis empty give the empty output without building the other axes'
+    /// maps (the graph_gen fuzzer found a 2^40-long one), and keep the maps' checks.
+    #[test]
+    fn empty_outputs_build_no_maps() {
+        let x = Tensor::from_shape_vec(&[2, 3], vec![1.0f32; 6]).unwrap();
+        let empty = run("constant", &x, &[0, 1 << 20, -2, 0], None, None).unwrap();
+        assert_eq!(empty.shape(), &[0, (1 << 20) + 3]);
+        assert!(matches!(
+            run("constant", &x, &[0, 1 << 40, -2, 0], None, None),
+            Err(KernelError::ResourceLimit(_))
+        ));
+        assert!(matches!(
+            run("constant", &x, &[0, 0, -3, 0], None, None),
+            Err(KernelError::InvalidValue(_))
         ));
     }
 }
