@@ -340,6 +340,14 @@ fn assert_no_progress_drawn(out: &Output) {
     assert!(!stderr.contains("nodes ("), "{stderr:?}");
 }
 
+/// Succeeded without a panic and without drawing a progress bar into the pipe; its stdout.
+fn quiet_success_stdout(out: &Output) -> String {
+    assert_no_panic(out);
+    assert!(out.status.success(), "{out:?}");
+    assert_no_progress_drawn(out);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn profile_and_schedule_name_devices_as_the_engine_does_and_draw_no_bars_into_a_pipe() {
     let dir = scratch("schedule");
@@ -350,10 +358,7 @@ fn profile_and_schedule_name_devices_as_the_engine_does_and_draw_no_bars_into_a_
         .arg(inception_block())
         .output()
         .unwrap();
-    assert_no_panic(&out);
-    assert!(out.status.success(), "{out:?}");
-    assert_no_progress_drawn(&out);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = quiet_success_stdout(&out);
     // The sums per device, by the engine's device names (a Virtual device is not a "Gpu").
     assert!(
         stdout.contains("cpu ") && stdout.contains("virtual0 "),
@@ -384,10 +389,7 @@ fn profile_and_schedule_name_devices_as_the_engine_does_and_draw_no_bars_into_a_
         .arg(inception_block())
         .output()
         .unwrap();
-    assert_no_panic(&out);
-    assert!(out.status.success(), "{out:?}");
-    assert_no_progress_drawn(&out);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = quiet_success_stdout(&out);
     assert!(stdout.contains("cpu busy"), "{stdout}");
     assert!(stdout.contains("virtual0 busy"), "{stdout}");
 
