@@ -9,7 +9,7 @@
 
 use prost::Message;
 use spillway::graph::{Dim, ValueType};
-use spillway::{DType, Error, OptimizationLevel, Session, Tensor};
+use spillway::{DType, Error, OptimizationLevel, RunLimits, Session, Tensor};
 
 pub mod generate;
 pub mod schema;
@@ -37,7 +37,14 @@ fn builder(level: OptimizationLevel) -> spillway::SessionBuilder {
     Session::builder()
         .with_optimization(level)
         .with_intra_op_threads(1)
+        .with_run_limits(RunLimits::default().with_max_tensor_bytes(Some(MAX_TENSOR_BYTES)))
 }
+
+/// The largest tensor the checks let a model make: small enough that the few tensors of a
+/// generated graph stay inside libFuzzer's 4 GB (the default, half the machine's memory, would
+/// let a valid model look like an out-of-memory crash), large enough for every size check
+/// to be reached with ordinary values.
+pub const MAX_TENSOR_BYTES: usize = 256 << 20;
 
 /// Target `model_bytes`: loads arbitrary bytes as a model at every optimization level (load,
 /// validation, optimization passes, plan compilation); a model that loads and whose inputs

@@ -105,7 +105,8 @@ fn run_ort(g: &Generated) -> Result<Vec<Tensor>, String> {
 /// `GatherND` index past its dimension (ORT reads out of bounds), a negative `batch_dims`, an
 /// `Expand` shape that is not 1-D, a pooling window larger than the padded input (ONNX's
 /// output-size formula gives no element), a `BatchNormalization` of rank 1 (ONNX's input is
-/// `N × C × …`).
+/// `N × C × …`), a `Split` whose `num_outputs` differs from its output count (onnx.reference
+/// then returns the first of `num_outputs` parts, ORT ignores the attribute).
 const ONNX_RULES_ORT_SKIPS: &[&str] = &[
     "exactly one value attribute is required",
     "the axis must be a scalar",
@@ -116,6 +117,7 @@ const ONNX_RULES_ORT_SKIPS: &[&str] = &[
     "must be 1-D (a list of integers)",
     "is smaller than the (dilated) kernel",
     "BatchNormalization needs rank >= 2",
+    "differs from the node's",
 ];
 
 /// ORT's refusals of scalar-like inputs that are not 0-D: ONNX asks for scalars (`Clip`'s
@@ -253,6 +255,10 @@ impl GraphFacts {
         self.ops.iter().any(|o| o == op)
     }
 
+    fn has_any(&self, ops: &[&str]) -> bool {
+        ops.iter().any(|op| self.has(op))
+    }
+
     fn has_reduction(&self) -> bool {
         REDUCTIONS.iter().any(|r| self.has(r))
     }
@@ -298,6 +304,9 @@ fn elements_differ_only_where(w: &Tensor, g: &Tensor, allowed: impl Fn(f64, f64)
 ///   ONNX's (0 / 0) is NaN;
 /// - an integer `ReduceLogSumExp`: ORT subtracts the maximum and exponentiates in the integer
 ///   type (every smaller term truncates to 0); ONNX's reference computes in float64;
+/// - `ReduceMin`/`ReduceMax` over a NaN: ORT's result depends on where the NaN is (it is kept
+///   only first); numpy's, which ONNX's reference uses, is NaN;
+/// - an integer `ReduceLogSum`: the log of a sum that is not positive, converted to integers;
 /// - a max over nothing but -inf: ORT's `GlobalMaxPool` starts from the type's lowest finite
 ///   value instead of -inf;
 /// - an integer output where every differing element is ORT's integer minimum: the result of
@@ -321,15 +330,27 @@ fn ort_deviation(
     if facts.has_reduction() && empty_reduction_shape {
         return Some("ORT leaves a reduced empty axis unreduced; ONNX's keepdims rule does not");
     }
-    let nan_for_zero = differs_only_where(want, got, |w, g| {
+    let nan_for_number = differs_only_where(want, got, |w, g| {
         elements_differ_only_where(w, g, |_, b| b.is_nan())
     });
-    if facts.has("ReduceMean") && nan_for_zero {
+    if facts.has("ReduceMean") && nan_for_number {
         return Some("ORT's ReduceMean of nothing is 0; ONNX's (0 / 0) is NaN");
+    }
+    if facts.has_any(&["ReduceMin", "ReduceMax"]) && nan_for_number {
+        return Some(
+            "ORT's ReduceMin and ReduceMax skip a NaN unless it comes first; ONNX's (numpy's) \
+             propagate it",
+        );
     }
     let integer_outputs = differs_only_where(want, got, |w, _| w.dtype().is_int());
     if facts.has("ReduceLogSumExp") && integer_outputs {
         return Some("ORT computes an integer ReduceLogSumExp in the integer type");
+    }
+    if facts.has("ReduceLogSum") && integer_outputs {
+        return Some(
+            "an integer ReduceLogSum of a non-positive sum is NaN or -inf converted to the \
+             integer type, undefined in C++ (ORT gives the minimum); Spillway saturates",
+        );
     }
     let lowest_for_minus_inf = differs_only_where(want, got, |w, g| {
         elements_differ_only_where(w, g, |a, b| {
@@ -362,7 +383,8 @@ fn ort_deviation(
 /// a broadcast of an empty axis against a longer one after a reduction (the axis ORT left
 /// unreduced, see [`ort_deviation`]); ORT's shape inference taking a graph input's
 /// `dim_value: 0` as a fixed 0 where Spillway takes it as dynamic, as exporters mean it; or
-/// its shape inference refusing what follows a `NonZero` of a scalar, whose shape it infers as
+/// its shape inference refusing what follows a `PRelu` whose slope broadcasts X larger, or a
+/// `NonZero` of a scalar, whose shape it infers as
 /// `[0, n]` where its own kernel gives `[1, n]`.
 fn ort_refusal_deviation(facts: &GraphFacts, error: &str) -> Option<&'static str> {
     if ORT_SCALAR_RULES.iter().any(|rule| error.contains(rule)) {
@@ -373,6 +395,12 @@ fn ort_refusal_deviation(facts: &GraphFacts, error: &str) -> Option<&'static str
     }
     if facts.zero_dim_input && error.contains("[ShapeInferenceError]") {
         return Some("ORT's shape inference takes an input's dim_value 0 as fixed");
+    }
+    if facts.has("PRelu") && error.contains("[ShapeInferenceError]") {
+        return Some(
+            "ORT's shape inference gives PRelu the shape of X; its kernel (as Spillway and \
+             ONNX's reference) broadcasts X and the slope both ways",
+        );
     }
     if facts.has("NonZero") && error.contains("[ShapeInferenceError]") {
         return Some(

@@ -512,7 +512,10 @@ fn infer_node(
         "Squeeze" => {
             // Axes given but not known leave the shape unknown; none given squeeze every 1.
             let axes = match node.opset {
-                ..13 => attrs.opt_ints("axes").ok(),
+                ..13 => attrs
+                    .opt_ints("axes")
+                    .ok()
+                    .map(|a| a.filter(|a| !a.is_empty())),
                 _ if input(1).is_some() => ints(1).map(Some),
                 _ => Some(None),
             };

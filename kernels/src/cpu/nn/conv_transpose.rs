@@ -191,23 +191,39 @@ fn geometry(
                 reason: format!("has {} values, expected {n}", s.len()),
             });
         }
-        (None, AutoPad::SameUpper | AutoPad::SameLower) => {
-            Some((0..n).map(|i| input[i] * strides[i]).collect())
-        }
+        (None, AutoPad::SameUpper | AutoPad::SameLower) => Some(
+            (0..n)
+                .map(|i| input[i].checked_mul(strides[i]))
+                .collect::<Option<_>>()
+                .ok_or_else(|| {
+                    KernelError::Shape(format!(
+                        "ConvTranspose: {input:?} times strides {strides:?} overflows"
+                    ))
+                })?,
+        ),
         (None, _) => None,
     };
     if let Some(target) = target {
         let upper = ct.window.auto_pad == AutoPad::SameUpper;
-        let begin: Vec<i64> = (0..n)
+        // The padding that trims (or, negative, extends) the full result to the target.
+        let totals: Vec<i64> = (0..n)
             .map(|i| {
-                let total = full[i] - target[i] as i64;
+                i64::try_from(target[i])
+                    .ok()
+                    .and_then(|t| full[i].checked_sub(t))
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                KernelError::Shape(format!("ConvTranspose output size {target:?} is too large"))
+            })?;
+        let begin: Vec<i64> = totals
+            .iter()
+            .map(|&total| {
                 let half = total.div_euclid(2);
                 if upper { half } else { total - half }
             })
             .collect();
-        let end = (0..n)
-            .map(|i| full[i] - target[i] as i64 - begin[i])
-            .collect();
+        let end = (0..n).map(|i| totals[i] - begin[i]).collect();
         return Ok((target, begin, end));
     }
     let pads = match (&ct.window.pads, ct.window.auto_pad) {
@@ -220,18 +236,31 @@ fn geometry(
         }
         _ => vec![0; 2 * n],
     };
+    let pads: Vec<i64> = pads
+        .iter()
+        .map(|&p| i64::try_from(p).ok())
+        .collect::<Option<_>>()
+        .ok_or_else(|| KernelError::BadAttribute {
+            name: "pads".into(),
+            reason: format!("{pads:?} has a value past i64"),
+        })?;
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let o = full[i] - (pads[i] + pads[i + n]) as i64;
-        if o <= 0 {
-            return Err(KernelError::Shape(format!(
-                "ConvTranspose output dim {i} would be {o} (pads too large)"
-            )));
-        }
+        let o = pads[i]
+            .checked_add(pads[i + n])
+            .and_then(|p| full[i].checked_sub(p))
+            .filter(|&o| o > 0)
+            .ok_or_else(|| {
+                KernelError::Shape(format!(
+                    "ConvTranspose output dim {i} would be {} - {} - {} (pads too large)",
+                    full[i],
+                    pads[i],
+                    pads[i + n]
+                ))
+            })?;
         out.push(o as usize);
     }
-    let as_i64 = |p: &[usize]| p.iter().map(|&p| p as i64).collect();
-    Ok((out, as_i64(&pads[..n]), as_i64(&pads[n..])))
+    Ok((out, pads[..n].to_vec(), pads[n..].to_vec()))
 }
 
 impl Kernel for ConvTranspose {
@@ -366,9 +395,15 @@ impl ConvTranspose {
             pad_begin,
             ..
         } = self.windows(image, kernel)?;
+        let mut shape = vec![batch, out_ch];
+        shape.extend_from_slice(&out);
+        let element = std::mem::size_of::<T>();
+        let len = crate::limits::checked_elements(&shape, element)?;
         let ilen: usize = image.iter().product();
         let olen: usize = out.iter().product();
         let klen: usize = kernel.iter().product();
+        // Each task's column buffer holds one group's products for one image.
+        crate::limits::checked_elements(&[mg, klen, ilen], element)?;
         let xs = contiguous::<T>(x)?;
         let bias = b.map(contiguous::<T>).transpose()?;
         let sweep = Sweep {
@@ -379,7 +414,6 @@ impl ConvTranspose {
             dilations: &dilations,
             pad_begin: &pad_begin,
         };
-        let len = batch * out_ch * olen;
         let tiled = tiles_exactly(&sweep);
         let mut y = if tiled {
             // Every output is written once, from one column value.
@@ -415,8 +449,6 @@ impl ConvTranspose {
                     Ok::<(), KernelError>(())
                 },
             )?;
-        let mut shape = vec![batch, out_ch];
-        shape.extend_from_slice(&out);
         output(&shape, y)
     }
 

@@ -5,6 +5,7 @@
 //! (`HardSwish` is Spillway's addition to ORT's list: MobileNetV3's convolutions end in it.)
 
 use super::common::Real;
+use crate::cpu::unary::float_ops::unit_clamp;
 use crate::error::{KernelError, Result};
 
 /// An activation applied element by element after the convolution.
@@ -108,13 +109,13 @@ impl Activation {
                 let (alpha, beta) = (T::of(f64::from(alpha)), T::of(f64::from(beta)));
                 values
                     .iter_mut()
-                    .for_each(|x| *x = (alpha * *x + beta).max(zero).min(one));
+                    .for_each(|x| *x = unit_clamp(alpha * *x + beta));
             }
             Activation::HardSwish => {
                 let (sixth, half) = (T::of(1.0 / 6.0), T::of(0.5));
                 values
                     .iter_mut()
-                    .for_each(|x| *x = *x * (*x * sixth + half).max(zero).min(one));
+                    .for_each(|x| *x = *x * unit_clamp(*x * sixth + half));
             }
         }
     }

@@ -135,7 +135,8 @@ macro_rules! hard_kernel {
                     if let Some(z) = add {
                         v = $add(v, $load(z.as_ptr().add(i)));
                     }
-                    let gate = $min($max($add($mul(v, alpha_v), beta_v), zero), one);
+                    // NaN stays NaN: max and min return their second operand when either is NaN.
+                    let gate = $min(one, $max(zero, $add($mul(v, alpha_v), beta_v)));
                     $store(p.add(i), if times_x { $mul(v, gate) } else { gate });
                 }
             }

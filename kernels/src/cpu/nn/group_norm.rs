@@ -25,13 +25,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         known.push("stash_type");
     }
     spec.attrs.only(&known)?;
-    let stash = spec.attrs.int("stash_type", 1)?;
-    if stash != 1 {
-        return Err(KernelError::UnsupportedAttribute {
-            name: "stash_type".into(),
-            reason: format!("only 1 (float) is implemented, got {stash}"),
-        });
-    }
+    super::layer_norm::float_stash(spec)?;
     if spec.num_inputs != 3 {
         return Err(KernelError::Arity(
             "GroupNormalization takes three inputs".into(),

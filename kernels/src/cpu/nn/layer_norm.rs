@@ -51,13 +51,7 @@ pub fn build_rms(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
 pub fn build_onnx_rms(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 23, "RMSNormalization")?;
     spec.attrs.only(&["axis", "epsilon", "stash_type"])?;
-    let stash = spec.attrs.int("stash_type", 1)?;
-    if stash != 1 {
-        return Err(KernelError::UnsupportedAttribute {
-            name: "stash_type".into(),
-            reason: format!("only 1 (float) is implemented, got {stash}"),
-        });
-    }
+    float_stash(spec)?;
     if spec.num_inputs != 2 || spec.num_outputs != 1 {
         return Err(KernelError::Arity(
             "RMSNormalization takes two inputs and has one output".into(),
@@ -72,17 +66,23 @@ pub fn build_onnx_rms(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     }))
 }
 
+/// Checks `stash_type`, the type the statistics are computed in: 1 (float), the one
+/// implemented, or 0 (`UNDEFINED`, which ORT reads as the default).
+pub(crate) fn float_stash(spec: &NodeSpec<'_>) -> Result<()> {
+    match spec.attrs.int("stash_type", 1)? {
+        0 | 1 => Ok(()),
+        stash => Err(KernelError::UnsupportedAttribute {
+            name: "stash_type".into(),
+            reason: format!("only 1 (float) is implemented, got {stash}"),
+        }),
+    }
+}
+
 /// Builds `LayerNormalization`.
 pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     min_opset(spec.opset, 17, "LayerNormalization")?;
     spec.attrs.only(&["axis", "epsilon", "stash_type"])?;
-    let stash = spec.attrs.int("stash_type", 1)?;
-    if stash != 1 {
-        return Err(KernelError::UnsupportedAttribute {
-            name: "stash_type".into(),
-            reason: format!("only 1 (float) is implemented, got {stash}"),
-        });
-    }
+    float_stash(spec)?;
     if !(1..=3).contains(&spec.num_outputs) {
         return Err(KernelError::Arity(format!(
             "{} outputs, expected 1 to 3",

@@ -1,4 +1,5 @@
-//! `BatchNormalization` (opsets 7, 9, 14, 15; inference mode, and `training_mode = 1` from 14)
+//! `BatchNormalization` (opsets 7, 9, 14, 15; inference mode, and training mode: from opset 14
+//! `training_mode = 1`, before it a node with more than one output)
 //! and `InstanceNormalization` (1, 6, 22): per-channel affine normalisation of `(N, C, ...)`.
 
 use rayon::prelude::*;
@@ -14,6 +15,8 @@ pub struct BatchNorm {
     epsilon: f64,
     momentum: f64,
     training: bool,
+    /// How many outputs the node names (1 to 5).
+    outputs: usize,
 }
 
 /// Builds `BatchNormalization`.
@@ -31,27 +34,33 @@ pub fn build_batch(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
             reason: "only spatial = 1 (per-channel statistics) is implemented".into(),
         });
     }
-    let training = a.flag("training_mode", false)?;
+    // Before opset 14 the outputs say the mode: training statistics are asked for by naming
+    // them (`mean`, `var`, `saved_mean`, `saved_var`), as ORT reads it.
+    let (training, most) = match spec.opset {
+        ..14 => (spec.num_outputs > 1, 5),
+        _ => (a.flag("training_mode", false)?, 3),
+    };
     if spec.num_outputs > 1 && !training {
         return Err(KernelError::UnsupportedAttribute {
             name: "outputs".into(),
             reason: format!(
-                "BatchNormalization with {} outputs (training statistics) is only implemented \
-                 through training_mode = 1 (opset 14+)",
+                "BatchNormalization with {} outputs (training statistics) needs \
+                 training_mode = 1",
                 spec.num_outputs
             ),
         });
     }
-    if spec.num_outputs > 3 {
+    if spec.num_outputs > most {
         return Err(KernelError::Arity(format!(
-            "{} outputs, at most 3",
-            spec.num_outputs
+            "{} outputs, at most {most} in opset {}",
+            spec.num_outputs, spec.opset
         )));
     }
     Ok(Box::new(BatchNorm {
         epsilon: a.float("epsilon", 1e-5)? as f64,
         momentum: a.float("momentum", 0.9)? as f64,
         training,
+        outputs: spec.num_outputs,
     }))
 }
 
@@ -159,6 +168,16 @@ impl BatchNorm {
                 let t = output(&[c], v)?;
                 outs.push(cast_stats(t, stats_dtype)?);
             }
+            // Opsets 7–13's `saved_mean` and `saved_var`: the batch's mean and, as ORT and
+            // cuDNN keep it for the gradient, its inverse standard deviation.
+            let inv_std = var
+                .iter()
+                .map(|v| 1.0 / (v + self.epsilon).sqrt())
+                .collect();
+            for saved in [mean, inv_std] {
+                outs.push(cast_stats(output(&[c], saved)?, stats_dtype)?);
+            }
+            outs.truncate(self.outputs);
         }
         Ok(outs)
     }
@@ -263,5 +282,62 @@ impl Kernel for InstanceNorm {
             _ => self.typed::<f32>(&w, &scale, &bias)?,
         };
         Ok(vec![narrow(y, dtype)?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{AttrValue, Attributes, NodeSpec, Tensor};
+
+    /// Opset 9 with five outputs runs in training mode, as ORT does (the differential fuzzer's
+    /// seed 20894 was refused): the outputs are ORT 1.31's for these inputs.
+    #[test]
+    fn opset9_five_outputs_are_the_training_statistics() {
+        let attrs = Attributes::new()
+            .with("epsilon", AttrValue::Float(0.01))
+            .with("momentum", AttrValue::Float(0.75));
+        let spec = NodeSpec {
+            op_type: "BatchNormalization",
+            domain: "",
+            opset: 9,
+            attrs: &attrs,
+            num_inputs: 5,
+            num_outputs: 5,
+            options: Default::default(),
+        };
+        let x = Tensor::from_shape_vec(&[2, 2, 1, 2], vec![1f32, 2., 3., 5., -1., 0., 4., 8.]);
+        let channel = |v: [f32; 2]| Tensor::from_shape_vec(&[2], v.to_vec()).unwrap();
+        let (scale, bias) = (channel([1.5, -2.0]), channel([0.25, 1.0]));
+        let (mean, var) = (channel([0.5, -1.0]), channel([2.0, 3.0]));
+        let x = x.unwrap();
+        let inputs = [&x, &scale, &bias, &mean, &var].map(Some);
+        let outs = super::build_batch(&spec).unwrap().run(&inputs).unwrap();
+        let want: [&[f32]; 5] = [
+            &[
+                0.918_153_1,
+                2.254_459_4,
+                3.135_042_2,
+                1.0,
+                -1.754_459_4,
+                -0.418_153_1,
+                2.067_521,
+                -2.202_562_8,
+            ],
+            &[0.5, 0.5],
+            &[1.8125, 3.125],
+            &[0.5, 5.0],
+            &[0.890_870_8, 0.533_760_5],
+        ];
+        assert_eq!(outs.len(), 5);
+        for (i, (got, want)) in outs.iter().zip(want).enumerate() {
+            let got = got.to_f64_vec().unwrap();
+            assert_eq!(got.len(), want.len(), "output {i}");
+            for (g, w) in got.iter().zip(want) {
+                assert!(
+                    (g - f64::from(*w)).abs() < 1e-5,
+                    "output {i}: {got:?} vs {want:?}"
+                );
+            }
+        }
     }
 }

@@ -52,11 +52,21 @@ impl Kernel for Range {
             };
             let n = usize::try_from(n).unwrap_or(usize::MAX);
             let n = crate::limits::checked_elements(&[n], dt.size_of())?;
-            let vals: Vec<i64> = (0..n as i64)
-                .map(|i| start.wrapping_add(i.wrapping_mul(delta)))
-                .collect();
-            let t = Tensor::from_shape_vec(&[vals.len()], vals)?;
-            return Ok(vec![super::cast::cast_tensor(&t, dt)?]);
+            // Made in the output type directly (an i64 copy would take twice the limit). The
+            // values lie between start and limit, so they fit the type they came in.
+            let vals = (0..n as i64).map(|i| start.wrapping_add(i.wrapping_mul(delta)));
+            let t = match dt {
+                DType::I64 => tensor_from(&[n], vals.collect()),
+                DType::I32 => tensor_from(&[n], vals.map(|v| v as i32).collect()),
+                DType::I16 => tensor_from(&[n], vals.map(|v| v as i16).collect()),
+                other => {
+                    return Err(KernelError::UnsupportedDType {
+                        index: 0,
+                        dtype: other,
+                    });
+                }
+            }?;
+            return Ok(vec![t]);
         }
         if !dt.is_float() {
             return Err(KernelError::UnsupportedDType {

@@ -231,9 +231,17 @@ impl Resize {
                 given(inputs, 1).map(Tensor::to_f64_vec).transpose()?,
             ),
         };
+        // An empty `scales` beside `sizes` is how Resize-11 exporters say "no scales"; the
+        // other way round, `sizes` present even empty is a second answer (ORT refuses it too).
+        let sizes_named = opt_input(inputs, 3).is_some() && matches!(self.inputs, Inputs::Full);
         let mut out: Vec<usize> = shape.to_vec();
         let mut sc = vec![1.0; r];
         match (scales, sizes) {
+            (Some(_), None) if sizes_named => {
+                return Err(KernelError::InvalidValue(
+                    "Resize: give scales or sizes, not both (sizes is given, empty)".into(),
+                ));
+            }
             (Some(_), Some(_)) => {
                 return Err(KernelError::InvalidValue(
                     "Resize: give scales or sizes, not both".into(),

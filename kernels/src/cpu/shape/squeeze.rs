@@ -23,7 +23,10 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         None
     } else {
         spec.attrs.only(&["axes"])?;
-        Some(spec.attrs.opt_ints("axes")?)
+        let axes = spec.attrs.opt_ints("axes")?;
+        // An empty `axes` attribute is no axes given (onnx.reference and ORT read it so):
+        // Squeeze removes every 1 (Unsqueeze refuses it either way).
+        Some(axes.filter(|a| !a.is_empty()))
     };
     Ok(Box::new(Squeeze {
         unsqueeze,
@@ -125,5 +128,24 @@ mod tests {
             panic!()
         };
         assert_eq!(a.as_ptr(), b.as_ptr());
+    }
+
+    /// An empty `axes` attribute (opset 11) squeezes every 1, as onnx.reference and ORT read
+    /// it (the differential fuzzer's seed 27404: `[3, 1, 1, 1]` kept its ones).
+    #[test]
+    fn empty_axes_attribute_squeezes_every_one() {
+        let attrs = Attributes::new().with("axes", AttrValue::Ints(vec![]));
+        let spec = NodeSpec {
+            op_type: "Squeeze",
+            domain: "",
+            opset: 11,
+            attrs: &attrs,
+            num_inputs: 1,
+            num_outputs: 1,
+            options: Default::default(),
+        };
+        let x = Tensor::from_shape_vec(&[3, 1, 1, 1], vec![true, false, true]).unwrap();
+        let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
+        assert_eq!(out.shape(), &[3]);
     }
 }

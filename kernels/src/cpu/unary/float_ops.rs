@@ -93,6 +93,17 @@ pub enum FloatOp {
     Swish(f32),
 }
 
+/// `max(0, min(1, v))` as ONNX (numpy) means it: NaN stays NaN (Rust's `max`/`min` drop it).
+pub(crate) fn unit_clamp<F: num_traits::Float>(v: F) -> F {
+    if v < F::zero() {
+        F::zero()
+    } else if v > F::one() {
+        F::one()
+    } else {
+        v
+    }
+}
+
 /// `op` applied to every element of a float array.
 pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
     let zero = F::zero();
@@ -107,11 +118,11 @@ pub fn float_map<F: Real>(op: FloatOp, a: &ArrayViewD<'_, F>) -> ArrayD<F> {
         FloatOp::Sigmoid => in_place(a, F::sigmoid_slice),
         FloatOp::HardSigmoid(alpha, beta) => {
             let (alpha, beta) = (F::of(alpha as f64), F::of(beta as f64));
-            unary_map(a, move |&x: &F| (alpha * x + beta).max(zero).min(one))
+            unary_map(a, move |&x: &F| unit_clamp(alpha * x + beta))
         }
         FloatOp::HardSwish => {
             let sixth = F::of(1.0 / 6.0);
-            unary_map(a, move |&x: &F| x * (x * sixth + half).max(zero).min(one))
+            unary_map(a, move |&x: &F| x * unit_clamp(x * sixth + half))
         }
         FloatOp::Tanh => unary_map(a, |&x: &F| x.tanh()),
         FloatOp::Elu(alpha) => {

@@ -316,7 +316,16 @@ fn float_activations_keep_nan() {
     // numpy and `onnx.reference` give NaN for NaN; a `max`/`min` form would give 0.
     let nan = t(&[2], vec![f32::NAN, -1.0]);
     for op in [
-        "Celu", "Elu", "Selu", "Sigmoid", "Tanh", "Softsign", "Softplus", "Gelu",
+        "Celu",
+        "Elu",
+        "Selu",
+        "Sigmoid",
+        "Tanh",
+        "Softsign",
+        "Softplus",
+        "Gelu",
+        "HardSigmoid",
+        "HardSwish",
     ] {
         let out = values::<f32>(&run1(op, 20, &[], &[&nan]).unwrap());
         assert!(out[0].is_nan(), "{op}(NaN) = {}", out[0]);

@@ -113,7 +113,7 @@ impl Activation {
             Activation::HardSigmoid(a, b) => {
                 let (a, b) = (T::of(a as f64), T::of(b as f64));
                 xs.iter_mut()
-                    .for_each(|x| *x = (a * *x + b).max(zero).min(one));
+                    .for_each(|x| *x = crate::cpu::unary::float_ops::unit_clamp(a * *x + b));
             }
             Activation::Elu(a) => {
                 let a = T::of(a as f64);

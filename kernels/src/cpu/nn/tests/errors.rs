@@ -107,6 +107,31 @@ fn conv_transpose_rejects_bad_shapes() {
         run_op("ConvTranspose", 22, &a, &[Some(&x)], 1),
         Err(KernelError::BadAttribute { .. })
     ));
+    // An output past the tensor limit is a resource error before anything is allocated (it
+    // was a "capacity overflow" panic: graph_gen's campaign), whether the size comes from
+    // `output_shape` or from the strides; pads past i64 are a bad attribute.
+    let w = t(&[2, 1, 2, 2]);
+    let huge = 1i64 << 40;
+    let a = Attributes::new().with("output_shape", ints(&[huge, huge]));
+    let r = run_op("ConvTranspose", 22, &a, &[Some(&x), Some(&w)], 1);
+    assert!(matches!(r, Err(KernelError::ResourceLimit(_))), "{r:?}");
+    let a = Attributes::new().with("strides", ints(&[huge, huge]));
+    let r = run_op("ConvTranspose", 22, &a, &[Some(&x), Some(&w)], 1);
+    assert!(matches!(r, Err(KernelError::ResourceLimit(_))), "{r:?}");
+    let a = Attributes::new()
+        .with("strides", ints(&[huge, huge]))
+        .with("auto_pad", AttrValue::String("SAME_UPPER".into()));
+    let r = run_op("ConvTranspose", 22, &a, &[Some(&x), Some(&w)], 1);
+    assert!(matches!(r, Err(KernelError::ResourceLimit(_))), "{r:?}");
+    let a = Attributes::new().with("pads", ints(&[i64::MAX, 0, i64::MAX, 0]));
+    let r = run_op("ConvTranspose", 22, &a, &[Some(&x), Some(&w)], 1);
+    assert!(
+        matches!(
+            r,
+            Err(KernelError::BadAttribute { .. } | KernelError::Shape(_))
+        ),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -228,6 +253,25 @@ fn pools_and_norms_reject_bad_input() {
         run_op("BatchNormalization", 7, &a, &[], 1),
         Err(KernelError::UnsupportedAttribute { .. })
     ));
+    // Training statistics: at most five outputs before opset 14, three from it.
+    let c2 = t(&[2]);
+    let params = [Some(&x), Some(&c2), Some(&c2), Some(&c2), Some(&c2)];
+    let r = run_op("BatchNormalization", 9, &Attributes::new(), &params, 6);
+    assert!(matches!(r, Err(KernelError::Arity(_))), "{r:?}");
+    let training = Attributes::new().with("training_mode", AttrValue::Int(1));
+    let r = run_op("BatchNormalization", 15, &training, &params, 5);
+    assert!(matches!(r, Err(KernelError::Arity(_))), "{r:?}");
+    let r = run_op("BatchNormalization", 15, &Attributes::new(), &params, 3);
+    assert!(
+        matches!(r, Err(KernelError::UnsupportedAttribute { .. })),
+        "{r:?}"
+    );
+    // stash_type 0 (UNDEFINED) is read as float, as ORT reads it; an integer type is refused.
+    for (stash, ok) in [(0, true), (1, true), (7, false)] {
+        let a = Attributes::new().with("stash_type", AttrValue::Int(stash));
+        let r = run_op("LayerNormalization", 17, &a, &[Some(&x), Some(&t(&[4]))], 1);
+        assert_eq!(r.is_ok(), ok, "stash_type {stash}: {r:?}");
+    }
     // LayerNormalization: axis out of range, Scale that does not broadcast.
     let a = Attributes::new().with("axis", AttrValue::Int(4));
     let r = run_op("LayerNormalization", 17, &a, &[Some(&x), Some(&t(&[4]))], 1);
