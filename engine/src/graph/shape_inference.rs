@@ -512,13 +512,12 @@ fn infer_node(
         "Squeeze" => {
             // Axes given but not known leave the shape unknown; none given squeeze every 1.
             let axes = match node.opset {
-                ..13 => attrs
-                    .opt_ints("axes")
-                    .ok()
-                    .map(|a| a.filter(|a| !a.is_empty())),
+                ..13 => attrs.opt_ints("axes").ok(),
                 _ if input(1).is_some() => ints(1).map(Some),
                 _ => Some(None),
             };
+            // Empty axes are none given, as the kernel reads them.
+            let axes = axes.map(|a| a.filter(|a| !a.is_empty()));
             let s = match (shape_of(0), axes) {
                 (Some(x), Some(axes)) => squeezed(x, axes),
                 _ => None,

@@ -66,11 +66,14 @@ pub fn build_onnx_rms(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
     }))
 }
 
-/// Checks `stash_type`, the type the statistics are computed in: 1 (float), the one
-/// implemented, or 0 (`UNDEFINED`, which ORT reads as the default).
+/// Checks `stash_type`, the type the statistics are computed in and `Mean`/`InvStdDev` are
+/// given in: 1 (float), the one implemented, or, for a node without those outputs, 0
+/// (`UNDEFINED`, which ORT then reads as the default; with them, ORT's type inference refuses
+/// it).
 pub(crate) fn float_stash(spec: &NodeSpec<'_>) -> Result<()> {
     match spec.attrs.int("stash_type", 1)? {
-        0 | 1 => Ok(()),
+        1 => Ok(()),
+        0 if spec.num_outputs == 1 => Ok(()),
         stash => Err(KernelError::UnsupportedAttribute {
             name: "stash_type".into(),
             reason: format!("only 1 (float) is implemented, got {stash}"),

@@ -30,14 +30,19 @@ pub enum Reduce {
     /// The largest cell; a NaN never wins a window.
     Max,
     /// The mean of the cells, counting the padding's cells or not.
-    Average { include_pad: bool },
+    Average {
+        /// Whether the padding's cells count in the mean (`count_include_pad`).
+        include_pad: bool,
+    },
 }
 
 /// A "same" window: `kernel` cells per axis (rows, columns), `pad_begin` of them before the
 /// output's own cell.
 #[derive(Debug, Clone, Copy)]
 pub struct SameWindow {
+    /// The window's cells per axis (rows, columns).
     pub kernel: [usize; 2],
+    /// The cells before the output's own one, per axis.
     pub pad_begin: [usize; 2],
 }
 

@@ -23,10 +23,7 @@ pub fn build(spec: &NodeSpec<'_>) -> Result<Box<dyn Kernel>> {
         None
     } else {
         spec.attrs.only(&["axes"])?;
-        let axes = spec.attrs.opt_ints("axes")?;
-        // An empty `axes` attribute is no axes given (onnx.reference and ORT read it so):
-        // Squeeze removes every 1 (Unsqueeze refuses it either way).
-        Some(axes.filter(|a| !a.is_empty()))
+        Some(spec.attrs.opt_ints("axes")?)
     };
     Ok(Box::new(Squeeze {
         unsqueeze,
@@ -41,6 +38,10 @@ impl Kernel for Squeeze {
             Some(a) => a.clone(),
             None => opt_ints(opt_input(inputs, 1))?,
         };
+        // Squeeze's empty axes (attribute or input) are no axes given: every 1 goes, as ORT
+        // reads them in every opset and onnx.reference before opset 13 (Unsqueeze of none
+        // inserts nothing).
+        let axes = axes.filter(|a| self.unsqueeze || !a.is_empty());
         let shape = if self.unsqueeze {
             let axes = axes.ok_or_else(|| KernelError::Arity("Unsqueeze needs axes".into()))?;
             unsqueezed(x.shape(), &axes)?
@@ -131,7 +132,8 @@ mod tests {
     }
 
     /// An empty `axes` attribute (opset 11) squeezes every 1, as onnx.reference and ORT read
-    /// it (the differential fuzzer's seed 27404: `[3, 1, 1, 1]` kept its ones).
+    /// it (the differential fuzzer's seed 27404: `[3, 1, 1, 1]` kept its ones), and so does an
+    /// empty `axes` input (opset 13, as ORT reads it: seeds 30648, 32953).
     #[test]
     fn empty_axes_attribute_squeezes_every_one() {
         let attrs = Attributes::new().with("axes", AttrValue::Ints(vec![]));
@@ -147,5 +149,24 @@ mod tests {
         let x = Tensor::from_shape_vec(&[3, 1, 1, 1], vec![true, false, true]).unwrap();
         let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
         assert_eq!(out.shape(), &[3]);
+        let spec13 = NodeSpec {
+            opset: 13,
+            num_inputs: 2,
+            attrs: &Attributes::new(),
+            ..spec
+        };
+        let none = Tensor::from_shape_vec(&[0], Vec::<i64>::new()).unwrap();
+        let out = build(&spec13)
+            .unwrap()
+            .run(&[Some(&x), Some(&none)])
+            .unwrap();
+        assert_eq!(out[0].shape(), &[3]);
+        // Unsqueeze with no axes inserts nothing (the fuzzer's seed 24044).
+        let spec = NodeSpec {
+            op_type: "Unsqueeze",
+            ..spec
+        };
+        let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
+        assert_eq!(out.shape(), &[3, 1, 1, 1]);
     }
 }

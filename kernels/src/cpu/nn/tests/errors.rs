@@ -266,11 +266,22 @@ fn pools_and_norms_reject_bad_input() {
         matches!(r, Err(KernelError::UnsupportedAttribute { .. })),
         "{r:?}"
     );
-    // stash_type 0 (UNDEFINED) is read as float, as ORT reads it; an integer type is refused.
-    for (stash, ok) in [(0, true), (1, true), (7, false)] {
+    // stash_type 0 (UNDEFINED) is read as float without Mean/InvStdDev outputs, as ORT reads
+    // it, and refused with them (the type they would have); an integer type is refused.
+    for (stash, outputs, ok) in [(0, 1, true), (0, 3, false), (1, 3, true), (7, 1, false)] {
         let a = Attributes::new().with("stash_type", AttrValue::Int(stash));
-        let r = run_op("LayerNormalization", 17, &a, &[Some(&x), Some(&t(&[4]))], 1);
-        assert_eq!(r.is_ok(), ok, "stash_type {stash}: {r:?}");
+        let r = run_op(
+            "LayerNormalization",
+            17,
+            &a,
+            &[Some(&x), Some(&t(&[4]))],
+            outputs,
+        );
+        assert_eq!(
+            r.is_ok(),
+            ok,
+            "stash_type {stash}, {outputs} outputs: {r:?}"
+        );
     }
     // LayerNormalization: axis out of range, Scale that does not broadcast.
     let a = Attributes::new().with("axis", AttrValue::Int(4));
