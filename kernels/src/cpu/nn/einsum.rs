@@ -144,11 +144,13 @@ fn dedup<T: Copy>(a: ArrayD<T>, l: Vec<Label>) -> Result<Operand<T>> {
     Ok(Operand { a, l: uniq })
 }
 
-/// Sums away every axis whose label is not in `keep`.
+/// Sums away every axis whose label is not in `keep` (wrapping for integers, as the products
+/// are: `+` would panic on overflow where overflow checks are on).
 fn sum_out<T: MatElem + num_traits::Zero>(mut op: Operand<T>, keep: &[Label]) -> Operand<T> {
     for ax in (0..op.l.len()).rev() {
         if !keep.contains(&op.l[ax]) {
-            op.a = op.a.sum_axis(Axis(ax));
+            op.a =
+                op.a.fold_axis(Axis(ax), T::ZERO, |&sum, &x| T::mul_add(x, T::ONE, sum));
             op.l.remove(ax);
         }
     }
@@ -329,5 +331,30 @@ impl Kernel for Einsum {
             }
         };
         Ok(vec![y])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{AttrValue, Attributes, NodeSpec, Tensor};
+
+    /// An integer sum wraps, as the integer products do and as ORT's C++ does; `+` panicked
+    /// where overflow checks are on (the graph_gen campaign of 2026-12-07).
+    #[test]
+    fn integer_sums_wrap() {
+        let attrs = Attributes::new().with("equation", AttrValue::String("ij->i".into()));
+        let spec = NodeSpec {
+            op_type: "Einsum",
+            domain: "",
+            opset: 12,
+            attrs: &attrs,
+            num_inputs: 1,
+            num_outputs: 1,
+            options: Default::default(),
+        };
+        let x = Tensor::from_shape_vec(&[1, 3], vec![i32::MAX, 2, 3]).unwrap();
+        let out = crate::cpu::build(&spec).unwrap().run(&[Some(&x)]).unwrap();
+        let want = i32::MAX.wrapping_add(2).wrapping_add(3);
+        assert_eq!(out[0].to_i64_vec().unwrap(), vec![i64::from(want)]);
     }
 }
