@@ -93,6 +93,23 @@ mod tests {
     use super::*;
     use crate::{AttrValue, Attributes};
 
+    fn spec<'a>(
+        op_type: &'a str,
+        opset: i64,
+        attrs: &'a Attributes,
+        inputs: usize,
+    ) -> NodeSpec<'a> {
+        NodeSpec {
+            op_type,
+            domain: "",
+            opset,
+            attrs,
+            num_inputs: inputs,
+            num_outputs: 1,
+            options: Default::default(),
+        }
+    }
+
     #[test]
     fn shapes() {
         // numpy: np.expand_dims(np.zeros((3,4,5)), (2,0)).shape == (1,3,1,4,5)
@@ -113,15 +130,7 @@ mod tests {
     #[test]
     fn opset11_attr_and_sharing() {
         let attrs = Attributes::new().with("axes", AttrValue::Ints(vec![0]));
-        let spec = NodeSpec {
-            op_type: "Unsqueeze",
-            domain: "",
-            opset: 11,
-            attrs: &attrs,
-            num_inputs: 1,
-            num_outputs: 1,
-            options: Default::default(),
-        };
+        let spec = spec("Unsqueeze", 11, &attrs, 1);
         let x = Tensor::from_shape_vec(&[2], vec![1i32, 2]).unwrap();
         let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
         assert_eq!(out.shape(), &[1, 2]);
@@ -137,36 +146,25 @@ mod tests {
     #[test]
     fn empty_axes_attribute_squeezes_every_one() {
         let attrs = Attributes::new().with("axes", AttrValue::Ints(vec![]));
-        let spec = NodeSpec {
-            op_type: "Squeeze",
-            domain: "",
-            opset: 11,
-            attrs: &attrs,
-            num_inputs: 1,
-            num_outputs: 1,
-            options: Default::default(),
-        };
+        let spec11 = spec("Squeeze", 11, &attrs, 1);
         let x = Tensor::from_shape_vec(&[3, 1, 1, 1], vec![true, false, true]).unwrap();
-        let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
+        let out = build(&spec11).unwrap().run(&[Some(&x)]).unwrap().remove(0);
         assert_eq!(out.shape(), &[3]);
-        let spec13 = NodeSpec {
-            opset: 13,
-            num_inputs: 2,
-            attrs: &Attributes::new(),
-            ..spec
-        };
         let none = Tensor::from_shape_vec(&[0], Vec::<i64>::new()).unwrap();
+        let no_attrs = Attributes::new();
+        let spec13 = spec("Squeeze", 13, &no_attrs, 2);
         let out = build(&spec13)
             .unwrap()
             .run(&[Some(&x), Some(&none)])
             .unwrap();
         assert_eq!(out[0].shape(), &[3]);
         // Unsqueeze with no axes inserts nothing (the fuzzer's seed 24044).
-        let spec = NodeSpec {
-            op_type: "Unsqueeze",
-            ..spec
-        };
-        let out = build(&spec).unwrap().run(&[Some(&x)]).unwrap().remove(0);
+        let unsqueeze = spec("Unsqueeze", 11, &attrs, 1);
+        let out = build(&unsqueeze)
+            .unwrap()
+            .run(&[Some(&x)])
+            .unwrap()
+            .remove(0);
         assert_eq!(out.shape(), &[3, 1, 1, 1]);
     }
 }
