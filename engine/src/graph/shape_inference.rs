@@ -470,10 +470,10 @@ fn infer_node(
                     axis
                 } as usize;
                 let mut out = first;
-                let total: Option<usize> = shapes
-                    .iter()
-                    .map(|s| s.get(axis).and_then(Dim::fixed))
-                    .sum();
+                // Unknown where a length is, or where the sum overflows (the kernel refuses it).
+                let total: Option<usize> = shapes.iter().try_fold(0usize, |sum, s| {
+                    sum.checked_add(s.get(axis).and_then(Dim::fixed)?)
+                });
                 *out.get_mut(axis)? = total.map_or(Dim::Unknown, Dim::Fixed);
                 Some(out)
             });

@@ -84,8 +84,14 @@ fn concat_typed<T: Element>(
                 a.shape()
             )));
         }
-        out_shape[axis] += a.shape()[axis];
+        out_shape[axis] = out_shape[axis]
+            .checked_add(a.shape()[axis])
+            .ok_or_else(|| {
+                KernelError::ResourceLimit(format!("Concat on axis {axis}: the length overflows"))
+            })?;
     }
+    // Empty inputs may be long on the axis: the output must still be a tensor one may make.
+    crate::limits::checked_elements(&out_shape, std::mem::size_of::<T>())?;
     let outer: usize = out_shape[..axis].iter().product();
     let inner: usize = out_shape[axis + 1..].iter().product();
     let layouts: Vec<_> = arrays.iter().map(|a| a.as_standard_layout()).collect();
@@ -280,6 +286,10 @@ mod tests {
         ));
         assert!(matches!(run(2, &[&a, &a]), Err(KernelError::Shape(_))));
         assert!(run(2, &[&a]).is_err(), "one input, its axis still checked");
+        // Empty inputs whose lengths on the axis add up past usize (an overflow, once).
+        let long = Tensor::from_shape_vec(&[0, 1 << 62], Vec::<f32>::new()).unwrap();
+        let r = run(1, &[&long; 5]);
+        assert!(matches!(r, Err(KernelError::ResourceLimit(_))), "{r:?}");
     }
 
     #[test]
