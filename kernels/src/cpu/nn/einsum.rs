@@ -336,25 +336,17 @@ impl Kernel for Einsum {
 
 #[cfg(test)]
 mod tests {
-    use crate::{AttrValue, Attributes, NodeSpec, Tensor};
+    use crate::cpu::binary::test_util::run1;
+    use crate::{AttrValue, Tensor};
 
     /// An integer sum wraps, as the integer products do and as ORT's C++ does; `+` panicked
     /// where overflow checks are on (the graph_gen campaign of 2026-12-07).
     #[test]
     fn integer_sums_wrap() {
-        let attrs = Attributes::new().with("equation", AttrValue::String("ij->i".into()));
-        let spec = NodeSpec {
-            op_type: "Einsum",
-            domain: "",
-            opset: 12,
-            attrs: &attrs,
-            num_inputs: 1,
-            num_outputs: 1,
-            options: Default::default(),
-        };
+        let equation = [("equation", AttrValue::String("ij->i".into()))];
         let x = Tensor::from_shape_vec(&[1, 3], vec![i32::MAX, 2, 3]).unwrap();
-        let out = crate::cpu::build(&spec).unwrap().run(&[Some(&x)]).unwrap();
+        let out = run1("Einsum", 12, &equation, &[&x]).unwrap();
         let want = i32::MAX.wrapping_add(2).wrapping_add(3);
-        assert_eq!(out[0].to_i64_vec().unwrap(), vec![i64::from(want)]);
+        assert_eq!(out.to_i64_vec().unwrap(), vec![i64::from(want)]);
     }
 }

@@ -168,14 +168,17 @@ impl BatchNorm {
                 let t = output(&[c], v)?;
                 outs.push(cast_stats(t, stats_dtype)?);
             }
-            // Opsets 7–13's `saved_mean` and `saved_var`: the batch's mean and, as ORT and
-            // cuDNN keep it for the gradient, its inverse standard deviation.
-            let inv_std = var
-                .iter()
-                .map(|v| 1.0 / (v + self.epsilon).sqrt())
-                .collect();
-            for saved in [mean, inv_std] {
-                outs.push(cast_stats(output(&[c], saved)?, stats_dtype)?);
+            // Opsets 7–13's `saved_mean` and `saved_var`, when the node names them: the batch's
+            // mean and, as ORT and cuDNN keep it for the gradient, its inverse standard
+            // deviation.
+            if self.outputs > 3 {
+                let inv_std = var
+                    .iter()
+                    .map(|v| 1.0 / (v + self.epsilon).sqrt())
+                    .collect();
+                for saved in [mean, inv_std] {
+                    outs.push(cast_stats(output(&[c], saved)?, stats_dtype)?);
+                }
             }
             outs.truncate(self.outputs);
         }
