@@ -18,24 +18,32 @@ pub mod profile;
 mod session;
 pub mod value;
 
-// The engine's internals: public for the project's own front-ends, tests, benches and
-// fuzzers, hidden from the documentation and outside the API's stability promise. What a user
-// needs of them is re-exported below.
-#[doc(hidden)]
-pub mod exec;
-#[cfg(feature = "cuda")]
-#[doc(hidden)]
-pub mod gpu;
-#[doc(hidden)]
-pub mod graph;
-#[doc(hidden)]
-pub mod hybrid;
-#[doc(hidden)]
-pub mod memory;
-#[doc(hidden)]
-pub mod onnx;
-#[doc(hidden)]
-pub mod plan;
+// The engine's internals: private, or public under the `internals` feature for the project's
+// own tests, benches and fuzzers (hidden from the documentation and outside the API's stability
+// promise). What a user needs of them is re-exported below.
+macro_rules! internal_modules {
+    ($($(#[$attr:meta])* $name:ident;)*) => {$(
+        $(#[$attr])*
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        $(#[$attr])*
+        #[cfg(not(feature = "internals"))]
+        mod $name;
+    )*};
+}
+internal_modules! {
+    exec;
+    #[cfg(feature = "cuda")]
+    gpu;
+    graph;
+    // The CPU side of CPU + GPU runs.
+    #[cfg(any(feature = "cuda", feature = "internals"))]
+    hybrid;
+    memory;
+    onnx;
+    plan;
+}
 
 pub use device::{CopyCost, Device, Devices};
 pub use error::{Error, Result};

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::exec::kernel_pool::{ThreadOptions, kernel_pool, on_kernel_pool, pinned_pool};
 use crate::exec::{SequentialPlan, Work};
 use crate::graph::{Graph, ValueId};
+use crate::session::Session;
 use crate::value::Value;
 
 /// How the profiler measures: `ProfileOptions::default().with_repeats(9)`.
@@ -149,21 +150,46 @@ pub(crate) fn median_us(mut samples: Vec<f64>) -> f64 {
     samples.get(samples.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// Profiles `graph` on `devices` with the given tensor inputs (in the graph's input order).
-/// `progress(done, total)` is called after each node.
+/// Profiles the graph `session` runs (as optimized) on `devices` with the given tensor inputs
+/// (in the model's input order): each node timed alone on each kind of device, and the copies
+/// between devices. `progress(done, total)` is called after each node.
 pub fn profile(
-    graph: &Graph,
+    session: &Session,
     devices: &Devices,
     inputs: &[Tensor],
     options: ProfileOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<CostModel> {
     let values: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
-    profile_values(graph, devices, &values, options, progress)
+    profile_values(session, devices, &values, options, progress)
 }
 
 /// Like [`profile`], with inputs of any kind (sequences, optionals).
 pub fn profile_values(
+    session: &Session,
+    devices: &Devices,
+    inputs: &[Value],
+    options: ProfileOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<CostModel> {
+    profile_graph(&session.graph, devices, inputs, options, progress)
+}
+
+/// [`profile_values`] on a graph of the engine's own.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub fn profile_graph_values(
+    graph: &Graph,
+    devices: &Devices,
+    inputs: &[Value],
+    options: ProfileOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<CostModel> {
+    profile_graph(graph, devices, inputs, options, progress)
+}
+
+/// Profiles `graph`: see [`profile`].
+pub(crate) fn profile_graph(
     graph: &Graph,
     devices: &Devices,
     inputs: &[Value],
@@ -356,7 +382,7 @@ pub fn cache_dir() -> PathBuf {
 
 /// The cache file for a model hash, the graph as optimized (its op types: the same model gives
 /// another graph at another optimization level or device set), device set and input shapes.
-pub fn cache_path(
+pub(crate) fn cache_path(
     model_hash: u64,
     graph: &Graph,
     devices: &Devices,

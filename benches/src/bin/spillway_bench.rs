@@ -288,10 +288,9 @@ fn spillway_memory(
 /// Each node of the optimized graph timed alone (the placement profiler: 1 warm-up, median of
 /// 3), summed per op type.
 fn op_profile(session: &Session, inputs: &[(String, spillway::Tensor)]) -> Result<Vec<OpShare>> {
-    let graph = session.graph();
     let tensors: Vec<spillway::Tensor> = inputs.iter().map(|(_, t)| t.clone()).collect();
     let options = ProfileOptions::default().with_warmup(1).with_repeats(3);
-    let costs = profile(graph, &Devices::cpu(), &tensors, options, &mut |_, _| {})?;
+    let costs = profile(session, &Devices::cpu(), &tensors, options, &mut |_, _| {})?;
     let mut by_kind: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     for op in &costs.graph.ops {
         let us = op.cost_us.values().copied().fold(0.0, f64::max);

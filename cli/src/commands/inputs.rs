@@ -2,8 +2,8 @@
 //! declared shapes.
 
 use anyhow::{Context, Result, bail};
-use spillway::graph::{Dim, ValueInfo};
 use spillway::{DType, Tensor};
+use spillway::{Dim, ValueInfo};
 
 /// The sizes the commands give symbolic dimensions of inputs they make: `--dim NAME=SIZE`
 /// for a named one, `--dim-default` for the rest.

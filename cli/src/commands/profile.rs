@@ -34,17 +34,11 @@ pub fn profile(
         .into_iter()
         .map(|(_, t)| t)
         .collect();
-    let bar = progress::bar(session.graph().nodes.len() as u64, "profiling", "nodes");
-    let model_costs = profile::profile(
-        session.graph(),
-        &devices,
-        &inputs,
-        options,
-        &mut |done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        },
-    )
+    let bar = progress::bar(0, "profiling", "nodes");
+    let model_costs = profile::profile(&session, &devices, &inputs, options, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })
     .context("profiling");
     bar.finish_and_clear();
     let model_costs = model_costs?;

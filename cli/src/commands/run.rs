@@ -4,8 +4,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use spillway::exec::{TraceEvent, chrome_trace_json};
-use spillway::{DType, Devices, OptimizationLevel, RunOptions, Session, Tensor};
+use spillway::{
+    DType, Devices, OptimizationLevel, RunOptions, Session, Tensor, TraceEvent, chrome_trace_json,
+};
 
 use super::engine_options::EngineArgs;
 use super::inputs::{DimSizes, model_inputs};
@@ -55,13 +56,14 @@ pub fn run(model: Option<PathBuf>, given: &[String], settings: &RunSettings) -> 
         .engine
         .apply(Session::builder().with_optimization(level));
     if let Some(streams) = settings.cuda_streams {
-        // A GPU session is compiled for fixed input shapes: those of the inputs this run makes.
-        let graph = match &model {
-            Some(path) => spillway::onnx::load_file(path),
-            None => spillway::onnx::load_bytes(DEFAULT_MODEL.into(), None),
+        // A GPU session is compiled for fixed input shapes: those of the inputs this run makes,
+        // which the model's declarations (read by an unoptimized CPU session) give.
+        let unoptimized = Session::builder().with_optimization(OptimizationLevel::Disabled);
+        let declared = match &model {
+            Some(path) => unoptimized.commit_from_file(path),
+            None => unoptimized.commit_from_memory(DEFAULT_MODEL),
         }?;
-        let declared: Vec<_> = graph.inputs.iter().map(|v| graph.value(*v)).collect();
-        for (name, t) in model_inputs(&declared, given, dims)? {
+        for (name, t) in model_inputs(&declared.inputs(), given, dims)? {
             builder = builder.with_profile_shape(&name, t.shape());
         }
         builder = builder.with_devices(Devices::cpu().with_cuda(0, streams));

@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use spillway::exec::{TraceEvent, chrome_trace_json};
-use spillway::{Placement, RunOptions, Session};
+use spillway::{Placement, RunOptions, Session, TraceEvent, chrome_trace_json};
 
 use super::devices::DeviceArgs;
 use super::engine_options::EngineArgs;

@@ -17,10 +17,13 @@ mod arena_tests;
 #[cfg(test)]
 mod pool_tests;
 
+#[cfg(feature = "internals")]
 pub use kernel_pool::with_workers_awake;
 pub use limits::RunLimits;
 pub use parallel::{ParallelExecutor, RunOptions};
 pub use queue::QueueKind;
-pub use sequential::{RunStats, SequentialPlan, SequentialRun, build_kernel, build_kernel_with};
+pub use sequential::{RunStats, SequentialPlan, build_kernel, build_kernel_with};
+#[cfg(feature = "internals")]
+pub use sequential::SequentialRun;
 pub use trace::{TraceEvent, chrome_trace_json};
 pub use work::Work;

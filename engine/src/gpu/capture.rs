@@ -9,7 +9,9 @@ use spillway_kernels::cuda::cudarc::driver::sys::{CUgraphInstantiate_flags, CUst
 
 use super::plan::GpuPlan;
 use super::step_error;
-use super::transfer::{PlanInput, all_downloaded, host_inputs};
+use super::transfer::PlanInput;
+#[cfg(feature = "internals")]
+use super::transfer::{all_downloaded, host_inputs};
 use crate::error::Result;
 
 /// A plan and its captured graph. The graph replays exactly the launches of
@@ -65,6 +67,7 @@ impl CapturedPlan {
     }
 
     /// The plan it replays.
+    #[cfg(feature = "internals")]
     pub fn plan(&self) -> &Arc<GpuPlan> {
         &self.plan
     }
@@ -85,6 +88,7 @@ impl CapturedPlan {
     }
 
     /// Uploads `inputs`, replays the graph and returns the outputs.
+    #[cfg(feature = "internals")]
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         all_downloaded(self.run_with(&host_inputs(inputs), &[])?)
     }

@@ -66,6 +66,7 @@ impl GpuEngine {
     /// stream) runs every node on one stream; `Lios`, `Opara`, `Greedy`, `Heft` place the
     /// nodes on the streams from their measured GPU times; `Auto` measures one stream and each
     /// of those and keeps the fastest. Fails naming the node when one has no GPU kernel.
+    #[cfg(feature = "internals")]
     pub fn build(
         graph: &Graph,
         inputs: &[Tensor],

@@ -218,6 +218,7 @@ impl HybridEngine {
     }
 
     /// The plan.
+    #[cfg(feature = "internals")]
     pub fn plan(&self) -> &HybridPlan {
         &self.plan
     }
@@ -451,7 +452,7 @@ impl HybridParts<'_> {
     /// the GPU-eligible ones timed on the GPU inside the GPU-first plan's segments.
     fn costs(&self, first: &HybridPlan, eligible: &[bool]) -> Result<CostGraph> {
         let cpu = Devices::cpu();
-        let model = profile::profile_values(
+        let model = profile::profile_graph(
             self.graph,
             &cpu,
             self.inputs,

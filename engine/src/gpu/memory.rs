@@ -119,8 +119,8 @@ pub(super) fn place_values(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::{descs, specialize};
-    use crate::graph::passes::{Level, optimize};
+    use crate::gpu::values::{descs, specialize};
+    use crate::graph::passes::{Level, PassOptions, optimize_with};
 
     /// The bundled model on its input shape, and each value's bytes.
     fn model() -> (Graph, Vec<usize>) {
@@ -129,7 +129,7 @@ mod tests {
             "/../models/small/inception_block.onnx"
         );
         let mut graph = crate::onnx::load_file(std::path::Path::new(path)).unwrap();
-        optimize(&mut graph, Level::Basic).unwrap();
+        optimize_with(&mut graph, Level::Basic, &PassOptions::default()).unwrap();
         let input = spillway_kernels::Tensor::from_shape_vec(
             &[1, 3, 64, 64],
             (0..3 * 64 * 64).map(|i| (i % 7) as f32 - 3.0).collect(),

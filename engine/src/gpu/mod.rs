@@ -17,18 +17,24 @@ mod segment;
 mod status;
 mod timing;
 mod transfer;
+#[cfg(any(test, feature = "internals"))]
 mod values;
 
-pub use assignment::StreamAssignment;
-pub use capture::CapturedPlan;
 pub use costs::cost_graph;
-pub use engine::{GpuChoice, GpuEngine, open_gpu};
-pub use hybrid::{HybridChoice, HybridEngine, HybridParts, NodeTimes};
-pub use memory::ValueMemory;
-pub use plan::GpuPlan;
-pub use timing::median_ms;
-pub use transfer::PlanInput;
-pub use values::{cpu_values, descs, specialize};
+pub use engine::{GpuEngine, open_gpu};
+pub use hybrid::{HybridEngine, HybridParts};
+#[cfg(feature = "internals")]
+pub use {
+    assignment::StreamAssignment,
+    capture::CapturedPlan,
+    engine::GpuChoice,
+    hybrid::{HybridChoice, NodeTimes},
+    memory::ValueMemory,
+    plan::GpuPlan,
+    timing::median_ms,
+    transfer::PlanInput,
+    values::{cpu_values, descs, specialize},
+};
 
 use crate::error::Error;
 

@@ -60,6 +60,7 @@ pub struct GpuPlan {
     pub(super) graph: Graph,
     _arena: DeviceArena,
     arena_bytes: usize,
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // read through the internals
     value_memory: ValueMemory,
     pub(super) steps: Vec<Step>,
     /// Compute streams used, stream 0 (where runs start and end) first.
@@ -67,6 +68,7 @@ pub struct GpuPlan {
     pub(super) inputs: Vec<Binding>,
     pub(super) outputs: Vec<Binding>,
     /// Every value on the GPU, for [`GpuPlan::read_value`].
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // read through the internals
     values: HashMap<ValueId, Binding>,
     pub(super) events: Vec<CudaEvent>,
     /// Recorded on stream 0 at the start of a launch; the other streams wait on it.
@@ -98,6 +100,7 @@ impl GpuPlan {
 
     /// [`GpuPlan::compile`] with one buffer per value, so that [`GpuPlan::read_value`] sees
     /// every value of the last run (for finding where the GPU departs from a reference).
+    #[cfg(feature = "internals")]
     pub fn compile_unshared(
         graph: &Graph,
         descs: &[Option<TensorDesc>],
@@ -320,6 +323,7 @@ impl GpuPlan {
 
     /// Device bytes of the node outputs, shared as the stream order allows, against one
     /// buffer each.
+    #[cfg(feature = "internals")]
     pub fn value_memory(&self) -> ValueMemory {
         self.value_memory
     }
@@ -400,6 +404,7 @@ impl GpuPlan {
 
     /// Value `v` as the last run left it (`None` when the plan does not hold it); in a plan
     /// from [`GpuPlan::compile`], a later value may have taken its bytes.
+    #[cfg(feature = "internals")]
     pub fn read_value(&self, v: ValueId) -> Result<Option<Tensor>> {
         let _guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let _streams = self.gpu.sharing_streams();

@@ -4,14 +4,16 @@
 use spillway_kernels::Tensor;
 use spillway_kernels::cuda::ops::TensorDesc;
 
-use crate::error::{Error, Result};
-use crate::exec::build_kernel;
+use crate::error::Result;
 use crate::graph::Graph;
 use crate::value::Value;
 
 /// Runs `graph` on `inputs` (one per graph input) with the CPU kernels, node by node, and
 /// returns every value, indexed by value id (`None` for values no node writes).
+#[cfg(feature = "internals")]
 pub fn cpu_values(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+    use crate::error::Error;
+    use crate::exec::build_kernel;
     let mut values: Vec<Option<Tensor>> = vec![None; graph.values.len()];
     for (v, t) in &graph.constants {
         values[v.index()] = Some(t.clone());

@@ -1,4 +1,4 @@
-//! Dense ids for nodes and values, assigned once at load.
+//! Dense ids for the values of a graph, assigned once at load.
 
 use std::num::NonZeroU32;
 
@@ -25,8 +25,4 @@ macro_rules! dense_id {
 dense_id!(
     /// A value (tensor) of a graph: an input, an initializer or a node output.
     ValueId
-);
-dense_id!(
-    /// A node of a graph, by its position in the graph's node list.
-    NodeId
 );

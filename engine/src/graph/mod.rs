@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use spillway_kernels::{KernelOptions, Tensor};
 
-pub use ids::{NodeId, ValueId};
+pub use ids::ValueId;
 pub use node::{Node, Subgraph};
 pub use value::{Dim, ValueInfo, ValueKind, ValueType, shape_to_string};
 

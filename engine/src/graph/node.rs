@@ -57,6 +57,7 @@ impl Node {
 
     /// What a kernel builder sees of this node: op, opset, attributes, and the declared inputs
     /// and outputs, with the default [`KernelOptions`].
+    #[cfg(any(test, feature = "cuda", feature = "internals"))]
     pub fn spec(&self) -> NodeSpec<'_> {
         self.spec_with(KernelOptions::default())
     }

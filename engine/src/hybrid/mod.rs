@@ -14,16 +14,20 @@ mod kept;
 mod plan;
 mod segments;
 mod shape_cache;
+#[cfg(feature = "internals")]
 mod stand_in;
 #[cfg(test)]
 mod test_graphs;
 
 pub use fixed_shapes::{FixedValues, shapes_follow_input_shapes};
 pub use kept::{KeptValue, SegmentValue, all_on_host, hosted};
-pub use plan::{HostSegment, HybridPlan, PlannedSegment, SegmentWork};
-pub use segments::{Segment, Side, partition, segment_graph};
-pub use shape_cache::{SegmentCompiler, ShapeKeyedSegment, ShapeStats};
-pub use stand_in::{StandIn, host_stand_in};
+pub use plan::{HostSegment, HybridPlan, SegmentWork};
+pub use segments::{Side, partition, segment_graph};
+pub use shape_cache::{SegmentCompiler, ShapeKeyedSegment};
+#[cfg(feature = "internals")]
+pub use shape_cache::ShapeStats;
+#[cfg(feature = "internals")]
+pub use {plan::PlannedSegment, segments::Segment, stand_in::{StandIn, host_stand_in}};
 
 use crate::error::{Error, Result};
 use crate::exec::SequentialPlan;

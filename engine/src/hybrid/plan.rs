@@ -15,6 +15,7 @@ use spillway_kernels::output_buffer::{self, Buffer};
 
 use super::kept::{ReadGate, SegmentValue, all_on_host, hosted};
 use super::segments::{Segment, Side};
+#[cfg(feature = "internals")]
 use super::shape_cache::ShapeStats;
 use crate::error::{Error, Result};
 use crate::exec::SequentialPlan;
@@ -52,6 +53,7 @@ pub trait SegmentWork: Send + Sync + std::fmt::Debug {
     }
 
     /// How runs of a segment compiled per shape went (zero for others).
+    #[cfg(feature = "internals")]
     fn shape_stats(&self) -> ShapeStats {
         ShapeStats::default()
     }
@@ -77,6 +79,7 @@ impl HostSegment {
     }
 
     /// Runs the segment's kernels with `threads` instead.
+    #[cfg(feature = "internals")]
     pub fn with_thread_options(mut self, threads: ThreadOptions) -> Self {
         self.threads = threads;
         self
@@ -102,6 +105,7 @@ pub struct PlannedSegment {
     /// Where it runs.
     pub side: Side,
     /// How many nodes it runs.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // read through the internals
     pub nodes: usize,
     inputs: Vec<ValueId>,
     outputs: Vec<ValueId>,
@@ -297,6 +301,7 @@ impl HybridPlan {
     }
 
     /// How the runs of its segments compiled per shape went, summed.
+    #[cfg(feature = "internals")]
     pub fn shape_stats(&self) -> ShapeStats {
         let mut total = ShapeStats::default();
         for s in &self.segments {

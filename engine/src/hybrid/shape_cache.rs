@@ -220,6 +220,7 @@ impl ShapeKeyedSegment {
     }
 
     /// How its runs went so far.
+    #[cfg(feature = "internals")]
     pub fn stats(&self) -> ShapeStats {
         lock(&self.cache).stats
     }
@@ -327,6 +328,7 @@ impl SegmentWork for ShapeKeyedSegment {
         }
     }
 
+    #[cfg(feature = "internals")]
     fn shape_stats(&self) -> ShapeStats {
         self.stats()
     }

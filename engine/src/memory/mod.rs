@@ -8,12 +8,16 @@
 pub(crate) mod ordered;
 pub mod shared;
 
-use crate::graph::{Graph, ValueId};
+use crate::graph::Graph;
+#[cfg(feature = "internals")]
+use crate::graph::ValueId;
 
 /// Byte alignment of every offset (one cache line; also what SIMD loads like).
+#[cfg(any(test, feature = "internals"))]
 pub const ALIGNMENT: usize = 64;
 
 /// Where each intermediate lives in the arena.
+#[cfg(feature = "internals")]
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemoryPlan {
     /// `(value, offset, bytes)` for every planned intermediate.
@@ -31,6 +35,7 @@ pub struct MemoryPlan {
 
 /// Plans the intermediates of `graph` (node outputs that are not graph outputs), whose nodes
 /// run in list order. Sizes come from the inferred shapes.
+#[cfg(feature = "internals")]
 pub fn plan(graph: &Graph) -> MemoryPlan {
     let (first, last) = lifetimes(graph);
     let mut out = MemoryPlan {
@@ -99,6 +104,7 @@ pub(crate) fn first_fit(mut busy: Vec<(usize, usize)>, bytes: usize) -> usize {
 
 /// Checks that no two placed values whose lifetimes overlap share a byte. Used by tests and,
 /// in debug builds, after every plan.
+#[cfg(feature = "internals")]
 pub fn verify(graph: &Graph, plan: &MemoryPlan) -> Result<(), String> {
     let mut span = vec![(usize::MAX, 0usize); graph.values.len()];
     for (i, node) in graph.nodes.iter().enumerate() {

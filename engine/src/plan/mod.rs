@@ -9,6 +9,7 @@
 //! it: the executor runs the pair back to back without touching a queue (SIR+ §6.2).
 
 mod compile;
+#[cfg(any(test, feature = "internals"))]
 pub mod hb_memory;
 
 pub use compile::compile;
@@ -152,6 +153,7 @@ impl ExecutionPlan {
     }
 
     /// Tasks per lane, in their launch order.
+    #[cfg(feature = "internals")]
     pub fn lane_tasks(&self) -> Vec<Vec<TaskId>> {
         let mut out = vec![Vec::new(); self.lanes.len()];
         for (i, t) in self.tasks.iter().enumerate() {
@@ -161,6 +163,7 @@ impl ExecutionPlan {
     }
 
     /// How many copy tasks the plan has.
+    #[cfg(any(test, feature = "internals"))]
     pub fn copy_count(&self) -> usize {
         self.tasks
             .iter()

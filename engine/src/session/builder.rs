@@ -240,6 +240,7 @@ impl SessionBuilder {
     /// Optimizes and compiles a graph built or rewritten by the caller.
     ///
     /// Internal: the engine's own view, outside the API's stability promise.
+    #[cfg(any(test, feature = "internals"))]
     #[doc(hidden)]
     pub fn commit_graph(self, graph: Graph) -> Result<Session> {
         self.commit(graph, 0)

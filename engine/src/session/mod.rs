@@ -17,16 +17,20 @@ use crate::device::Devices;
 use crate::error::{Error, Result};
 use crate::exec::kernel_pool::{ThreadOptions, on_kernel_pool};
 use crate::exec::{RunOptions, RunStats, TraceEvent};
-use crate::graph::{Dim, Graph, ValueId, ValueInfo, ValueType, shape_inference, shape_to_string};
+use crate::graph::{Dim, Graph, ValueId, ValueInfo, ValueType, shape_to_string};
 use crate::io::SessionOutputs;
-use crate::memory::{self, MemoryPlan};
 use crate::value::Value;
+#[cfg(feature = "internals")]
+use crate::{
+    graph::shape_inference,
+    memory::{self, MemoryPlan},
+};
 
 /// A loaded model, ready to run. `run` takes `&self` and may be called from many threads
 /// at once: the plan is immutable and every run has its own state.
 #[derive(Debug)]
 pub struct Session {
-    graph: Graph,
+    pub(crate) graph: Graph,
     engine: Engine,
     input_index: HashMap<String, usize>,
     devices: Devices,
@@ -95,6 +99,7 @@ impl Session {
     /// known while running.
     ///
     /// Internal: the engine's own view, outside the API's stability promise.
+    #[cfg(feature = "internals")]
     #[doc(hidden)]
     pub fn memory_plan(&self, input_shapes: &[(&str, &[usize])]) -> Result<MemoryPlan> {
         let mut graph = self.graph.clone();
@@ -126,6 +131,7 @@ impl Session {
     /// The optimized graph that runs.
     ///
     /// Internal: the engine's own view, outside the API's stability promise.
+    #[cfg(any(test, feature = "internals"))]
     #[doc(hidden)]
     pub fn graph(&self) -> &Graph {
         &self.graph
@@ -241,6 +247,7 @@ impl Session {
     /// [`crate::hybrid::ShapeKeyedSegment`]). `None` for other sessions.
     ///
     /// Internal: the engine's own view, outside the API's stability promise.
+    #[cfg(feature = "internals")]
     #[doc(hidden)]
     pub fn shape_stats(&self) -> Option<crate::hybrid::ShapeStats> {
         match &self.engine {
@@ -253,6 +260,7 @@ impl Session {
     /// The compiled multi-device plan, when the session has one.
     ///
     /// Internal: the engine's own view, outside the API's stability promise.
+    #[cfg(any(test, feature = "internals"))]
     #[doc(hidden)]
     pub fn execution_plan(&self) -> Option<&crate::plan::ExecutionPlan> {
         match &self.engine {

@@ -222,7 +222,7 @@ pub(super) fn measure(
     if let Some(m) = cache.as_ref().and_then(|path| CostModel::load(path).ok()) {
         return Ok(m);
     }
-    let m = profile::profile_values(graph, devices, inputs, options, &mut |_, _| {})?;
+    let m = profile::profile_graph(graph, devices, inputs, options, &mut |_, _| {})?;
     if let Some(path) = &cache {
         m.save(path)?;
     }

@@ -76,6 +76,7 @@ impl PassOptions {
 }
 
 /// Runs every pass of `level` with the default [`PassOptions`], in subgraphs first.
+#[cfg(feature = "internals")]
 pub fn optimize(graph: &mut Graph, level: Level) -> Result<()> {
     optimize_with(graph, level, &PassOptions::default())
 }

@@ -6,7 +6,7 @@
 use spillway::Devices;
 use spillway::graph::passes::{Level, optimize};
 use spillway::hybrid::{FixedValues, specialize};
-use spillway::profile::{ProfileOptions, profile_values};
+use spillway::profile::{ProfileOptions, profile_graph_values};
 use spillway::value::Value;
 
 fn main() -> anyhow::Result<()> {
@@ -18,7 +18,7 @@ fn main() -> anyhow::Result<()> {
         spillway_cli::detect::to_chw_tensor(&spillway_cli::detect::read_rgb(args[2].as_ref())?)?;
     let inputs = vec![Value::Tensor(img)];
     let (_values, fixed): (_, FixedValues) = specialize(&mut graph, &inputs)?;
-    let model = profile_values(
+    let model = profile_graph_values(
         &graph,
         &Devices::cpu(),
         &inputs,
