@@ -341,16 +341,42 @@ impl ModelBuilder {
     /// A typed input whose dims are written as `dim_value`s exactly as given, `-1` included
     /// (as Paddle's exporters write a dynamic dimension).
     pub fn input_with_dim_values(&mut self, name: &str, elem_type: i32, dims: &[i64]) -> &mut Self {
-        use proto::tensor_shape_proto::{Dimension, dimension::Value};
+        use proto::tensor_shape_proto::dimension::Value;
+        let dims: Vec<Value> = dims.iter().map(|&d| Value::DimValue(d)).collect();
+        self.input_with_dims(name, elem_type, dims)
+    }
+
+    /// A typed input whose dims are written as given: each a `dim_value` when it parses as an
+    /// integer, else a `dim_param` of that name (`"?"` included, as Paddle's exporters write
+    /// an unknown dimension).
+    pub fn input_with_dim_names(&mut self, name: &str, elem_type: i32, dims: &[&str]) -> &mut Self {
+        use proto::tensor_shape_proto::dimension::Value;
+        let dims: Vec<Value> = dims
+            .iter()
+            .map(|d| match d.parse() {
+                Ok(v) => Value::DimValue(v),
+                Err(_) => Value::DimParam(d.to_string()),
+            })
+            .collect();
+        self.input_with_dims(name, elem_type, dims)
+    }
+
+    fn input_with_dims(
+        &mut self,
+        name: &str,
+        elem_type: i32,
+        dims: Vec<proto::tensor_shape_proto::dimension::Value>,
+    ) -> &mut Self {
+        use proto::tensor_shape_proto::Dimension;
         let mut info = value_info(name, elem_type, &[]);
         if let Some(proto::type_proto::Value::TensorType(t)) =
             info.r#type.as_mut().and_then(|t| t.value.as_mut())
         {
             t.shape = Some(proto::TensorShapeProto {
                 dim: dims
-                    .iter()
-                    .map(|&d| Dimension {
-                        value: Some(Value::DimValue(d)),
+                    .into_iter()
+                    .map(|d| Dimension {
+                        value: Some(d),
                         ..Default::default()
                     })
                     .collect(),

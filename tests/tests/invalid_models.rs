@@ -599,6 +599,37 @@ fn a_run_past_its_time_limit_fails() {
 }
 
 #[test]
+fn a_dim_param_of_question_mark_is_unknown_not_one_symbol() {
+    // Paddle's exporters name every unknown dim `?` (PaddleOCR's direction classifier declares
+    // [-1, 3, ?, ?]): two `?` dims may differ, as in ONNX Runtime.
+    let mut m = ModelBuilder::new(2);
+    m.input_with_dim_names("x", 1, &["-1", "3", "?", "?"])
+        .weight("w", &[4, 3, 3, 3], 0.5)
+        .node(
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            &[("pads", Attr::Ints(vec![1; 4]))],
+        )
+        .output("y");
+    for level in LEVELS {
+        let session = load(&m.to_bytes(13), level).unwrap();
+        let y = session.run([("x", f32_tensor(&[1, 3, 48, 192]))]).unwrap();
+        assert_eq!(y[0].shape(), &[1, 4, 48, 192], "{level:?}");
+    }
+    // Named symbols still bind: two dims named `n` must agree.
+    let mut m = ModelBuilder::new(2);
+    m.input_with_dim_names("x", 1, &["n", "n"])
+        .node("Relu", &["x"], &["y"], &[])
+        .output("y");
+    let session = load(&m.to_bytes(13), OptimizationLevel::All).unwrap();
+    assert!(matches!(
+        session.run([("x", f32_tensor(&[2, 3]))]),
+        Err(Error::InputShape { .. })
+    ));
+}
+
+#[test]
 fn a_dim_value_of_minus_one_is_dynamic() {
     // Paddle's exporters write dynamic dims as dim_value -1.
     let mut m = ModelBuilder::new(2);

@@ -406,9 +406,10 @@ fn tensor_type(name: &str, t: &proto::type_proto::Tensor) -> Result<ValueType> {
             .iter()
             .map(|d| match &d.value {
                 // Exporters write a dynamic dim as `dim_value` -1 (Paddle) or 0, or leave it
-                // empty: all three are dynamic, as ONNX Runtime takes them.
+                // empty: all three are dynamic, as ONNX Runtime takes them. Paddle's exporter
+                // also names every unknown dim `?`: not one symbol (equal sizes), but unknowns.
                 Some(D::DimValue(v)) if *v > 0 => Dim::Fixed(*v as usize),
-                Some(D::DimParam(s)) if !s.is_empty() => Dim::Symbol(s.clone()),
+                Some(D::DimParam(s)) if !s.is_empty() && s != "?" => Dim::Symbol(s.clone()),
                 _ => Dim::Unknown,
             })
             .collect()
