@@ -256,6 +256,9 @@ fn main() -> Result<()> {
             for op in spillway::supported_ops() {
                 say!("- {op}");
             }
+            for (domain, op) in spillway::supported_contrib_ops() {
+                say!("- {domain}:{op}");
+            }
             Ok(())
         }
     }

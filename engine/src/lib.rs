@@ -70,6 +70,16 @@ pub fn supported_ops() -> Vec<&'static str> {
     ops.dedup();
     ops
 }
+
+/// The operators the engine runs outside the default domain, as `(domain, op type)`, sorted:
+/// ONNX Runtime's `com.microsoft` contrib ops that transformer models use, which the engine
+/// lowers into standard operators at load.
+pub fn supported_contrib_ops() -> Vec<(&'static str, &'static str)> {
+    graph::contrib::LOWERED_OPS
+        .iter()
+        .map(|&op| (graph::contrib::DOMAIN, op))
+        .collect()
+}
 pub use spillway_placement::Policy as Placement;
 
 /// The README's Rust example, compiled and run as a doctest.

@@ -1,5 +1,6 @@
 //! The README's operator list is generated from the engine's op registry (kernels, control
-//! flow, sequence and optional operators); this keeps it honest.
+//! flow, sequence and optional operators, and the contrib ops lowered at load); this keeps it
+//! honest.
 
 #[test]
 fn readme_lists_exactly_the_supported_ops() {
@@ -15,7 +16,15 @@ fn readme_lists_exactly_the_supported_ops() {
         .lines()
         .filter_map(|l| l.strip_prefix("- "))
         .collect();
-    let supported = spillway::supported_ops();
+    let mut supported: Vec<String> = spillway::supported_ops()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    supported.extend(
+        spillway::supported_contrib_ops()
+            .into_iter()
+            .map(|(domain, op)| format!("{domain}:{op}")),
+    );
     assert_eq!(
         listed, supported,
         "the README's operator list is stale: run scripts/gen-ops.sh"

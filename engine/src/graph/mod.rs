@@ -1,6 +1,7 @@
 //! The engine's graph IR: dense ids, values with types and shapes, nodes in topological order.
 
 mod blocked_inference;
+pub mod contrib;
 mod ids;
 pub mod known_values;
 mod node;

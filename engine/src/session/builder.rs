@@ -273,6 +273,7 @@ impl SessionBuilder {
         }
         {
             let _span = tracing::info_span!("validate").entered();
+            crate::graph::contrib::lower(&mut graph)?;
             crate::graph::validate::validate(&mut graph)?;
         }
         let level = match self.optimization {
