@@ -1,11 +1,19 @@
-//! Seeded graph generators: HIOS random layered DAGs, series-parallel graphs, Inception- and
-//! NASNet-like cells, and random graphs with the sizes of the papers' models.
+//! Seeded graph generators: HIOS random layered DAGs (the crate's reading of HIOS §V-A, and the
+//! HIOS authors' own generator, [`hios_code`]), series-parallel and fork-join graphs, Inception-
+//! and NASNet-like cells, RandWire and NASNet-A Large as IOS wires them, and random graphs with
+//! the sizes of the papers' models. [`Family`] lists the families a study sweeps.
 
 use serde::{Deserialize, Serialize};
 
 use crate::graph::{Boundness, Concurrency, CostGraph, DeviceKind, Edge, Op, SlowdownModel};
 use crate::rng::Rng;
 use crate::topology::{Device, Topology};
+
+mod families;
+pub use families::{
+    Family, ForkJoinParams, HiosCodeParams, NasNetParams, RandWireParams, fork_join, hios_code,
+    hios_code_layers, nasnet_a, nvlink_topology, randwire, watts_strogatz,
+};
 
 /// How HIOS §V-A's transfer time is read: "a maximum of 0.1 ms and p of the execution time".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
