@@ -236,6 +236,18 @@ impl ModelBuilder {
         self
     }
 
+    /// A uint8 initializer with the given values.
+    pub fn bytes(&mut self, name: &str, dims: &[i64], values: &[u8]) -> &mut Self {
+        self.graph.initializer.push(TensorProto {
+            name: Some(name.into()),
+            dims: dims.to_vec(),
+            data_type: Some(2),
+            raw_data: Some(values.to_vec().into()),
+            ..Default::default()
+        });
+        self
+    }
+
     /// An int32 1-D initializer.
     pub fn int32s(&mut self, name: &str, values: &[i32]) -> &mut Self {
         self.graph.initializer.push(TensorProto {
