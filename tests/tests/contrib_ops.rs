@@ -248,17 +248,11 @@ fn expect_invalid(bytes: &[u8], op: &str, cause: &str) {
     }
 }
 
-/// Seeded bytes (xorshift), for packed weights.
+/// Seeded bytes, for packed weights.
 fn seeded_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 32) as u8
-        })
-        .collect()
+    let floats = seeded_f32(&[n], seed);
+    let floats = floats.view::<f32>().unwrap();
+    floats.iter().map(|x| ((x + 1.0) * 128.0) as u8).collect()
 }
 
 #[test]

@@ -598,12 +598,11 @@ fn a_run_past_its_time_limit_fails() {
     }
 }
 
-#[test]
-fn a_dim_param_of_question_mark_is_unknown_not_one_symbol() {
-    // Paddle's exporters name every unknown dim `?` (PaddleOCR's direction classifier declares
-    // [-1, 3, ?, ?]): two `?` dims may differ, as in ONNX Runtime.
+/// A 3×3 `Conv` (4 output channels, padded) whose input declares `dims` (integers as
+/// `dim_value`s, names as `dim_param`s).
+fn padded_conv(dims: &[&str]) -> Vec<u8> {
     let mut m = ModelBuilder::new(2);
-    m.input_with_dim_names("x", 1, &["-1", "3", "?", "?"])
+    m.input_with_dim_names("x", 1, dims)
         .weight("w", &[4, 3, 3, 3], 0.5)
         .node(
             "Conv",
@@ -612,8 +611,16 @@ fn a_dim_param_of_question_mark_is_unknown_not_one_symbol() {
             &[("pads", Attr::Ints(vec![1; 4]))],
         )
         .output("y");
+    m.to_bytes(13)
+}
+
+#[test]
+fn a_dim_param_of_question_mark_is_unknown_not_one_symbol() {
+    // Paddle's exporters name every unknown dim `?` (PaddleOCR's direction classifier declares
+    // [-1, 3, ?, ?]): two `?` dims may differ, as in ONNX Runtime.
+    let model = padded_conv(&["-1", "3", "?", "?"]);
     for level in LEVELS {
-        let session = load(&m.to_bytes(13), level).unwrap();
+        let session = load(&model, level).unwrap();
         let y = session.run([("x", f32_tensor(&[1, 3, 48, 192]))]).unwrap();
         assert_eq!(y[0].shape(), &[1, 4, 48, 192], "{level:?}");
     }
@@ -632,18 +639,9 @@ fn a_dim_param_of_question_mark_is_unknown_not_one_symbol() {
 #[test]
 fn a_dim_value_of_minus_one_is_dynamic() {
     // Paddle's exporters write dynamic dims as dim_value -1.
-    let mut m = ModelBuilder::new(2);
-    m.input_with_dim_values("x", 1, &[-1, 3, -1, -1])
-        .weight("w", &[4, 3, 3, 3], 0.5)
-        .node(
-            "Conv",
-            &["x", "w"],
-            &["y"],
-            &[("pads", Attr::Ints(vec![1; 4]))],
-        )
-        .output("y");
+    let model = padded_conv(&["-1", "3", "-1", "-1"]);
     for level in LEVELS {
-        let session = load(&m.to_bytes(13), level).unwrap();
+        let session = load(&model, level).unwrap();
         for shape in [[1, 3, 48, 192], [2, 3, 8, 8]] {
             let y = session.run([("x", f32_tensor(&shape))]).unwrap();
             assert_eq!(
