@@ -431,3 +431,70 @@ fn multi_head_attention_matches_onnx_runtime() {
         );
     }
 }
+
+#[test]
+fn embed_layer_normalization_matches_onnx_runtime() {
+    // Batch 2, sequence 6, hidden 16; a vocabulary of 30, 10 positions, 2 segments.
+    let ints = |values: Vec<i32>| Tensor::from_shape_vec(&[2, 6], values).unwrap();
+    let ids = ints((0..12).map(|i| (i * 7 + 3) % 30).collect());
+    for (segments, mask, position_ids, sum) in [
+        (true, true, false, false),
+        (false, false, false, false),
+        (true, true, true, true),
+    ] {
+        let mut m = ModelBuilder::new(23);
+        m.typed_input("ids", 6, &[2, 6])
+            .weight("word", &[30, 16], 1.0)
+            .weight("position", &[10, 16], 1.0)
+            .weight("segment", &[2, 16], 1.0)
+            .weight("gamma", &[16], 1.0)
+            .weight("beta", &[16], 1.0);
+        let mut inputs = vec![("ids".to_string(), ids.clone())];
+        let mut names = vec!["ids", "", "word", "position", "", "gamma", "beta"];
+        if segments {
+            m.typed_input("segments", 6, &[2, 6]);
+            inputs.push((
+                "segments".into(),
+                ints((0..12).map(|i| i32::from(i % 6 > 2)).collect()),
+            ));
+            names[1] = "segments";
+            names[4] = "segment";
+        }
+        if mask {
+            m.typed_input("mask", 6, &[2, 6]);
+            inputs.push((
+                "mask".into(),
+                ints((0..12).map(|i| i32::from(i != 5 && i < 10)).collect()),
+            ));
+            names.push("mask");
+        }
+        if position_ids {
+            m.typed_input("position_ids", 6, &[2, 6]);
+            inputs.push((
+                "position_ids".into(),
+                ints((0..12).map(|i| (i * 3) % 10).collect()),
+            ));
+            while names.len() < 8 {
+                names.push("");
+            }
+            names.push("position_ids");
+        }
+        let outputs: &[&str] = if sum {
+            &["y", "mask_index", "sum"]
+        } else {
+            &["y", "mask_index"]
+        };
+        m.node("EmbedLayerNormalization", &names, outputs, &[])
+            .in_domain("com.microsoft");
+        for out in outputs {
+            m.output(out);
+        }
+        compare(
+            &m.to_bytes_with(17, &[("com.microsoft", 1)]),
+            &inputs,
+            &format!(
+                "EmbedLayerNormalization segments {segments} mask {mask} position_ids {position_ids}"
+            ),
+        );
+    }
+}

@@ -10,6 +10,7 @@
 //! | `QuickGelu(X; alpha = 1.702)` | `Mul`, `Sigmoid`, `Mul` |
 //! | `SkipLayerNormalization(X, skip, gamma, beta?, bias?; epsilon = 1e-12)` | `Add`, (`Add`), `LayerNormalization` (axis −1) |
 //! | `SkipSimplifiedLayerNormalization(X, skip, gamma, bias?; epsilon = 1e-12)` | `Add`, (`Add`), `RMSNormalization` (axis −1) |
+//! | `EmbedLayerNormalization(ids, segment_ids?, word, position, segment?, gamma, beta, mask?, position_ids?; epsilon = 1e-12)` | `Gather`s, `Add`s, `LayerNormalization`; the mask index as `ReduceSum` of the mask's ones |
 //! | `MatMulNBits(A, B, scales, zero_points?, g_idx?, bias?; K, N, bits, block_size)` | `MatMul` with the weights dequantized at load, (`Add`) |
 //! | `Attention(input, weights, bias?, mask_index?; num_heads, …)` | `MatMul`, (`Add`), `Split`, the mask, `Attention` (opset 23) |
 //! | `MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?; num_heads, …)` | (`Split`, `Add`s), the mask, `Attention` (opset 23) |
@@ -38,6 +39,7 @@ pub const DOMAIN: &str = "com.microsoft";
 pub const LOWERED_OPS: &[&str] = &[
     "Attention",
     "BiasGelu",
+    "EmbedLayerNormalization",
     "FastGelu",
     "Gelu",
     "MatMulNBits",
@@ -82,21 +84,23 @@ fn lower_node(graph: &mut Graph, node: &Node) -> Result<Vec<Node>> {
         rule,
     };
     let input = |i: usize| node.inputs.get(i).copied().flatten();
-    let (least, most, outputs) = match node.op_type.as_str() {
-        "Gelu" => (1, 1, 1),
-        "BiasGelu" => (2, 2, 1),
-        "FastGelu" => (1, 2, 1),
-        "QuickGelu" => (1, 1, 1),
-        "SkipLayerNormalization" => (3, 5, 4),
-        "SkipSimplifiedLayerNormalization" => (3, 4, 4),
-        "MatMulNBits" => (3, 6, 1),
-        "Attention" => (2, 7, 2),
-        _ => (3, 10, 4), // MultiHeadAttention
+    // The inputs that must be present, how many it may have, how many outputs.
+    let (required, most, outputs): (&[usize], usize, usize) = match node.op_type.as_str() {
+        "Gelu" => (&[0], 1, 1),
+        "BiasGelu" => (&[0, 1], 2, 1),
+        "FastGelu" => (&[0], 2, 1),
+        "QuickGelu" => (&[0], 1, 1),
+        "SkipLayerNormalization" => (&[0, 1, 2], 5, 4),
+        "SkipSimplifiedLayerNormalization" => (&[0, 1, 2], 4, 4),
+        "MatMulNBits" => (&[0, 1, 2], 6, 1),
+        "Attention" => (&[0, 1], 7, 2),
+        "EmbedLayerNormalization" => (&[0, 2, 3, 5, 6], 9, 3),
+        _ => (&[0], 10, 4), // MultiHeadAttention: key and value are checked when read
     };
     let declared = node.declared_inputs;
-    if declared < least || declared > most || (0..least).any(|i| input(i).is_none()) {
+    if declared > most || required.iter().any(|&i| input(i).is_none()) {
         return Err(invalid(format!(
-            "takes {least} to {most} inputs, the first {least} present; it has {declared}"
+            "takes at most {most} inputs, with inputs {required:?} present; it has {declared}"
         )));
     }
     if node.outputs.len() > outputs || node.outputs.first().copied().flatten().is_none() {
@@ -130,6 +134,13 @@ fn lower_node(graph: &mut Graph, node: &Node) -> Result<Vec<Node>> {
         "Attention" | "MultiHeadAttention" => {
             let attention = AttentionNode::read(lowering.graph, node).map_err(invalid)?;
             attention.lower(&mut lowering, y);
+        }
+        "EmbedLayerNormalization" => {
+            let epsilon = node
+                .attrs
+                .float("epsilon", SKIP_NORM_EPSILON)
+                .map_err(|e| invalid(e.to_string()))?;
+            lowering.embed_layer_norm(node, epsilon);
         }
         "Gelu" => lowering.gelu(x, "none", y),
         "BiasGelu" => {
@@ -263,6 +274,70 @@ impl Lowering<'_> {
             subgraphs: Vec::new(),
             type_attrs: Vec::new(),
         });
+    }
+
+    /// `EmbedLayerNormalization`: the word, position (given ids, else `0..S`) and segment
+    /// embeddings summed and normalized; the mask index is each row's count of ones in the
+    /// mask (zeros without a mask), as ONNX Runtime gives it.
+    fn embed_layer_norm(&mut self, node: &Node, epsilon: f32) {
+        let input = |i: usize| node.inputs.get(i).copied().flatten();
+        let output = |i: usize| node.outputs.get(i).copied().flatten();
+        let none = Attributes::new;
+        let ids = input(0).expect("checked: the ids are present");
+        let gather = |l: &mut Self, table: ValueId, at: ValueId| {
+            l.push("Gather", 13, none(), vec![table, at], None)
+        };
+        let word = gather(self, input(2).expect("checked"), ids);
+        let positions = match input(8) {
+            Some(p) => p,
+            None => {
+                let attrs = ints_attr("start", 1).with("end", AttrValue::Int(2));
+                let length = self.push("Shape", 15, attrs, vec![ids], None);
+                let length = self.push("Squeeze", 13, none(), vec![length], None);
+                let zero = self.constant(Tensor::scalar(0i64));
+                let one = self.constant(Tensor::scalar(1i64));
+                self.push("Range", 11, none(), vec![zero, length, one], None)
+            }
+        };
+        let position = gather(self, input(3).expect("checked"), positions);
+        let mut sum = self.add(word, position, None);
+        if let (Some(segments), Some(table)) = (input(1), input(4)) {
+            let segment = gather(self, table, segments);
+            sum = self.add(sum, segment, None);
+        }
+        if let Some(out) = output(2) {
+            sum = self.push("Identity", 16, none(), vec![sum], Some(out));
+        }
+        let attrs = Attributes::new()
+            .with("axis", AttrValue::Int(-1))
+            .with("epsilon", AttrValue::Float(epsilon));
+        let (gamma, beta) = (input(5).expect("checked"), input(6).expect("checked"));
+        let y = output(0).expect("checked: the first output is present");
+        self.push_node(
+            "LayerNormalization",
+            17,
+            attrs,
+            vec![Some(sum), Some(gamma), Some(beta)],
+            vec![Some(y)],
+        );
+        let Some(mask_index) = output(1) else { return };
+        match input(7) {
+            Some(mask) => {
+                let one = self.constant(Tensor::scalar(1i32));
+                let ones = self.push("Equal", 13, none(), vec![mask, one], None);
+                let ones = self.push("Cast", 19, ints_attr("to", INT32), vec![ones], None);
+                let axes = self.constant(Tensor::from_shape_vec(&[1], vec![1i64]).expect("one axis"));
+                let attrs = ints_attr("keepdims", 0);
+                self.push("ReduceSum", 13, attrs, vec![ones, axes], Some(mask_index));
+            }
+            None => {
+                let attrs = ints_attr("start", 0).with("end", AttrValue::Int(1));
+                let batch = self.push("Shape", 15, attrs, vec![ids], None);
+                let zero = Tensor::from_shape_vec(&[1], vec![0i32]).expect("one value");
+                let attrs = Attributes::new().with("value", AttrValue::Tensor(zero));
+                self.push("ConstantOfShape", 9, attrs, vec![batch], Some(mask_index));
+            }
+        }
     }
 
     fn add(&mut self, a: ValueId, b: ValueId, output: Option<ValueId>) -> ValueId {
@@ -564,6 +639,7 @@ impl AttentionNode {
 
 /// ONNX's element type codes used by the lowered `Cast`s.
 const FLOAT: i64 = 1;
+const INT32: i64 = 6;
 const INT64: i64 = 7;
 
 fn ints_attr(name: &str, value: i64) -> Attributes {
