@@ -498,3 +498,28 @@ fn embed_layer_normalization_matches_onnx_runtime() {
         );
     }
 }
+
+#[test]
+fn matmul_nbits_sizes_that_overflow_are_an_error() {
+    let mut m = ModelBuilder::new(3);
+    m.input("a", &[1, 32])
+        .bytes("b", &[1, 1, 16], &[0; 16])
+        .positive("scales", &[1], 0.1, 0.2)
+        .node(
+            "MatMulNBits",
+            &["a", "b", "scales"],
+            &["y"],
+            &[
+                ("K", Attr::Int(1 << 62)),
+                ("N", Attr::Int(1 << 62)),
+                ("block_size", Attr::Int(32)),
+            ],
+        )
+        .in_domain("com.microsoft")
+        .output("y");
+    expect_invalid(
+        &m.to_bytes_with(17, &[("com.microsoft", 1)]),
+        "MatMulNBits",
+        "bytes",
+    );
+}

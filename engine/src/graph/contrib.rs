@@ -395,11 +395,12 @@ fn dequantized_weights(graph: &Graph, node: &Node) -> std::result::Result<Tensor
     let packed = packed
         .view::<u8>()
         .map_err(|_| "B must be uint8".to_string())?;
-    if packed.len() != n * blocks * blob {
+    // Checked: the sizes come from the model. B's bytes then bound every size below.
+    let bytes = n.checked_mul(blocks).and_then(|nb| nb.checked_mul(blob));
+    if bytes != Some(packed.len()) {
         return Err(format!(
-            "B has {} bytes, N · ⌈K / block_size⌉ · block_size · bits / 8 = {}",
-            packed.len(),
-            n * blocks * blob
+            "B has {} bytes, N · ⌈K / block_size⌉ · block_size · bits / 8 = {bytes:?}",
+            packed.len()
         ));
     }
     let scales = constant_input(graph, node, 2).ok_or_else(|| need_constant("scales"))?;
