@@ -3,6 +3,13 @@
 //! `cargo run --release -p spillway-benches --bin placement_study -- [--quick] [--seeds N]
 //! [--streams N] [--rule max|min] [--auto-ms N] [--out DIR]`
 //!
+//! `... placement_study -- --families [--seeds N] [--slow POLICY,.. --slow-seeds N]
+//! [--auto-ms N] [--date YYYY-MM-DD] [--machine TEXT] [--out DIR]`: instead of the sweeps, every
+//! graph family of `generate::Family` (the crate's own, the HIOS authors' generator, RandWire,
+//! NASNet-A, series-parallel, fork-join) × every policy, 4 GPUs with 1 and 2 streams per GPU:
+//! ratio to the lower bound (mean ± sd) and scheduling time; writes `families-<date>.csv`,
+//! `.md` and `-s1.svg`/`-s2.svg`. Auto's budget defaults to `Options::default()`'s there.
+//!
 //! Sweeps (defaults 200 operators, 14 layers, 400 edges, 4 GPUs, p = 0.8): GPUs 2–12, operators
 //! 100–400, edges 400–600, layers 6–22, p 0.4–1.2; 30 seeded instances per point (5 with
 //! `--quick`). For every policy: mean ± sd makespan, speedup over Sequential, ratio to the lower
@@ -16,6 +23,8 @@ use std::time::Instant;
 use spillway_placement::generate::{LayeredParams, TransferRule, hios_layered, hios_topology};
 use spillway_placement::{Options, Policy, place, simulate};
 
+#[path = "placement_study/families.rs"]
+mod families;
 #[path = "placement_study/plot.rs"]
 mod plot;
 #[path = "placement_study/targets.rs"]
@@ -164,9 +173,49 @@ fn point(params: &LayeredParams, gpus: usize, cfg: &Cfg) -> Vec<Vec<Run>> {
     per_policy
 }
 
+/// `--families`: every graph family × every policy (see the module doc).
+fn families_main(cfg: &Cfg) -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let get = |k: &str| {
+        args.iter()
+            .position(|a| a == k)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let slow: Vec<Policy> = get("--slow")
+        .map(|s| s.split(',').filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default();
+    let opts = Options {
+        auto_budget_ms: get("--auto-ms")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(Options::default().auto_budget_ms),
+        ..Options::default()
+    };
+    let date = get("--date").unwrap_or_else(|| "undated".into());
+    let machine = get("--machine").unwrap_or_else(|| "not given".into());
+    let c = families::FamilyCfg {
+        seeds: cfg.seeds,
+        slow_seeds: get("--slow-seeds")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(cfg.seeds),
+        slow,
+        policies: policies(),
+        opts,
+        gpus: 4,
+        out: &cfg.out,
+        date: &date,
+        machine: &machine,
+    };
+    println!("{}", families::run(&c)?);
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cfg = parse();
     std::fs::create_dir_all(&cfg.out)?;
+    if std::env::args().any(|a| a == "--families") {
+        return families_main(&cfg);
+    }
     let base = LayeredParams {
         rule: cfg.rule,
         ..LayeredParams::default()
