@@ -147,14 +147,21 @@ pub fn run(c: &FamilyCfg) -> anyhow::Result<String> {
         let labels: Vec<String> = Family::ALL
             .iter()
             .enumerate()
-            .map(|(i, f)| format!("{i} {}", f.name()))
+            .map(|(i, f)| {
+                let n = match f {
+                    Family::SeriesParallel => "sp",
+                    Family::ForkJoin => "fj",
+                    _ => f.name(),
+                };
+                format!("{i} {n}")
+            })
             .collect();
         let svg = plot::lines(
             &format!(
                 "Makespan / lower bound by graph family, {} GPUs × {streams} stream(s)",
                 c.gpus
             ),
-            &format!("family ({})", labels.join(", ")),
+            &format!("family: {}", labels.join("  ")),
             "makespan / LB",
             &names,
             &series,
@@ -192,6 +199,40 @@ pub fn run(c: &FamilyCfg) -> anyhow::Result<String> {
             )
         },
         c.opts.auto_budget_ms
+    );
+    let _ = writeln!(
+        md,
+        "Reproduce: `cargo run --release -p spillway-benches --bin placement_study -- --families \
+         --seeds {} --date {} --machine '{}'`{}.\n",
+        c.seeds,
+        c.date,
+        c.machine,
+        if c.slow.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " --slow {} --slow-seeds {}",
+                c.slow
+                    .iter()
+                    .map(|p| p.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                c.slow_seeds
+            )
+        }
+    );
+    let _ = writeln!(
+        md,
+        "How to read it: the ratio is to a lower bound, not to the optimum, so part of every \
+         ratio is the bound's own gap, and that gap differs by family (it is likely larger on \
+         the byte-weighted DNN-like families, whose copies the bound takes as free); compare \
+         policies within a row, and families only with that in mind. Sequential, Greedy, Lios, \
+         Opara and Nimble use one GPU, so with one stream they all give the sequential makespan. \
+         Scheduling times are wall-clock with two seeds scheduled at once on the two cores; \
+         Auto's budget is wall-clock too. `hios_code` approximates the HIOS script's \
+         concurrent-stage latency by the crate's `Resource` model (resource = the script's \
+         utilization, 0.6–1.0). The DNN-like families' costs are drawn per operator kind, not \
+         profiled.\n"
     );
     let _ = writeln!(md, "| family | ops / edges (seed 0) | machine model |");
     let _ = writeln!(md, "| --- | --- | --- |");
