@@ -133,9 +133,16 @@ impl Dims {
         widen(z, 3)
     }
 
-    /// One input channel per group, 1-d or 2-d: the direct depthwise kernel.
+    /// One input channel per group, 1-d or 2-d: the direct depthwise kernel. A convolution of
+    /// a single input channel (`group` 1) takes it only for small filters: a long one (an STFT
+    /// written as a 1-d convolution: 512 taps, 257 filters) is a GEMM of the filters with the
+    /// im2col matrix, which the packed product runs tens of times faster than direct loops.
     fn is_depthwise(&self) -> bool {
-        self.in_ch / self.group == 1 && self.group == self.in_ch && self.image.len() <= 2
+        let taps: usize = self.geo.kernel.iter().product();
+        self.in_ch / self.group == 1
+            && self.group == self.in_ch
+            && self.image.len() <= 2
+            && (self.group > 1 || taps <= DIRECT_SINGLE_CHANNEL_TAPS)
     }
 }
 
@@ -444,6 +451,10 @@ impl<'a, T> Product<'a, T> {
         }
     }
 }
+
+/// The largest filter (in taps) that a convolution of one input channel runs with the direct
+/// depthwise kernel rather than as a GEMM (a 7×7 stem is 49).
+const DIRECT_SINGLE_CHANNEL_TAPS: usize = 49;
 
 /// Batches of at least this many images per thread run image by image in parallel (fewer
 /// would leave threads idle at the end: 3 images on 2 threads take as long as 4).

@@ -6,6 +6,7 @@ mod conv_weights;
 mod errors;
 mod fused_conv;
 mod gemm_packed;
+mod single_channel;
 
 use serde_json::Value;
 
