@@ -6,7 +6,9 @@
 //! so that load on a shared machine hits all of them alike; each sample times enough runs to
 //! last about 5 ms. The table gives each configuration's median µs per run and the ratio of
 //! Spillway's best to ONNX Runtime's best. Both sides convert their inputs and outputs each run
-//! (the ORT side through the `ort` crate).
+//! (the ORT side through the `ort` crate). Spillway's kernel threads do not spin between
+//! kernels here (`with_spinning(false)`): the spinning workers of one session would take the
+//! CPU from the other configurations of the same process.
 //!
 //! `cargo run --release -p spillway-benches --bin corpus_speed [-- --rounds N]`; writes
 //! `benches/results/corpus-speed-<date>.{md,json}`.
@@ -40,8 +42,11 @@ impl Runner {
 /// The configurations, by name.
 fn runners(model: &CorpusModel) -> Result<Vec<(&'static str, Runner)>> {
     let spillway = |threads: usize| -> Result<Runner> {
+        // Kernel threads that spin between kernels would take the CPU from the other
+        // configurations in the process: they sleep here, as ORT's do between runs.
         let session = Session::builder()
             .with_intra_op_threads(threads)
+            .with_spinning(false)
             .commit_from_file(&model.path)?;
         Ok(Runner::Spillway(Box::new(session)))
     };
