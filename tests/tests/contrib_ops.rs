@@ -218,24 +218,26 @@ fn a_malformed_contrib_node_is_an_invalid_node_error() {
     let mut m = ModelBuilder::new(3);
     m.input("a", &[1, 32])
         .typed_input("b", 2, &[4, 1, 16])
-        .positive("scales", &[4], 0.1, 0.2)
-        .node(
-            "MatMulNBits",
-            &["a", "b", "scales"],
-            &["y"],
-            &[
-                ("K", Attr::Int(32)),
-                ("N", Attr::Int(4)),
-                ("block_size", Attr::Int(32)),
-            ],
-        )
-        .in_domain("com.microsoft")
-        .output("y");
-    expect_invalid(
-        &m.to_bytes_with(17, &[("com.microsoft", 1)]),
+        .positive("scales", &[4], 0.1, 0.2);
+    expect_invalid(&matmul_4bits(&mut m, 32, 4), "MatMulNBits", "constant");
+}
+
+/// `m` (which has `a`, `b` and `scales`) with a 4-bit `MatMulNBits` of blocks of 32 reading
+/// them, serialized.
+fn matmul_4bits(m: &mut ModelBuilder, k: i64, n: i64) -> Vec<u8> {
+    m.node(
         "MatMulNBits",
-        "constant",
-    );
+        &["a", "b", "scales"],
+        &["y"],
+        &[
+            ("K", Attr::Int(k)),
+            ("N", Attr::Int(n)),
+            ("block_size", Attr::Int(32)),
+        ],
+    )
+    .in_domain("com.microsoft")
+    .output("y");
+    m.to_bytes_with(17, &[("com.microsoft", 1)])
 }
 
 fn expect_invalid(bytes: &[u8], op: &str, cause: &str) {
@@ -504,21 +506,9 @@ fn matmul_nbits_sizes_that_overflow_are_an_error() {
     let mut m = ModelBuilder::new(3);
     m.input("a", &[1, 32])
         .bytes("b", &[1, 1, 16], &[0; 16])
-        .positive("scales", &[1], 0.1, 0.2)
-        .node(
-            "MatMulNBits",
-            &["a", "b", "scales"],
-            &["y"],
-            &[
-                ("K", Attr::Int(1 << 62)),
-                ("N", Attr::Int(1 << 62)),
-                ("block_size", Attr::Int(32)),
-            ],
-        )
-        .in_domain("com.microsoft")
-        .output("y");
+        .positive("scales", &[1], 0.1, 0.2);
     expect_invalid(
-        &m.to_bytes_with(17, &[("com.microsoft", 1)]),
+        &matmul_4bits(&mut m, 1 << 62, 1 << 62),
         "MatMulNBits",
         "bytes",
     );

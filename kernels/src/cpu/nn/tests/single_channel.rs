@@ -2,20 +2,8 @@
 //! (an STFT written as a 1-d convolution) the packed GEMM; both against the definition in f64.
 
 use crate::cpu::binary::test_util::run1;
+use crate::test_values::uniform as seeded;
 use crate::{AttrValue, Tensor};
-
-/// Seeded floats in [-1, 1).
-fn seeded(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
 
 #[test]
 fn one_channel_1d_convolutions_match_the_definition() {
