@@ -65,7 +65,8 @@ enum Command {
         /// the placement measures one stream, Lios, Opara and Greedy and keeps the fastest.
         #[arg(long, value_name = "STREAMS")]
         cuda: Option<usize>,
-        /// Write every output as DIR/NAME.npy (created if missing; `/` in a name becomes `_`).
+        /// Write every output as DIR/NAME.npy (created if missing; `/` in a name becomes `_`;
+        /// bfloat16, which numpy lacks, as float32).
         #[arg(long, value_name = "DIR")]
         output_dir: Option<PathBuf>,
         /// Write every input the run used (given or made) as DIR/NAME.npy, to rerun the same

@@ -178,11 +178,16 @@ impl std::ops::Index<&str> for SessionOutputs {
 
 /// Reads a `.npy` array (format versions 1 to 3, any byte order, C or Fortran order) of
 /// one of the element types `f32`, `f64`, `i64`, `i32`, `i16`, `i8`, `u8`, `u16`, `u32`,
-/// `u64` or `bool`.
+/// `u64` or `bool`, or little-endian `float16` (`<f2`).
 ///
 /// Untrusted bytes are safe to pass: a header or a shape that claims more bytes than `bytes`
 /// holds is an error before anything is allocated for it.
 pub fn tensor_from_npy(bytes: &[u8]) -> Result<Tensor> {
+    let find = |haystack: &[u8], needle: &[u8]| {
+        haystack
+            .windows(needle.len())
+            .position(|window| window == needle)
+    };
     use ndarray::ArrayD;
     use ndarray_npy::npy::header::Header;
     use ndarray_npy::{ReadNpyError, ReadNpyExt};
@@ -261,6 +266,16 @@ pub fn tensor_from_npy(bytes: &[u8]) -> Result<Tensor> {
         )*};
     }
     try_type!(f32, f64, i64, i32, i16, i8, u8, u16, u32, u64, bool);
+    // float16 (`<f2`): the same header read as `<u2` (a descriptor of the same length), the
+    // elements taken as half-precision bits.
+    let header_bytes = &bytes[8 + len_field..data_start];
+    if let Some(at) = find(header_bytes, b"'<f2'") {
+        let mut as_bits = bytes.to_vec();
+        as_bits[8 + len_field + at..][..5].copy_from_slice(b"'<u2'");
+        let bits = ArrayD::<u16>::read_npy(&as_bits[..])
+            .map_err(|e| bad(format!("not a readable .npy file: {e}")))?;
+        return Ok(Tensor::from(bits.mapv(half::f16::from_bits)));
+    }
     Err(bad(format!(
         "element type {} is not supported (or the data does not match the header)",
         header.type_descriptor

@@ -53,7 +53,7 @@ fn file_name(output: &str) -> String {
     format!("{}.npy", output.replace(['/', '\\'], "_"))
 }
 
-fn write_npy(tensor: &Tensor, out: impl std::io::Write) -> Result<()> {
+fn write_npy(tensor: &Tensor, mut out: impl std::io::Write) -> Result<()> {
     macro_rules! write_as {
         ($t:ty) => {
             tensor.view::<$t>()?.write_npy(out)?
@@ -71,7 +71,25 @@ fn write_npy(tensor: &Tensor, out: impl std::io::Write) -> Result<()> {
         DType::U32 => write_as!(u32),
         DType::U64 => write_as!(u64),
         DType::Bool => write_as!(bool),
-        other => bail!("a {other} tensor cannot be written as .npy"),
+        DType::F16 => {
+            // Written as `<u2` half-precision bits, then the descriptor (same length) says
+            // `<f2`: numpy reads it as float16.
+            let bits = tensor.view::<half::f16>()?.mapv(half::f16::to_bits);
+            let mut bytes = Vec::new();
+            bits.write_npy(&mut bytes)?;
+            let at = bytes
+                .windows(5)
+                .position(|w| w == b"'<u2'")
+                .context("the .npy header names its type")?;
+            bytes[at..at + 5].copy_from_slice(b"'<f2'");
+            out.write_all(&bytes)?;
+        }
+        // numpy has no bfloat16: float32 holds every bfloat16 value exactly.
+        DType::BF16 => tensor
+            .view::<half::bf16>()?
+            .mapv(f32::from)
+            .write_npy(out)?,
+        other => bail!("a {other} tensor cannot be written as .npy (numpy has no such type)"),
     }
     Ok(())
 }
@@ -105,5 +123,42 @@ mod tests {
             assert_eq!(back.view(), want, "output {name}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn half_precision_outputs_are_written_as_numpy_reads_them() {
+        let values = [1.5f32, -0.25, 65504.0, 0.0, -3.0, 1e-3];
+        let halves: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
+        let f16 = Tensor::from_shape_vec(&[2, 3], halves.clone()).unwrap();
+        let mut bytes = Vec::new();
+        write_npy(&f16, &mut bytes).unwrap();
+        // numpy's descriptor for little-endian float16, and the bits back as they were.
+        assert!(bytes.windows(5).any(|w| w == b"'<f2'"));
+        let back = spillway::tensor_from_npy(&bytes).unwrap();
+        assert_eq!(back.dtype(), DType::F16);
+        assert_eq!(back.shape(), &[2, 3]);
+        assert_eq!(
+            back.view::<half::f16>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            halves
+        );
+
+        let brains: Vec<half::bf16> = values.iter().map(|&v| half::bf16::from_f32(v)).collect();
+        let bf16 = Tensor::from_shape_vec(&[6], brains.clone()).unwrap();
+        let mut bytes = Vec::new();
+        write_npy(&bf16, &mut bytes).unwrap();
+        let back = spillway::tensor_from_npy(&bytes).unwrap();
+        let want: Vec<f32> = brains.iter().map(|&b| f32::from(b)).collect();
+        assert_eq!(
+            back.view::<f32>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            want
+        );
     }
 }
