@@ -258,15 +258,7 @@ pub fn run(c: &FamilyCfg) -> anyhow::Result<String> {
             c.gpus,
             if streams > 1 { "s" } else { "" }
         );
-        let _ = write!(md, "| family |");
-        for n in &names {
-            let _ = write!(md, " {n} |");
-        }
-        let _ = write!(md, "\n| --- |");
-        for _ in &names {
-            let _ = write!(md, " --- |");
-        }
-        md.push('\n');
+        table_header(&mut md, &names);
         for (fi, f) in Family::ALL.iter().enumerate() {
             let _ = write!(md, "| {} |", f.name());
             for &(m, sd, n, _) in &table[si][fi] {
@@ -282,15 +274,7 @@ pub fn run(c: &FamilyCfg) -> anyhow::Result<String> {
             md,
             "\nScheduling time per graph (ms, mean), {streams} stream(s):\n"
         );
-        let _ = write!(md, "| family |");
-        for n in &names {
-            let _ = write!(md, " {n} |");
-        }
-        let _ = write!(md, "\n| --- |");
-        for _ in &names {
-            let _ = write!(md, " --- |");
-        }
-        md.push('\n');
+        table_header(&mut md, &names);
         for (fi, f) in Family::ALL.iter().enumerate() {
             let _ = write!(md, "| {} |", f.name());
             for &(_, _, n, ms) in &table[si][fi] {
@@ -312,4 +296,17 @@ pub fn run(c: &FamilyCfg) -> anyhow::Result<String> {
     );
     std::fs::write(c.out.join(format!("{stem}.md")), &md)?;
     Ok(md)
+}
+
+/// A markdown table's header: a `family` column, then one per policy.
+fn table_header(md: &mut String, names: &[&str]) {
+    let _ = write!(md, "| family |");
+    for n in names {
+        let _ = write!(md, " {n} |");
+    }
+    let _ = write!(md, "\n| --- |");
+    for _ in names {
+        let _ = write!(md, " --- |");
+    }
+    md.push('\n');
 }
