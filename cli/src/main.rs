@@ -124,6 +124,10 @@ enum Command {
         #[command(flatten)]
         engine: EngineArgs,
     },
+    /// Serve models over the KServe v2 / Open Inference Protocol: HTTP/REST and gRPC, a
+    /// bounded queue per model, Prometheus metrics at /metrics; Ctrl-C or SIGTERM drains.
+    #[cfg(feature = "serve")]
+    Serve(commands::serve::ServeArgs),
     /// List the operators the CPU supports (markdown).
     Ops,
     /// List the environment variables Spillway reads (deployment paths and diagnostics), what
@@ -249,6 +253,8 @@ fn main() -> Result<()> {
             bar.finish_and_clear();
             Ok(())
         }
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => commands::serve::serve(&args),
         Command::Knobs => {
             commands::engine_options::knobs();
             Ok(())

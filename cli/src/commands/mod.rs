@@ -8,6 +8,8 @@ pub mod profile;
 pub mod progress;
 pub mod run;
 pub mod schedule;
+#[cfg(feature = "serve")]
+pub mod serve;
 
 /// Writes one line to standard output (the `say!` macro). A reader that has gone away ends
 /// the program with status 0; any other write error with status 1 and a message.
