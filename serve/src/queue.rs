@@ -322,4 +322,16 @@ mod tests {
         q.work(&Echo);
         assert_eq!(q.metrics.compute_time.count(), 0, "nothing ran");
     }
+
+    #[tokio::test]
+    async fn a_worker_drops_a_request_whose_deadline_passed_before_it_starts() {
+        let q = queue(4);
+        // The waiter is not polled yet: the worker is the first to see the expired request.
+        let pending = q.submit(one(), Some(Instant::now())).expect("admitted");
+        q.close();
+        q.work(&Echo);
+        assert!(matches!(pending.wait().await, Ok(JobResult::Expired)));
+        assert_eq!(q.metrics.compute_time.count(), 0, "it never ran");
+        assert_eq!(q.metrics.queue_time.count(), 1);
+    }
 }

@@ -197,6 +197,29 @@ async fn requests_past_their_deadline_are_answered_504_and_never_run() {
         assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
         expired += 1;
     }
+    // gRPC's own deadline (the grpc-timeout header): the call ends at the deadline, the
+    // request never runs, and the server counts it expired.
+    let mut with_header = tonic::Request::new(grpc_request(5.0, None));
+    with_header.set_timeout(std::time::Duration::from_millis(1));
+    let status = g
+        .model_infer(with_header)
+        .await
+        .expect_err("the deadline passes");
+    assert!(
+        matches!(
+            status.code(),
+            tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+        ),
+        "{status:?}"
+    );
+    expired += 1;
+    wait_for_metric(
+        &client,
+        &server,
+        "spillway_requests_total{model=\"gated\",outcome=\"expired\"}",
+        6.0,
+    )
+    .await;
     // A generous deadline is no obstacle.
     let patient = spawn_http(&client, &server, 7.0, Some(600_000_000));
     wait_for_metric(
@@ -214,7 +237,7 @@ async fn requests_past_their_deadline_are_answered_504_and_never_run() {
     assert_eq!(status, 200);
     assert_eq!(body["outputs"][0]["data"], json!([7.0]));
     let answered = 2;
-    assert_eq!(1 + 5 + 1, answered + expired);
+    assert_eq!(1 + 6 + 1, answered + expired);
     assert_eq!(model.finished(), answered);
     let ok = g.model_infer(grpc_request(1.0, Some(0))).await;
     assert!(ok.is_ok(), "timeout 0 is no deadline: {ok:?}");
@@ -396,6 +419,7 @@ async fn a_burst_on_the_real_engine_is_fully_accounted_for() {
             other => panic!("unexpected status {other}"),
         }
     }
+    eprintln!("burst: sent {sent} = answered {answered} + refused {refused} + expired {expired}");
     assert_eq!(sent, answered + refused + expired);
     assert!(answered >= 1, "some requests ran");
     let text = metrics(&client, &server).await;
