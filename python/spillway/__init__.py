@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime
 import enum
 import os
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -233,7 +235,17 @@ class InferenceSession:
         placement: str | None = None,
         **kwargs: Any,
     ) -> None:
-        options = sess_options if sess_options is not None else SessionOptions()
+        self._source = path_or_bytes
+        self._sess_options = sess_options if sess_options is not None else SessionOptions()
+        self._devices = devices
+        self._placement = placement
+        self._create(providers, provider_options)
+
+    def _create(self, providers: Sequence[Any] | None, provider_options: Sequence[Mapping[str, Any]] | None) -> None:
+        """Creates the native session for `providers` (the session options and Spillway's own
+        arguments as given to the constructor)."""
+        options = self._sess_options
+        devices = self._devices
         cpu_lanes, cuda, virtual = _parse_devices(devices) if devices is not None else (1, [], [])
         if devices is None and options.execution_mode == ExecutionMode.ORT_PARALLEL:
             cpu_lanes = max(1, int(options.inter_op_num_threads or 1))
@@ -251,23 +263,36 @@ class InferenceSession:
                     f"Specified provider '{name}' is not in available provider names."
                     f"Available providers: '{', '.join(get_available_providers())}'"
                 )
-        if isinstance(path_or_bytes, (bytearray, memoryview)):
-            path_or_bytes = bytes(path_or_bytes)
-        self._model_path = None if isinstance(path_or_bytes, bytes) else os.fspath(path_or_bytes)
-        self._sess_options = options
+        source = self._source
+        if isinstance(source, (bytearray, memoryview)):
+            source = bytes(source)
         self._profile_prefix = options.profile_file_prefix
+        self._profiling_start_ns = time.time_ns() if options.enable_profiling else 0
         self._native = _spillway.NativeSession(
-            path_or_bytes,
+            source,
             intra_op_threads=int(options.intra_op_num_threads or 0) or None,
             optimization={0: 0, 1: 1}.get(int(options.graph_optimization_level), 2),
             cpu_lanes=cpu_lanes,
             cuda=cuda,
             virtual_lanes=virtual,
-            placement=placement,
+            placement=self._placement,
             profiling=bool(options.enable_profiling),
         )
         self._inputs = [NodeArg(*i) for i in self._native.inputs()]
         self._outputs = [NodeArg(*o) for o in self._native.outputs()]
+
+    def set_providers(
+        self,
+        providers: Sequence[Any] | None = None,
+        provider_options: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Re-creates the session on other execution providers (``RuntimeError`` for one that
+        Spillway does not know)."""
+        for provider in providers or []:
+            name, _ = _provider_name(provider)
+            if name not in get_all_providers():
+                raise Fail(f"Unknown Provider Type: {name}")
+        self._create(providers, provider_options)
 
     def get_inputs(self) -> list[NodeArg]:
         """The model's inputs, in order."""
@@ -325,6 +350,31 @@ class InferenceSession:
             input_feed = dict(input_feed)
         names = list(output_names) if output_names else None
         return self._native.run(names, input_feed)
+
+    def run_async(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        callback: Any,
+        user_data: Any,
+        run_options: RunOptions | None = None,
+    ) -> None:
+        """Runs on another thread and calls ``callback(outputs, user_data, error)`` when done
+        (``error`` is ``""`` on success, the exception's message otherwise)."""
+
+        def work() -> None:
+            try:
+                outputs = self.run(output_names, input_feed, run_options)
+            except Exception as e:  # noqa: BLE001 - handed to the callback
+                callback([], user_data, str(e))
+            else:
+                callback(outputs, user_data, "")
+
+        threading.Thread(target=work, daemon=True).start()
+
+    def get_profiling_start_time_ns(self) -> int:
+        """When profiling began (``time.time_ns()`` at session creation), 0 when it is off."""
+        return self._profiling_start_ns
 
     def end_profiling(self) -> str:
         """Writes the Chrome trace of the runs since profiling began (or since the last

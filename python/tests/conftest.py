@@ -15,6 +15,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import onnxruntime
+
+# onnxruntime's own warnings (opset 6 models, transpose optimizer) go to stderr unasked.
+onnxruntime.set_default_logger_severity(3)
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ONNX_DATA = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data"
 BUNDLED_MODEL = ROOT / "models" / "small" / "inception_block.onnx"
