@@ -149,6 +149,19 @@ impl Devices {
         self
     }
 
+    /// Sets the relative speed the placement policies see for the device added last (a
+    /// Virtual device posing as faster or slower than the CPU it runs on; 1.0 by default).
+    /// Values that are not finite and positive are ignored.
+    pub fn with_speed(mut self, speed: f64) -> Self {
+        if speed.is_finite()
+            && speed > 0.0
+            && let Some(last) = self.specs.last_mut()
+        {
+            last.speed = speed;
+        }
+        self
+    }
+
     /// Lets the session drop devices that are unavailable (reported once) instead of failing.
     pub fn allow_fallback(mut self, allow: bool) -> Self {
         self.allow_fallback = allow;

@@ -6,13 +6,19 @@
 //! (each entry with its reason), or when a listed test passes (the list only shrinks).
 //! `SPILLWAY_CONFORMANCE_FILTER=substr` runs only the tests whose name contains `substr` and
 //! prints each failure.
+//!
+//! Every test runs on two runtime configurations of the one plan and executor: the sequential
+//! CPU, and the CPU plus two `Virtual` devices that pose as four times faster, placed by HEFT,
+//! so that nearly every node runs on a Virtual device, its inputs copied there and its outputs
+//! back. Both must pass the same tests. `SPILLWAY_CONFORMANCE_RUNTIME=cpu` (or `virtual`) runs
+//! one of them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 
 use spillway::graph::ValueType;
-use spillway::{Session, Value};
+use spillway::{CopyCost, Devices, Placement, Session, SessionBuilder, Value};
 use spillway_tests::{
     assert_values_close, onnx_test_data, read_value_pb, value_pb_name, workspace_root,
 };
@@ -20,10 +26,79 @@ use spillway_tests::{
 struct Outcome {
     name: String,
     ops: Vec<String>,
-    result: Result<(), String>,
+    /// `Ok(true)` when it passed with at least one node off the host CPU.
+    result: Result<bool, String>,
+}
+
+/// A runtime configuration the node tests run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runtime {
+    /// One CPU lane, nodes in order.
+    SequentialCpu,
+    /// The CPU and two Virtual devices posing as 4× faster, placed by HEFT.
+    CpuAndVirtual,
+}
+
+impl Runtime {
+    fn name(self) -> &'static str {
+        match self {
+            Runtime::SequentialCpu => "sequential cpu",
+            Runtime::CpuAndVirtual => "cpu + 2 virtual (heft)",
+        }
+    }
+
+    fn builder(self) -> SessionBuilder {
+        match self {
+            Runtime::SequentialCpu => Session::builder(),
+            Runtime::CpuAndVirtual => Session::builder()
+                .with_devices(
+                    Devices::cpu()
+                        .with_virtual(1, CopyCost::FREE)
+                        .with_speed(4.0)
+                        .with_virtual(2, CopyCost::FREE)
+                        .with_speed(4.0),
+                )
+                .with_placement(Placement::Heft)
+                // Thousands of one-off models: their cost models are not worth keeping.
+                .with_profile_cache(false),
+        }
+    }
 }
 
 fn main() {
+    let runtimes: Vec<Runtime> = match std::env::var("SPILLWAY_CONFORMANCE_RUNTIME").as_deref() {
+        Ok("cpu") => vec![Runtime::SequentialCpu],
+        Ok("virtual") => vec![Runtime::CpuAndVirtual],
+        Ok(other) => panic!("SPILLWAY_CONFORMANCE_RUNTIME={other}: expected cpu or virtual"),
+        Err(_) => vec![Runtime::SequentialCpu, Runtime::CpuAndVirtual],
+    };
+    let mut passed_by_runtime = Vec::new();
+    let mut ok = true;
+    for &runtime in &runtimes {
+        let (passed, clean) = run_all(runtime);
+        ok &= clean;
+        passed_by_runtime.push((runtime, passed));
+    }
+    if let [(a, first), rest @ ..] = passed_by_runtime.as_slice() {
+        for (b, other) in rest {
+            for name in first.symmetric_difference(other) {
+                let on = if first.contains(name) { a } else { b };
+                println!(
+                    "PROBLEM {name}: passes on the {} only: every runtime must pass the same tests",
+                    on.name()
+                );
+                ok = false;
+            }
+        }
+    }
+    if !ok {
+        std::process::exit(1);
+    }
+}
+
+/// Runs every node test on `runtime`; prints the summary. Returns the passing tests and
+/// whether the run had no problem.
+fn run_all(runtime: Runtime) -> (BTreeSet<String>, bool) {
     let filter = std::env::var("SPILLWAY_CONFORMANCE_FILTER").ok();
     let node_dir = onnx_test_data().join("node");
     let expected = read_expected_failures();
@@ -41,7 +116,7 @@ fn main() {
             continue;
         }
         let ops = model_ops(&dir.join("model.onnx")).unwrap_or_else(|| vec!["(unreadable)".into()]);
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| run_case(dir)))
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| run_case(runtime, dir)))
             .unwrap_or_else(|p| Err(format!("PANIC: {}", panic_message(&p))));
         outcomes.push(Outcome { name, ops, result });
     }
@@ -61,11 +136,11 @@ fn main() {
             .unwrap_or_else(|| "(no node)".into());
         let entry = per_op.entry(family).or_default();
         match (&o.result, expected.contains_key(&o.name)) {
-            (Ok(()), false) => {
+            (Ok(_), false) => {
                 passed += 1;
                 entry.0 += 1;
             }
-            (Ok(()), true) => {
+            (Ok(_), true) => {
                 passed += 1;
                 entry.0 += 1;
                 problems.push(format!(
@@ -86,7 +161,12 @@ fn main() {
         if filter.is_some()
             && let Err(e) = &o.result
         {
-            eprintln!("FAIL {} [{}]: {e}", o.name, o.ops.join(","));
+            eprintln!(
+                "FAIL {} [{}] on the {}: {e}",
+                o.name,
+                o.ops.join(","),
+                runtime.name()
+            );
         }
     }
     if filter.is_none() {
@@ -97,17 +177,33 @@ fn main() {
             ));
         }
     }
-    println!("per op (passed/failed):");
+    println!("per op (passed/failed) on the {}:", runtime.name());
     for (op, (p, f)) in &per_op {
         println!("  {op:<24} {p:>4} / {f}");
+    }
+    if runtime == Runtime::CpuAndVirtual && filter.is_none() {
+        // The configuration tests the multi-device path only if nodes go to the Virtual devices.
+        let off_host = outcomes.iter().filter(|o| o.result == Ok(true)).count();
+        println!("  {off_host} of the {passed} passing tests ran nodes on a Virtual device");
+        if off_host * 10 < passed * 9 {
+            problems.push(format!(
+                "only {off_host} of {passed} passing tests ran a node on a Virtual device"
+            ));
+        }
     }
     for p in &problems {
         println!("PROBLEM {p}");
     }
-    println!("conformance: {passed} passed, {failed} failed, {expected_fail} expected-fail");
-    if !problems.is_empty() {
-        std::process::exit(1);
-    }
+    println!(
+        "conformance ({}): {passed} passed, {failed} failed, {expected_fail} expected-fail",
+        runtime.name()
+    );
+    let passing = outcomes
+        .iter()
+        .filter(|o| o.result.is_ok())
+        .map(|o| o.name.clone())
+        .collect();
+    (passing, problems.is_empty())
 }
 
 fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
@@ -153,8 +249,10 @@ fn model_ops(path: &Path) -> Option<Vec<String>> {
     Some(ops)
 }
 
-fn run_case(dir: &Path) -> Result<(), String> {
-    let session = Session::builder()
+/// Runs one node test; `Ok(true)` when the session ran a node off the host CPU.
+fn run_case(runtime: Runtime, dir: &Path) -> Result<bool, String> {
+    let session = runtime
+        .builder()
         .commit_from_file(dir.join("model.onnx"))
         .map_err(|e| format!("load: {e}"))?;
     let data = dir.join("test_data_set_0");
@@ -205,5 +303,8 @@ fn run_case(dir: &Path) -> Result<(), String> {
         assert_values_close(&expected, &outputs.values()[i], 1e-3, 1e-7)
             .map_err(|e| format!("output {i}: {e}"))?;
     }
-    Ok(())
+    let off_host = session
+        .placement_report()
+        .is_some_and(|r| r.nodes.iter().any(|n| n.2 != "cpu"));
+    Ok(off_host)
 }

@@ -1,4 +1,4 @@
-//! One inference across several devices: every placement policy, on the CPU plus two Virtual
+//! One inference across several devices: every placement policy, on the CPU plus three Virtual
 //! devices (CPU-backed, own memory, simulated copy cost), computes what the sequential CPU
 //! engine computes; concurrent runs agree; failures name the node and leave the session usable.
 
@@ -34,6 +34,8 @@ fn devices() -> Devices {
         .with_cpu_lanes(1)
         .with_virtual(2, link)
         .with_virtual(1, link)
+        .with_virtual(1, link)
+        .with_speed(2.0)
 }
 
 fn node_names(session: &Session) -> Vec<String> {
@@ -207,10 +209,13 @@ fn traces_record_every_task_and_the_arena_plan_is_proven() {
     let trace = report.trace.unwrap();
     let plan = session.execution_plan().unwrap();
     assert_eq!(trace.len(), plan.tasks.len(), "one trace event per task");
-    let json = spillway::exec::chrome_trace_json(
-        &trace,
-        &["cpu".into(), "virtual0".into(), "virtual1".into()],
-    );
+    let names: Vec<String> = session
+        .devices()
+        .specs()
+        .iter()
+        .map(|s| s.device.to_string())
+        .collect();
+    let json = spillway::exec::chrome_trace_json(&trace, &names);
     assert!(json.contains("\"traceEvents\""));
 
     // Bind the symbolic batch to 1 so every intermediate has a size.
@@ -227,7 +232,7 @@ fn traces_record_every_task_and_the_arena_plan_is_proven() {
         let info = graph.value(plan.slots[slot].value);
         Some(info.fixed_shape()?.iter().product::<usize>() * info.dtype?.size_of())
     };
-    let arenas = spillway::plan::hb_memory::plan(plan, 3, size);
+    let arenas = spillway::plan::hb_memory::plan(plan, names.len(), size);
     spillway::plan::hb_memory::verify(plan, &arenas).unwrap();
     let planned: usize = arenas.iter().map(|a| a.peak_bytes).sum();
     let naive: usize = arenas.iter().map(|a| a.naive_bytes).sum();

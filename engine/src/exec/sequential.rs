@@ -303,7 +303,8 @@ impl SequentialPlan {
         self.run_impl(inputs, false, options)
     }
 
-    /// Runs and returns every value computed, indexed by value (the profiler's inputs).
+    /// Runs and returns every value computed, indexed by value (the GPU specialization's).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn run_keeping_values(&self, inputs: Vec<(ValueId, Value)>) -> Result<Vec<Option<Value>>> {
         self.run_impl(inputs, true, &RunOptions::default())
             .map(|run| run.values)
@@ -503,6 +504,7 @@ pub struct SequentialRun {
     /// Memory figures.
     pub stats: RunStats,
     /// Every value by index (only when the run kept them).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub values: Vec<Option<Value>>,
     /// Each node's start and duration, when the options asked for a trace.
     pub trace: Option<Vec<TraceEvent>>,

@@ -69,10 +69,13 @@ fn sample(name: &str, ty: &ValueType, given: Option<&[usize]>, state: &mut u64) 
             let shape: Vec<usize> = match (given, shape) {
                 (Some(s), _) => s.to_vec(),
                 (None, Some(s)) => s.iter().map(|d| d.fixed().unwrap_or(1)).collect(),
+                // Unknown rank: one element; nodes that refuse it are priced by estimate.
                 (None, None) => {
-                    return Err(Error::InvalidModel(format!(
-                        "input '{name}' has no declared shape: give a profile shape"
-                    )));
+                    tracing::warn!(
+                        input = name,
+                        "the input has no declared shape: profiled as one element (give a profile shape for a better placement)"
+                    );
+                    vec![1]
                 }
             };
             let n: usize = shape.iter().product();
@@ -92,6 +95,16 @@ fn sample(name: &str, ty: &ValueType, given: Option<&[usize]>, state: &mut u64) 
             };
             Ok(Value::Tensor(t))
         }
+        // A sequence of unknown element shape: empty.
+        ValueType::Sequence(elem) if given.is_none() && !has_shape(elem) => {
+            let dtype = match elem.as_ref() {
+                ValueType::Tensor { dtype, .. } => dtype.unwrap_or(DType::F32),
+                _ => DType::F32,
+            };
+            let seq =
+                Sequence::new(dtype, Vec::new()).map_err(|e| Error::Internal(e.to_string()))?;
+            Ok(Value::Sequence(seq))
+        }
         ValueType::Sequence(elem) => {
             let Value::Tensor(t) = sample(name, elem, given, state)? else {
                 return Err(Error::InvalidModel(format!(
@@ -104,6 +117,11 @@ fn sample(name: &str, ty: &ValueType, given: Option<&[usize]>, state: &mut u64) 
         }
         ValueType::Optional(elem) => Ok(Value::some(sample(name, elem, given, state)?)),
     }
+}
+
+/// Whether a tensor type declares its shape.
+fn has_shape(ty: &ValueType) -> bool {
+    matches!(ty, ValueType::Tensor { shape: Some(_), .. })
 }
 
 /// Checks lanes × intra-op threads against the cores; returns the intra-op threads per lane.
@@ -183,16 +201,26 @@ pub(crate) fn build(
         schedule.policy.clone()
     };
     if let Some(one) = one_lane {
-        let race = Race::run(&one.plan, &executor, graph, &inputs, builder.threads)?;
-        if !race.lanes_faster() {
-            let label = one.label(devices, lanes_makespan, Some(&race));
-            return Ok(one.into_engine(graph, label));
+        match Race::run(&one.plan, &executor, graph, &inputs, builder.threads) {
+            Ok(race) if !race.lanes_faster() => {
+                let label = one.label(devices, lanes_makespan, Some(&race));
+                return Ok(one.into_engine(graph, label));
+            }
+            Ok(race) => {
+                label = format!(
+                    "{label} ({}; one lane with every core {})",
+                    race.describe(devices),
+                    one.predicted(devices, lanes_makespan)
+                );
+            }
+            // The seeded inputs do not suit the model: the prediction decides.
+            Err(e) => {
+                label = format!(
+                    "{label} (not raced: the profile inputs fail: {e}; one lane with every core {})",
+                    one.predicted(devices, lanes_makespan)
+                );
+            }
         }
-        label = format!(
-            "{label} ({}; one lane with every core {})",
-            race.describe(devices),
-            one.predicted(devices, lanes_makespan)
-        );
     }
     let report = PlacementReport::new(label, graph, devices, cost_model, schedule, simulation);
     Ok(Engine::Parallel { executor, report })
