@@ -398,3 +398,25 @@ def test_many_threads_share_one_session(rt):
     for t in threads:
         t.join()
     assert failures == []
+
+
+def test_set_providers_and_run_async(rt, mul_path):
+    sess = rt.InferenceSession(str(mul_path), providers=["CPUExecutionProvider"])
+    sess.set_providers(["CPUExecutionProvider"])
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+    np.testing.assert_allclose(sess.run(None, {"X": X})[0], X * X)
+    with pytest.raises(RuntimeError, match="Unknown Provider Type: InvalidProvider"):
+        sess.set_providers(["InvalidProvider"])
+    done = threading.Event()
+    results = []
+
+    def callback(outputs, data, error):
+        results.append((outputs, data, error))
+        done.set()
+
+    sess = rt.InferenceSession(str(mul_path), providers=["CPUExecutionProvider"])
+    sess.run_async(["Y"], {"X": X}, callback, "data")
+    assert done.wait(60)
+    ((outputs, data, error),) = results
+    assert (data, error) == ("data", "")
+    np.testing.assert_allclose(outputs[0], X * X)
