@@ -229,11 +229,10 @@ fn from_raw<T: Wire>(
     raw: &[u8],
     name: &str,
 ) -> Result<Tensor, ServeError> {
-    if raw.len() != count * T::SIZE {
+    if count.checked_mul(T::SIZE) != Some(raw.len()) {
         return Err(ServeError::BadRequest(format!(
-            "input '{name}': {} bytes of data, its shape {shape:?} needs {} ({count} elements of {} bytes)",
+            "input '{name}': {} bytes of data, its shape {shape:?} needs {count} elements of {} bytes",
             raw.len(),
-            count * T::SIZE,
             T::SIZE
         )));
     }
@@ -274,7 +273,8 @@ pub fn tensor_from_raw(
         Datatype::F64 => from_raw::<f64>(&dims, count, raw, name),
         Datatype::BF16 => from_raw::<bf16>(&dims, count, raw, name),
         Datatype::Bytes => {
-            let mut strings = Vec::with_capacity(count);
+            // Capacity from the data, not the claimed shape: each element takes 4 bytes at least.
+            let mut strings = Vec::with_capacity(count.min(raw.len() / 4));
             let mut rest = raw;
             while !rest.is_empty() {
                 let Some((len, tail)) = rest.split_first_chunk::<4>() else {
@@ -400,7 +400,7 @@ pub fn tensor_from_json(
     name: &str,
 ) -> Result<Tensor, ServeError> {
     let (dims, count) = element_count(shape, name)?;
-    let mut items = Vec::with_capacity(count);
+    let mut items = Vec::new();
     flatten(data, &mut items);
     if items.len() != count {
         return Err(ServeError::BadRequest(format!(
@@ -677,6 +677,11 @@ mod tests {
             tensor_from_json(Datatype::U8, &[1], &serde_json::json!([-1]), "x"),
             tensor_from_json(Datatype::F32, &[2], &serde_json::json!([1.0]), "x"),
             tensor_from_json(Datatype::Bool, &[1], &serde_json::json!([1]), "x"),
+            // Shapes claiming more than memory holds are refused, not allocated.
+            tensor_from_raw(Datatype::I64, &[1 << 62], &[0; 8], "x"),
+            tensor_from_raw(Datatype::Bytes, &[1 << 62], &[0; 4], "x"),
+            tensor_from_json(Datatype::F32, &[1 << 62], &serde_json::json!([1.0]), "x"),
+            tensor_from_raw(Datatype::U8, &[1 << 40, 1 << 40], &[], "x"),
         ];
         for (i, r) in bad.into_iter().enumerate() {
             assert!(
