@@ -253,7 +253,7 @@ async fn requests_past_their_deadline_are_answered_504_and_never_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_leaves_takes_its_request_out_of_the_queue() {
+async fn a_grpc_client_that_cancels_takes_its_request_out_of_the_queue() {
     let (server, model) = gated_server(1, 4).await;
     let client = reqwest::Client::new();
     let running = spawn_http(&client, &server, 0.0, None);
@@ -271,6 +271,44 @@ async fn a_client_that_leaves_takes_its_request_out_of_the_queue() {
     )
     .await;
     leaving.abort(); // the call is dropped: gRPC cancels the stream
+    wait_for_metric(
+        &client,
+        &server,
+        "spillway_requests_total{model=\"gated\",outcome=\"cancelled\"}",
+        1.0,
+    )
+    .await;
+    wait_for_metric(
+        &client,
+        &server,
+        "spillway_queue_depth{model=\"gated\"}",
+        0.0,
+    )
+    .await;
+    model.open();
+    let (status, _) = running.await.expect("task");
+    assert_eq!(status, 200);
+    server.shutdown();
+    server.wait().await.expect("clean stop");
+    assert_eq!(model.started(), 1, "the abandoned request never ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_client_that_disconnects_takes_its_request_out_of_the_queue() {
+    let (server, model) = gated_server(1, 4).await;
+    let client = reqwest::Client::new();
+    let running = spawn_http(&client, &server, 0.0, None);
+    wait_started(&model, 1).await;
+    // Its own client: aborting the task closes that connection.
+    let leaving = spawn_http(&reqwest::Client::new(), &server, 1.0, None);
+    wait_for_metric(
+        &client,
+        &server,
+        "spillway_queue_depth{model=\"gated\"}",
+        1.0,
+    )
+    .await;
+    leaving.abort();
     wait_for_metric(
         &client,
         &server,
