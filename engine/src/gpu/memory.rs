@@ -1,6 +1,6 @@
 //! Where a GPU plan's node outputs live: reshapes in their source's bytes, graph outputs in
 //! their own, and the rest sharing bytes as the plan's happens-before order (data edges and
-//! stream order) allows (`memory::ordered`).
+//! stream order) allows (`memory::happens_before`, the engine's one planner).
 
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ use super::assignment::StreamAssignment;
 use super::plan::ALIASES;
 use crate::error::Result;
 use crate::graph::{Graph, ValueId};
-use crate::memory::ordered::{Buffer, HappensBefore, share};
+use crate::memory::happens_before::{Buffer, HappensBefore, share};
 
 /// Device bytes of a plan's node outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

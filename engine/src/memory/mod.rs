@@ -1,16 +1,17 @@
 //! Static memory planning by value lifetime: each intermediate gets an offset in one arena, and
-//! two values share bytes only when one's last use comes before the other's production in the
-//! sequential order. Offsets are assigned greedily, largest value first (the "greedy by size"
-//! strategy of TFLite and ONNX Runtime), into the lowest gap that fits.
+//! two values share bytes only when one's last use comes before the other's production. One
+//! planner serves every plan ([`happens_before`]); here it plans the sequential order.
 
-// Used by the GPU plan (feature `cuda`); its tests run in every build.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub(crate) mod ordered;
+// The GPU plan's, the concurrent plans' (internals) and the sequential report's planner.
+#[cfg(any(test, feature = "internals", feature = "cuda"))]
+pub(crate) mod happens_before;
 pub mod shared;
 
 use crate::graph::Graph;
 #[cfg(feature = "internals")]
 use crate::graph::ValueId;
+#[cfg(feature = "internals")]
+use happens_before::{Buffer, HappensBefore};
 
 /// Byte alignment of every offset (one cache line; also what SIMD loads like).
 #[cfg(any(test, feature = "internals"))]
@@ -53,21 +54,28 @@ pub fn plan(graph: &Graph) -> MemoryPlan {
             None => out.dynamic.push(id),
         }
     }
-    items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    for (id, bytes) in items {
-        let (start, end) = (first[id.index()], last[id.index()]);
-        let busy = out
-            .placements
-            .iter()
-            .filter(|(other, _, _)| first[other.index()] <= end && start <= last[other.index()])
-            .map(|&(_, offset, size)| (offset, offset + size))
-            .collect();
-        let offset = first_fit(busy, bytes);
-        out.peak_bytes = out.peak_bytes.max(offset + bytes);
+    let buffers = lifetime_buffers(&first, &last, &items);
+    let (offsets, peak) = happens_before::share(&buffers, &HappensBefore::Total, ALIGNMENT);
+    out.peak_bytes = peak;
+    for (&(id, bytes), offset) in items.iter().zip(offsets) {
         out.naive_bytes += bytes;
         out.placements.push((id, offset, bytes));
     }
     out
+}
+
+/// Each value as the planner sees it in the sequential order: written at its first node, read
+/// until its last.
+#[cfg(feature = "internals")]
+fn lifetime_buffers(first: &[usize], last: &[usize], items: &[(ValueId, usize)]) -> Vec<Buffer> {
+    items
+        .iter()
+        .map(|&(id, bytes)| Buffer {
+            bytes,
+            producer: first[id.index()],
+            readers: vec![last[id.index()]],
+        })
+        .collect()
 }
 
 /// The first (producing) and last (reading) node of every value, in list order;
@@ -88,44 +96,24 @@ pub(crate) fn lifetimes(graph: &Graph) -> (Vec<usize>, Vec<usize>) {
     (first, last)
 }
 
-/// The lowest offset where `bytes` fit between the `[start, end)` ranges already taken by
-/// values that may be live at the same time.
-pub(crate) fn first_fit(mut busy: Vec<(usize, usize)>, bytes: usize) -> usize {
-    busy.sort_unstable();
-    let mut offset = 0;
-    for (lo, hi) in busy {
-        if lo >= offset + bytes {
-            break;
-        }
-        offset = offset.max(hi);
-    }
-    offset
-}
 
 /// Checks that no two placed values whose lifetimes overlap share a byte. Used by tests and,
 /// in debug builds, after every plan.
 #[cfg(feature = "internals")]
 pub fn verify(graph: &Graph, plan: &MemoryPlan) -> Result<(), String> {
-    let mut span = vec![(usize::MAX, 0usize); graph.values.len()];
-    for (i, node) in graph.nodes.iter().enumerate() {
-        for v in node.present_outputs().chain(node.present_inputs()) {
-            let s = &mut span[v.index()];
-            *s = (s.0.min(i), s.1.max(i));
-        }
+    let (first, last) = lifetimes(graph);
+    let items: Vec<(ValueId, usize)> = plan.placements.iter().map(|&(v, _, b)| (v, b)).collect();
+    if let Some(&(v, ..)) = plan.placements.iter().find(|p| first[p.0.index()] == usize::MAX) {
+        return Err(format!("value {} is placed but no node writes it", v.index()));
     }
-    for (a, &(va, oa, sa)) in plan.placements.iter().enumerate() {
-        for &(vb, ob, sb) in &plan.placements[a + 1..] {
-            let (la, lb) = (span[va.index()], span[vb.index()]);
-            let alive_together = la.0 <= lb.1 && lb.0 <= la.1;
-            let overlap = oa < ob + sb && ob < oa + sa;
-            if alive_together && overlap {
-                return Err(format!(
-                    "values {} and {} overlap in time and in memory",
-                    va.index(),
-                    vb.index()
-                ));
-            }
-        }
+    let offsets: Vec<usize> = plan.placements.iter().map(|p| p.1).collect();
+    let buffers = lifetime_buffers(&first, &last, &items);
+    match happens_before::conflict(&buffers, &offsets, &HappensBefore::Total) {
+        Some((a, b)) => Err(format!(
+            "values {} and {} overlap in time and in memory",
+            items[a].0.index(),
+            items[b].0.index()
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
