@@ -41,6 +41,7 @@ struct Args {
 
 fn parse_args() -> Result<Args> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = root.canonicalize().unwrap_or(root);
     let mut a = Args {
         model: root.join("models/small/inception_block.onnx"),
         protocol: "http".into(),
@@ -159,6 +160,9 @@ enum Outcome {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let args = parse_args()?;
+    let load_before = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string));
     let session = Session::builder()
         .with_thread_options(ThreadOptions::default().with_spin(false))
         .commit_from_file(&args.model)
@@ -317,6 +321,8 @@ async fn main() -> Result<()> {
         "seconds_per_rate": args.seconds,
         "max_requests_per_rate": args.max_requests,
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        // Other work on the machine (1-minute load average before the run), for honest reading.
+        "load_average": load_before,
         "rates": rows,
     });
     std::fs::write(
@@ -324,7 +330,7 @@ async fn main() -> Result<()> {
         serde_json::to_string_pretty(&report)?,
     )?;
     let mut md = format!(
-        "# `spillway serve` under open-loop Poisson load ({})\n\nModel {}, {} instance(s), queue {}, {} s or {} requests per rate, {} cores, loopback. Latency from each request's scheduled arrival (answered requests only).\n\n| rate/s | sent | answered | refused | failed | throughput/s | mean ms | p50 ms | p90 ms | p99 ms | p99.9 ms |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# `spillway serve` under open-loop Poisson load ({})\n\nModel {}, {} instance(s), queue {}, {} s or {} requests per rate, {} cores (1-minute load average {} before the run), loopback; the load generator runs in the server's process. Latency from each request's scheduled arrival (answered requests only).\n\n| rate/s | sent | answered | refused | failed | throughput/s | mean ms | p50 ms | p90 ms | p99 ms | p99.9 ms |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.protocol,
         report["model"].as_str().unwrap_or("?"),
         args.instances,
@@ -332,6 +338,7 @@ async fn main() -> Result<()> {
         args.seconds,
         args.max_requests,
         report["cores"],
+        report["load_average"].as_str().unwrap_or("?"),
     );
     for r in report["rates"].as_array().into_iter().flatten() {
         md.push_str(&format!(
