@@ -22,7 +22,9 @@ cargo test --workspace --all-targets --no-fail-fast \
 # tests both.
 if grep -qw avx512f /proc/cpuinfo; then
   # Libraries and test targets only: the criterion bench takes one filter, not three.
-  SPILLWAY_GEMM=avx2 cargo test --workspace --lib --tests --no-fail-fast \
+  # The conformance harness runs here too, on the sequential CPU only (the Virtual-device
+  # configuration tests placement and copies, which the GEMM's instruction set does not change).
+  SPILLWAY_CONFORMANCE_RUNTIME=cpu SPILLWAY_GEMM=avx2 cargo test --workspace --lib --tests --no-fail-fast \
     --features spillway-tests/cuda,spillway-placement/highs -- blocked packed_gemm winograd
 fi
 # The fuzz targets on their committed corpus and a fixed set of mutations (libFuzzer with

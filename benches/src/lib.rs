@@ -12,3 +12,5 @@ pub fn cpu_name() -> String {
         })
         .unwrap_or_else(|| "unknown".into())
 }
+
+pub mod side_by_side;
