@@ -119,6 +119,11 @@ pub struct ModelMetrics {
     pub compute_time: Histogram,
     /// Time from the request's arrival to its answer (successful requests).
     pub request_time: Histogram,
+    /// Worker threads (runs at once): `rate(spillway_compute_seconds_sum) / instances` is the
+    /// model's utilisation of them.
+    pub instances: AtomicU64,
+    /// Requests the queue holds.
+    pub queue_capacity: AtomicU64,
 }
 
 impl ModelMetrics {
@@ -153,6 +158,25 @@ pub fn render<'a>(models: impl Iterator<Item = (&'a str, &'a ModelMetrics)> + Cl
     for (name, m) in models.clone() {
         let depth = m.queue_depth.load(Ordering::Relaxed);
         let _ = writeln!(out, "spillway_queue_depth{{model=\"{name}\"}} {depth}");
+    }
+    for (metric, help, pick) in [
+        (
+            "spillway_instances",
+            "Runs of the model at once (worker threads); utilisation = rate(spillway_compute_seconds_sum) / this.",
+            (|m: &ModelMetrics| &m.instances) as fn(&ModelMetrics) -> &AtomicU64,
+        ),
+        (
+            "spillway_queue_capacity",
+            "Requests the model's admission queue holds.",
+            |m: &ModelMetrics| &m.queue_capacity,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {metric} {help}");
+        let _ = writeln!(out, "# TYPE {metric} gauge");
+        for (name, m) in models.clone() {
+            let v = pick(m).load(Ordering::Relaxed);
+            let _ = writeln!(out, "{metric}{{model=\"{name}\"}} {v}");
+        }
     }
     out.push_str("# HELP spillway_runs_in_flight Runs of the model in progress.\n");
     out.push_str("# TYPE spillway_runs_in_flight gauge\n");

@@ -354,6 +354,12 @@ impl ServerBuilder {
                 )));
             }
             let metrics = Arc::new(ModelMetrics::default());
+            metrics
+                .instances
+                .store(options.instances as u64, Ordering::Relaxed);
+            metrics
+                .queue_capacity
+                .store(options.queue as u64, Ordering::Relaxed);
             let queue = Arc::new(ModelQueue::new(
                 name.clone(),
                 options.queue,

@@ -154,6 +154,10 @@ async fn a_full_queue_refuses_at_once_and_every_admitted_request_is_answered() {
         metric(&text, "spillway_queue_depth{model=\"gated\"}"),
         Some(0.0)
     );
+    let gauge = |name: &str| metric(&text, &format!("{name}{{model=\"gated\"}}"));
+    assert_eq!(gauge("spillway_queue_capacity"), Some(3.0));
+    assert_eq!(gauge("spillway_instances"), Some(1.0));
+    assert_eq!(gauge("spillway_runs_in_flight"), Some(0.0));
     assert_eq!(
         metric(&text, "spillway_compute_seconds_count{model=\"gated\"}"),
         Some(answered as f64)
