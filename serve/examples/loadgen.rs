@@ -10,7 +10,7 @@
 //!     [--max-requests 2000] [--instances 1] [--queue 64] [--out-dir benches/results]
 //! ```
 //!
-//! Writes `serve_loadgen_<protocol>.json` and `.md` to the output directory: per rate the
+//! Writes `serve-loadgen-<protocol>-<date>.json` and `.md` to the output directory: per rate the
 //! requests sent, answered, refused (429 / RESOURCE_EXHAUSTED), failed, the throughput, and the
 //! mean, p50, p90, p99 and p99.9 latency of the answered ones.
 
@@ -141,6 +141,24 @@ struct RateResult {
     failed: usize,
     latencies: Vec<f64>,
     wall: f64,
+}
+
+/// Today's UTC date, `YYYY-MM-DD` (the results' file names carry it).
+fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // Howard Hinnant's days-to-civil.
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -312,7 +330,7 @@ async fn main() -> Result<()> {
     server.wait().await?;
 
     std::fs::create_dir_all(&args.out_dir)?;
-    let stem = format!("serve_loadgen_{}", args.protocol);
+    let stem = format!("serve-loadgen-{}-{}", args.protocol, today());
     let report = json!({
         "model": args.model.file_name().map(|f| f.to_string_lossy().to_string()),
         "protocol": args.protocol,
