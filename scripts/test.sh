@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: creates the pinned Python venv (onnx 1.22.0 for the
-# backend node tests, onnxruntime 1.31.1 as the oracle), then runs every Rust test, including
-# the ONNX conformance run, whose summary line `conformance: N passed, M failed, K expected-fail`
-# is printed with per-op counts. The CUDA backend is compiled in (feature `cuda`): on a machine
-# without a GPU its tests check the typed errors and compile every generated kernel with NVRTC.
+# backend node tests, onnxruntime 1.31.1 as the oracle, tritonclient, pytest, maturin), builds
+# the Python package into it, then runs every Rust test, including the Python suite, the
+# server's and the ONNX conformance run, whose summary line per runtime configuration
+# `conformance (…): N passed, M failed, K expected-fail` is printed with per-op counts. The
+# CUDA backend is compiled in (feature `cuda`): on a machine without a GPU its tests check the
+# typed errors and compile every generated kernel with NVRTC.
 # The HiGHS MILP solver is compiled in too (feature `highs`; scripts/system-deps.sh installs
 # cmake and libclang-dev from apt for its build). Then a short fuzzing smoke run (fuzz/smoke.sh)
 # and, last, Miri on the arena code (scripts/miri.sh, which installs nightly's miri component).
@@ -11,6 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/system-deps.sh
 scripts/venv.sh
+# The `spillway` Python package (python/, pyo3 + maturin), installed into .venv in the dev
+# profile: its pytest suite runs in the cargo test below (python/tests/pytest.rs).
+scripts/python.sh --debug
 # Tests whose hardware is missing (AVX-512, a GPU, TensorRT) name themselves here.
 export SPILLWAY_SKIPPED_LOG="$PWD/target/skipped-tests.txt"
 mkdir -p target && : > "$SPILLWAY_SKIPPED_LOG"
