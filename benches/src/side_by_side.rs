@@ -89,6 +89,18 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// The `--rounds N` of the command line, else `default`.
+pub fn rounds_arg(default: usize) -> Result<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    Ok(args
+        .iter()
+        .position(|a| a == "--rounds")
+        .and_then(|i| args.get(i + 1))
+        .map(|r| r.parse())
+        .transpose()?
+        .unwrap_or(default))
+}
+
 /// Today's date as `YYYY-MM-DD` (for result file names).
 pub fn today() -> Result<String> {
     let out = std::process::Command::new("date").arg("+%F").output()?;

@@ -11,19 +11,14 @@
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use spillway_benches::side_by_side::{CONFIGURATIONS, runners, time_interleaved, today};
+use spillway_benches::side_by_side::{
+    CONFIGURATIONS, rounds_arg, runners, time_interleaved, today,
+};
 use spillway_tests::corpus::fetch;
 use spillway_tests::workspace_root;
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let rounds: usize = args
-        .iter()
-        .position(|a| a == "--rounds")
-        .and_then(|i| args.get(i + 1))
-        .map(|r| r.parse())
-        .transpose()?
-        .unwrap_or(15);
+    let rounds = rounds_arg(15)?;
     let models = fetch()?;
     let mut rows = Vec::new();
     let mut table = String::from(

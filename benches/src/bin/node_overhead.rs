@@ -13,7 +13,9 @@
 use anyhow::Result;
 use serde_json::json;
 use spillway_benches::cpu_name;
-use spillway_benches::side_by_side::{CONFIGURATIONS, runners, time_interleaved, today};
+use spillway_benches::side_by_side::{
+    CONFIGURATIONS, rounds_arg, runners, time_interleaved, today,
+};
 use spillway_tests::build::ModelBuilder;
 use spillway_tests::{seeded_f32, workspace_root};
 
@@ -73,14 +75,7 @@ fn one_node() -> Case {
 }
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let rounds: usize = args
-        .iter()
-        .position(|a| a == "--rounds")
-        .and_then(|i| args.get(i + 1))
-        .map(|r| r.parse())
-        .transpose()?
-        .unwrap_or(15);
+    let rounds = rounds_arg(15)?;
     let mut table = String::from(
         "| model | Spillway 1t µs | Spillway 2t µs | ORT 1t µs | ORT 2t µs | Spillway best / ORT best | Spillway µs per node | ORT µs per node |\n\
          | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
