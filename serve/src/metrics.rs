@@ -138,8 +138,18 @@ impl ModelMetrics {
     }
 }
 
+/// A label value as the Prometheus text format writes it (`\\`, `\"` and `\n` escaped).
+fn escape(label: &str) -> String {
+    label
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// Writes every model's metrics in the Prometheus text format (version 0.0.4).
 pub fn render<'a>(models: impl Iterator<Item = (&'a str, &'a ModelMetrics)> + Clone) -> String {
+    let escaped: Vec<(String, &ModelMetrics)> = models.map(|(n, m)| (escape(n), m)).collect();
+    let models = escaped.iter().map(|(n, m)| (n.as_str(), *m));
     let mut out = String::new();
     out.push_str("# HELP spillway_requests_total Inference requests by how they ended.\n");
     out.push_str("# TYPE spillway_requests_total counter\n");
@@ -230,5 +240,10 @@ mod tests {
         assert!(text.contains("spillway_compute_seconds_count{model=\"m\"} 3\n"));
         assert!(text.contains("spillway_requests_total{model=\"m\",outcome=\"refused\"} 2\n"));
         assert_eq!(m.compute_time.count(), 3);
+        let text = render([("a\"b\\c", &m)].into_iter());
+        assert!(
+            text.contains("spillway_queue_depth{model=\"a\\\"b\\\\c\"} 0\n"),
+            "{text}"
+        );
     }
 }
