@@ -490,3 +490,59 @@ async fn a_burst_on_the_real_engine_is_fully_accounted_for() {
     server.shutdown();
     server.wait().await.expect("clean stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_overloaded_model_does_not_hold_up_another() {
+    let gated = Arc::new(GatedModel::default());
+    let server = start(vec![
+        (
+            "gated",
+            gated.clone(),
+            ModelOptions {
+                instances: 1,
+                queue: 1,
+            },
+        ),
+        (
+            "gather",
+            Arc::new(SessionModel::new(gather_session())),
+            ModelOptions::default(),
+        ),
+    ])
+    .await;
+    let client = reqwest::Client::new();
+    let running = spawn_http(&client, &server, 0.0, None);
+    wait_started(&gated, 1).await;
+    let queued = spawn_http(&client, &server, 1.0, None);
+    wait_for_metric(
+        &client,
+        &server,
+        "spillway_queue_depth{model=\"gated\"}",
+        1.0,
+    )
+    .await;
+    let (status, _) = post_json(
+        &client,
+        &format!("{}/v2/models/gated/infer", base(&server)),
+        &gated_request(2.0, None),
+    )
+    .await;
+    assert_eq!(status, 429, "the gated model is full");
+    // Its neighbour answers while it is stuck.
+    let index =
+        json!({ "inputs": [{ "name": "index", "shape": [1], "datatype": "INT64", "data": [3] }] });
+    let (status, body) = post_json(
+        &client,
+        &format!("{}/v2/models/gather/infer", base(&server)),
+        &index,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outputs"][0]["data"], json!([40.0]));
+    assert_eq!(gated.finished(), 0, "the gated model is still held");
+    gated.open();
+    assert_eq!(running.await.expect("task").0, 200);
+    assert_eq!(queued.await.expect("task").0, 200);
+    server.shutdown();
+    server.wait().await.expect("clean stop");
+}
