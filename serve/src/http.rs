@@ -226,6 +226,9 @@ fn bool_param(p: &Map<String, Json>, key: &str) -> Result<bool, ServeError> {
     }
 }
 
+/// Bodies from this size on are decoded on the blocking pool, not on the async workers.
+const DECODE_ON_BLOCKING_POOL: usize = 64 << 10;
+
 async fn infer(
     State(s): State<Arc<Shared>>,
     Path(p): Path<Params>,
@@ -239,13 +242,27 @@ async fn infer(
     };
     let mut tracker = m.track();
     let span = tracing::info_span!("infer", protocol = "http", model = %m.name, id = tracing::field::Empty);
-    let result = {
-        let _enter = span.enter();
-        infer_inner(&s, m, &headers, body, arrived, &mut tracker, &span)
+    let large = body.len() >= DECODE_ON_BLOCKING_POOL;
+    let decode = {
+        let (s, name, span) = (s.clone(), m.name.clone(), span.clone());
+        move || {
+            let _enter = span.enter();
+            let m = s.model(&name, None)?;
+            decode(&s, m, &headers, body, arrived, &span)
+        }
     };
-    // The span is entered only around synchronous parts; the wait is instrumented below.
-    let result = match result {
-        Ok(prepared) => tracing::Instrument::instrument(prepared.run(m), span.clone()).await,
+    let prepared = match large {
+        // Parsing megabytes of JSON would hold an async worker and every connection on it.
+        true => tokio::task::spawn_blocking(decode)
+            .await
+            .unwrap_or_else(|e| Err(ServeError::Internal(format!("decoding the request: {e}")))),
+        false => decode(),
+    };
+    let result = match prepared {
+        Ok(prepared) => {
+            tracker.set_deadline(prepared.deadline);
+            tracing::Instrument::instrument(prepared.run(m), span.clone()).await
+        }
         Err(e) => Err(e),
     };
     tracker.finish(&result);
@@ -266,13 +283,13 @@ struct Prepared {
     deadline: Option<Instant>,
 }
 
-fn infer_inner(
+/// Reads, checks and decodes an inference request.
+fn decode(
     s: &Shared,
     m: &ModelEntry,
     headers: &HeaderMap,
     body: Bytes,
     arrived: Instant,
-    tracker: &mut crate::server::Tracker,
     span: &tracing::Span,
 ) -> Result<Prepared, ServeError> {
     s.admit()?;
@@ -306,7 +323,6 @@ fn infer_inner(
             deadline_after_micros(arrived, micros)?
         }
     };
-    tracker.set_deadline(deadline);
     let mut binary = body.slice(json_len..);
     let mut inputs = Vec::with_capacity(request.inputs.len());
     for input in &request.inputs {
