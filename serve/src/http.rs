@@ -226,7 +226,8 @@ fn bool_param(p: &Map<String, Json>, key: &str) -> Result<bool, ServeError> {
     }
 }
 
-/// Bodies from this size on are decoded on the blocking pool, not on the async workers.
+/// Requests and answers from this size on are decoded and encoded on the blocking pool, not
+/// on the async workers.
 const DECODE_ON_BLOCKING_POOL: usize = 64 << 10;
 
 async fn infer(
@@ -398,54 +399,72 @@ fn decode(
 
 impl Prepared {
     async fn run(self, m: &ModelEntry) -> Result<Response, ServeError> {
-        let mut results = m.infer(self.inputs, self.deadline).await?;
-        let mut outputs = Vec::with_capacity(self.outputs.len());
-        let mut binary: Vec<u8> = Vec::new();
-        for (name, as_binary) in &self.outputs {
-            let i = results.iter().position(|(n, _)| n == name).ok_or_else(|| {
-                ServeError::Internal(format!("model '{}' returned no output '{name}'", m.name))
-            })?;
-            let tensor = &results[i].1;
-            let dt = datatype::output_datatype(tensor, name)?;
-            let shape: Vec<usize> = tensor.shape().to_vec();
-            let mut out = json!({ "name": name, "datatype": dt.name(), "shape": shape });
-            if *as_binary {
-                let raw = datatype::tensor_to_raw(tensor, dt);
-                out["parameters"] = json!({ "binary_data_size": raw.len() });
-                binary.extend_from_slice(&raw);
-            } else {
-                out["data"] = datatype::tensor_to_json(tensor, dt);
-            }
-            outputs.push(out);
+        let results = m.infer(self.inputs, self.deadline).await?;
+        let bytes: usize = results.iter().map(|(_, t)| t.byte_len()).sum();
+        let (model, id, outputs) = (m.name.clone(), self.id, self.outputs);
+        match bytes >= DECODE_ON_BLOCKING_POOL {
+            true => tokio::task::spawn_blocking(move || encode(&model, id, &outputs, results))
+                .await
+                .unwrap_or_else(|e| Err(ServeError::Internal(format!("encoding the answer: {e}")))),
+            false => encode(&model, id, &outputs, results),
         }
-        results.clear();
-        let mut head = json!({
-            "model_name": m.name,
-            "model_version": MODEL_VERSION,
-            "outputs": outputs,
-        });
-        if let Some(id) = self.id {
-            head["id"] = Json::String(id);
+    }
+}
+
+/// The answer: a JSON head, then the binary outputs' bytes when any output is asked for
+/// as binary data.
+fn encode(
+    model: &str,
+    id: Option<String>,
+    wanted: &[(String, bool)],
+    results: Vec<(String, Tensor)>,
+) -> Result<Response, ServeError> {
+    let mut outputs = Vec::with_capacity(wanted.len());
+    let mut binary: Vec<u8> = Vec::new();
+    for (name, as_binary) in wanted {
+        let i = results.iter().position(|(n, _)| n == name).ok_or_else(|| {
+            ServeError::Internal(format!("model '{model}' returned no output '{name}'"))
+        })?;
+        let tensor = &results[i].1;
+        let dt = datatype::output_datatype(tensor, name)?;
+        let shape: Vec<usize> = tensor.shape().to_vec();
+        let mut out = json!({ "name": name, "datatype": dt.name(), "shape": shape });
+        if *as_binary {
+            let raw = datatype::tensor_to_raw(tensor, dt);
+            out["parameters"] = json!({ "binary_data_size": raw.len() });
+            binary.extend_from_slice(&raw);
+        } else {
+            out["data"] = datatype::tensor_to_json(tensor, dt);
         }
-        let head = head.to_string();
-        if !self.outputs.iter().any(|(_, b)| *b) {
-            let mut r = Response::new(Body::from(head));
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            return Ok(r);
-        }
-        let head_len = head.len();
-        let mut body = head.into_bytes();
-        body.extend_from_slice(&binary);
-        let mut r = Response::new(Body::from(body));
+        outputs.push(out);
+    }
+    drop(results);
+    let mut head = json!({
+        "model_name": model,
+        "model_version": MODEL_VERSION,
+        "outputs": outputs,
+    });
+    if let Some(id) = id {
+        head["id"] = Json::String(id);
+    }
+    let head = head.to_string();
+    if !wanted.iter().any(|(_, b)| *b) {
+        let mut r = Response::new(Body::from(head));
         r.headers_mut().insert(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("application/octet-stream"),
+            HeaderValue::from_static("application/json"),
         );
-        r.headers_mut()
-            .insert(HEADER_LENGTH, HeaderValue::from(head_len));
-        Ok(r)
+        return Ok(r);
     }
+    let head_len = head.len();
+    let mut body = head.into_bytes();
+    body.extend_from_slice(&binary);
+    let mut r = Response::new(Body::from(body));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    r.headers_mut()
+        .insert(HEADER_LENGTH, HeaderValue::from(head_len));
+    Ok(r)
 }

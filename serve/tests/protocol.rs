@@ -25,6 +25,12 @@ fn image() -> Tensor {
     Tensor::from_shape_vec(&[2, 3, 64, 64], data).expect("image")
 }
 
+/// The `big` model's input: [128, 256], half of it negative.
+fn big_input() -> Tensor {
+    let data: Vec<f32> = (0..128 * 256).map(|i| (i % 101) as f32 - 50.0).collect();
+    Tensor::from_shape_vec(&[128, 256], data).expect("big input")
+}
+
 /// One [2, 3] tensor per datatype of the `dtypes` model, with extreme values.
 fn typed_inputs() -> Vec<(String, Tensor)> {
     DTYPES
@@ -104,6 +110,11 @@ async fn server() -> RunningServer {
         (
             "gather",
             Arc::new(SessionModel::new(gather_session())),
+            ModelOptions::default(),
+        ),
+        (
+            "big",
+            Arc::new(SessionModel::new(session_of(&big_model()))),
             ModelOptions::default(),
         ),
     ])
@@ -204,6 +215,11 @@ async fn http_json_and_binary_match_a_direct_run_for_every_datatype() {
             bundled_session(),
         ),
         ("dtypes", typed_inputs(), dtypes_session()),
+        (
+            "big",
+            vec![("x".to_string(), big_input())],
+            session_of(&big_model()),
+        ),
     ];
     for (model, inputs, session) in &cases {
         let want = raw(&direct(session, inputs));

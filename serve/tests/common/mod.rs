@@ -74,6 +74,16 @@ pub fn session_of(model: &[u8]) -> Session {
     quiet().commit_from_memory(model).expect("the model loads")
 }
 
+/// `y = Relu(x)`, `x` FP32 [128, 256]: requests and answers of 128 KiB, which the server
+/// decodes and encodes on its blocking pool.
+pub fn big_model() -> Vec<u8> {
+    let mut b = ModelBuilder::new(3);
+    b.typed_input("x", 1, &[128, 256]);
+    b.node("Relu", &["x"], &["y"], &[]);
+    b.typed_output("y", 1, &[128, 256]);
+    b.to_bytes(17)
+}
+
 /// `Gather(table, index)`: fails in the Gather node when the index is out of range.
 pub fn gather_model() -> Vec<u8> {
     let mut b = ModelBuilder::new(2);
