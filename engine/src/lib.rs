@@ -14,6 +14,7 @@
 pub mod device;
 pub mod error;
 mod io;
+mod metadata;
 pub mod profile;
 mod session;
 pub mod value;
@@ -51,6 +52,7 @@ pub use exec::kernel_pool::ThreadOptions;
 pub use exec::{QueueKind, RunLimits, RunOptions, RunStats, TraceEvent, chrome_trace_json};
 pub use graph::{Dim, ValueInfo, ValueType};
 pub use io::{IntoTensor, SessionOutputs, tensor_from_npy};
+pub use metadata::ModelMetadata;
 pub use session::{
     ActivationLayout, OptimizationLevel, PlacementReport, RunReport, Session, SessionBuilder,
 };

@@ -9,7 +9,6 @@
 
 mod convert;
 mod errors;
-mod meta;
 mod session;
 
 use pyo3::prelude::*;

@@ -11,14 +11,6 @@ use spillway::{
 
 use crate::convert::{engine_error, to_python, to_value, type_string};
 use crate::errors::{engine, invalid_argument, raise};
-use crate::meta::{self, ModelMeta};
-
-/// Where the model came from, for the metadata read on demand.
-enum Source {
-    File(String),
-    /// Decoded when the session was created (the bytes are not kept).
-    Decoded(ModelMeta),
-}
 
 /// Trace events of the profiled runs so far, on one time axis from `start`.
 struct Profile {
@@ -33,7 +25,6 @@ pub struct NativeSession {
     session: Session,
     inputs: Vec<(String, ValueType)>,
     outputs: Vec<(String, ValueType)>,
-    source: Source,
     profile: Mutex<Option<Profile>>,
 }
 
@@ -142,14 +133,10 @@ impl NativeSession {
         if let Some(spin) = spinning {
             builder = builder.with_spinning(spin);
         }
-        let (session, source) = if let Ok(bytes) = model.cast::<PyBytes>() {
+        let session = if let Ok(bytes) = model.cast::<PyBytes>() {
             let bytes = bytes.as_bytes();
-            // A model the engine refuses reports the engine's error, not the metadata's.
-            let session = py
-                .detach(|| guarded("creating the session", || builder.commit_from_memory(bytes)))
-                .map_err(engine_error(py))?;
-            let meta = meta::decode(bytes).unwrap_or_default();
-            (session, Source::Decoded(meta))
+            py.detach(|| guarded("creating the session", || builder.commit_from_memory(bytes)))
+                .map_err(engine_error(py))?
         } else {
             let path: String = py
                 .import("os")?
@@ -168,10 +155,8 @@ impl NativeSession {
                     )
                 })?
                 .extract()?;
-            let session = py
-                .detach(|| guarded("creating the session", || builder.commit_from_file(&path)))
-                .map_err(engine_error(py))?;
-            (session, Source::File(path))
+            py.detach(|| guarded("creating the session", || builder.commit_from_file(&path)))
+                .map_err(engine_error(py))?
         };
         let declared = |infos: Vec<&spillway::ValueInfo>| {
             infos
@@ -185,7 +170,6 @@ impl NativeSession {
             session,
             inputs,
             outputs,
-            source,
             profile: Mutex::new(profiling.then(|| Profile {
                 start: Instant::now(),
                 events: Vec::new(),
@@ -215,22 +199,15 @@ impl NativeSession {
 
     /// The model's metadata as a dict (onnxruntime's `ModelMetadata` fields).
     fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let meta = match &self.source {
-            Source::Decoded(meta) => meta.clone(),
-            Source::File(path) => {
-                let bytes = std::fs::read(path)
-                    .map_err(|e| raise(py, "Fail", format!("cannot read {path}: {e}")))?;
-                meta::decode(&bytes).unwrap_or_default()
-            }
-        };
+        let meta = self.session.metadata();
         let dict = PyDict::new(py);
-        dict.set_item("producer_name", meta.producer_name)?;
-        dict.set_item("graph_name", meta.graph_name)?;
-        dict.set_item("domain", meta.domain)?;
-        dict.set_item("description", meta.description)?;
-        dict.set_item("graph_description", meta.graph_description)?;
-        dict.set_item("version", meta.version)?;
-        dict.set_item("custom_metadata_map", meta.custom_metadata_map)?;
+        dict.set_item("producer_name", &meta.producer_name)?;
+        dict.set_item("graph_name", &meta.graph_name)?;
+        dict.set_item("domain", &meta.domain)?;
+        dict.set_item("description", &meta.description)?;
+        dict.set_item("graph_description", &meta.graph_description)?;
+        dict.set_item("version", meta.model_version)?;
+        dict.set_item("custom_metadata_map", meta.custom.clone())?;
         Ok(dict)
     }
 

@@ -266,3 +266,50 @@ fn runs_plan_memory_for_their_input_shapes() {
         }
     }
 }
+
+fn weight_with_data() -> TensorProto {
+    TensorProto {
+        float_data: vec![1.0, 2.0, 3.0, 4.0],
+        ..weight_proto()
+    }
+}
+
+#[test]
+fn the_models_metadata_is_reported() {
+    let mut model = proto::ModelProto::decode(model_with(weight_with_data()).as_slice()).unwrap();
+    model.producer_name = Some("pytorch".into());
+    model.producer_version = Some("2.9.0".into());
+    model.domain = Some("ai.example".into());
+    model.model_version = Some(7);
+    model.doc_string = Some("adds a weight".into());
+    let graph = model.graph.as_mut().unwrap();
+    graph.name = Some("main".into());
+    graph.doc_string = Some("x + w".into());
+    model.metadata_props = vec![StringStringEntryProto {
+        key: Some("labels".into()),
+        value: Some("a,b,c".into()),
+    }];
+    let session = Session::builder()
+        .commit_from_memory(&model.encode_to_vec())
+        .unwrap();
+    let meta = session.metadata();
+    assert_eq!(
+        (meta.producer_name.as_str(), meta.producer_version.as_str()),
+        ("pytorch", "2.9.0")
+    );
+    assert_eq!(
+        (meta.domain.as_str(), meta.model_version),
+        ("ai.example", 7)
+    );
+    assert_eq!(
+        (meta.description.as_str(), meta.graph_name.as_str()),
+        ("adds a weight", "main")
+    );
+    assert_eq!(meta.graph_description, "x + w");
+    assert_eq!(meta.custom.get("labels").map(String::as_str), Some("a,b,c"));
+    // The optimized graph keeps it; a model without any reports empty fields.
+    let plain = Session::builder()
+        .commit_from_memory(&model_with(weight_with_data()))
+        .unwrap();
+    assert!(plain.metadata().custom.is_empty() && plain.metadata().domain.is_empty());
+}

@@ -40,6 +40,8 @@ pub struct Graph {
     /// The kernel-algorithm choices the graph's CPU kernels are built with (the session's;
     /// see [`Graph::set_kernel_options`]).
     pub kernel_options: KernelOptions,
+    /// What the model says about itself (empty for subgraphs and built graphs).
+    pub metadata: crate::ModelMetadata,
 }
 
 impl Graph {

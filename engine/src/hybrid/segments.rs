@@ -116,6 +116,7 @@ pub fn segment_graph(graph: &Graph, segment: &Segment) -> Graph {
         outputs: segment.outputs.clone(),
         constants,
         kernel_options: graph.kernel_options,
+        metadata: crate::ModelMetadata::default(),
     }
 }
 

@@ -8,7 +8,7 @@ use prost::Message;
 use spillway_kernels::DType;
 
 use super::attributes::convert_attributes;
-use super::proto::{self, ModelProto, ValueInfoProto};
+use super::proto::{self, GraphProto, ModelProto, ValueInfoProto};
 use super::tensor::decode_tensor;
 use crate::error::{Error, Result};
 use crate::graph::{Dim, Graph, Node, Subgraph, ValueId, ValueInfo, ValueKind, ValueType};
@@ -60,8 +60,28 @@ pub fn load_bytes(bytes: Bytes, base_dir: Option<&Path>) -> Result<Graph> {
         base_dir,
     };
     let mut no_outer = |_: &str| None;
-    let (graph, _) = Builder::new(&ctx, graph, &mut no_outer).build(graph)?;
-    Ok(graph)
+    let (mut built, _) = Builder::new(&ctx, graph, &mut no_outer).build(graph)?;
+    built.metadata = metadata(&model, graph);
+    Ok(built)
+}
+
+/// The metadata of `model`, whose main graph is `graph`.
+fn metadata(model: &ModelProto, graph: &GraphProto) -> crate::ModelMetadata {
+    let text = |s: &Option<String>| s.clone().unwrap_or_default();
+    crate::ModelMetadata {
+        producer_name: text(&model.producer_name),
+        producer_version: text(&model.producer_version),
+        domain: text(&model.domain),
+        model_version: model.model_version.unwrap_or(0),
+        description: text(&model.doc_string),
+        graph_name: text(&graph.name),
+        graph_description: text(&graph.doc_string),
+        custom: model
+            .metadata_props
+            .iter()
+            .map(|p| (text(&p.key), text(&p.value)))
+            .collect(),
+    }
 }
 
 fn default_opset(model: &ModelProto) -> Result<i64> {

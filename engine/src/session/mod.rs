@@ -128,6 +128,11 @@ impl Session {
         Ok(plan)
     }
 
+    /// What the model says about itself: producer, version, doc strings, custom metadata.
+    pub fn metadata(&self) -> &crate::ModelMetadata {
+        &self.graph.metadata
+    }
+
     /// The optimized graph that runs.
     ///
     /// Internal: the engine's own view, outside the API's stability promise.
