@@ -3,8 +3,8 @@
 //! node: dispatch, output allocation, shape checks, hand-off), each with 1 and 2 intra-op
 //! threads, side by side in one process (`spillway_benches::side_by_side`).
 //!
-//! The chains: 1000 `MatMul`s of a [1, 8] row by an [8, 8] weight (no engine fuses them), and
-//! 1000 `Add`s of a [16] vector and a constant each (an elementwise chain, which an engine
+//! The chains: 1000 `MatMul`s of a `[1, 8]` row by an `[8, 8]` weight (no engine fuses them), and
+//! 1000 `Add`s of a `[16]` vector and a constant each (an elementwise chain, which an engine
 //! may fuse; the table says when a per-node figure is then a per-fused-node one).
 //!
 //! `cargo run --release -p spillway-benches --bin node_overhead [-- --rounds N]`; writes

@@ -1,6 +1,6 @@
 //! Static memory planning by value lifetime: each intermediate gets an offset in one arena, and
 //! two values share bytes only when one's last use comes before the other's production. One
-//! planner serves every plan ([`happens_before`]); here it plans the sequential order.
+//! planner serves every plan (`happens_before`); here it plans the sequential order.
 
 // The GPU plan's, the concurrent plans' (internals) and the sequential report's planner.
 #[cfg(any(test, feature = "internals", feature = "cuda"))]

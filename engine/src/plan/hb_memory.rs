@@ -1,5 +1,5 @@
 //! The arenas of a concurrent plan: one per device, planned by the engine's one memory planner
-//! ([`crate::memory::happens_before`]) over the plan's happens-before relation (data edges,
+//! (`memory::happens_before`) over the plan's happens-before relation (data edges,
 //! lane order, stage order, copy completion: exactly the edges the executor waits on). A
 //! topological-order lifetime is not enough once tasks run concurrently: two values alive at
 //! disjoint positions of one topological order can still be alive at the same time on two lanes.
