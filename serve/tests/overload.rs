@@ -256,6 +256,30 @@ async fn requests_past_their_deadline_are_answered_504_and_never_run() {
     server.wait().await.expect("clean stop");
 }
 
+/// With `running` holding the only instance and `leaving` queued behind it, drops `leaving`'s
+/// call and checks that its request leaves the queue, is counted cancelled and never runs.
+async fn leave_the_queue<T>(
+    server: RunningServer,
+    model: &GatedModel,
+    client: &reqwest::Client,
+    running: tokio::task::JoinHandle<(u16, serde_json::Value)>,
+    leaving: tokio::task::JoinHandle<T>,
+) {
+    let depth = "spillway_queue_depth{model=\"gated\"}";
+    wait_for_metric(client, &server, depth, 1.0).await;
+    // Aborting the task drops the call: gRPC cancels the stream, HTTP closes the connection.
+    leaving.abort();
+    let cancelled = "spillway_requests_total{model=\"gated\",outcome=\"cancelled\"}";
+    wait_for_metric(client, &server, cancelled, 1.0).await;
+    wait_for_metric(client, &server, depth, 0.0).await;
+    model.open();
+    let (status, _) = running.await.expect("task");
+    assert_eq!(status, 200);
+    server.shutdown();
+    server.wait().await.expect("clean stop");
+    assert_eq!(model.started(), 1, "the abandoned request never ran");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grpc_client_that_cancels_takes_its_request_out_of_the_queue() {
     let (server, model) = gated_server(1, 4).await;
@@ -267,34 +291,7 @@ async fn a_grpc_client_that_cancels_takes_its_request_out_of_the_queue() {
         let mut g = g.clone();
         tokio::spawn(async move { g.model_infer(grpc_request(1.0, None)).await })
     };
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_queue_depth{model=\"gated\"}",
-        1.0,
-    )
-    .await;
-    leaving.abort(); // the call is dropped: gRPC cancels the stream
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_requests_total{model=\"gated\",outcome=\"cancelled\"}",
-        1.0,
-    )
-    .await;
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_queue_depth{model=\"gated\"}",
-        0.0,
-    )
-    .await;
-    model.open();
-    let (status, _) = running.await.expect("task");
-    assert_eq!(status, 200);
-    server.shutdown();
-    server.wait().await.expect("clean stop");
-    assert_eq!(model.started(), 1, "the abandoned request never ran");
+    leave_the_queue(server, &model, &client, running, leaving).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,34 +302,7 @@ async fn an_http_client_that_disconnects_takes_its_request_out_of_the_queue() {
     wait_started(&model, 1).await;
     // Its own client: aborting the task closes that connection.
     let leaving = spawn_http(&reqwest::Client::new(), &server, 1.0, None);
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_queue_depth{model=\"gated\"}",
-        1.0,
-    )
-    .await;
-    leaving.abort();
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_requests_total{model=\"gated\",outcome=\"cancelled\"}",
-        1.0,
-    )
-    .await;
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_queue_depth{model=\"gated\"}",
-        0.0,
-    )
-    .await;
-    model.open();
-    let (status, _) = running.await.expect("task");
-    assert_eq!(status, 200);
-    server.shutdown();
-    server.wait().await.expect("clean stop");
-    assert_eq!(model.started(), 1, "the abandoned request never ran");
+    leave_the_queue(server, &model, &client, running, leaving).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
