@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _spillway
+from . import _errors, _spillway
 from ._errors import (
     EPFail,
     Fail,
@@ -406,12 +406,5 @@ __all__ = [
     "get_version_string",
     "get_build_info",
     "placement_policies",
-    "Fail",
-    "InvalidArgument",
-    "NoSuchFile",
-    "InvalidProtobuf",
-    "InvalidGraph",
-    "NotImplemented",
-    "RuntimeException",
-    "EPFail",
+    *_errors.__all__,
 ]

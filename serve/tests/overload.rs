@@ -95,13 +95,7 @@ async fn a_full_queue_refuses_at_once_and_every_admitted_request_is_answered() {
     let queued: Vec<_> = (1..=3)
         .map(|i| spawn_http(&client, &server, i as f32, None))
         .collect();
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_queue_depth{model=\"gated\"}",
-        3.0,
-    )
-    .await;
+    wait_for_depth(&client, &server, 3.0).await;
     // The gate is closed: these can only be answered by refusal, and they are.
     let url = format!("{}/v2/models/gated/infer", base(&server));
     let mut refused = 0;
@@ -226,13 +220,7 @@ async fn requests_past_their_deadline_are_answered_504_and_never_run() {
     .await;
     // A generous deadline is no obstacle.
     let patient = spawn_http(&client, &server, 7.0, Some(600_000_000));
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_queue_depth{model=\"gated\"}",
-        1.0,
-    )
-    .await;
+    wait_for_depth(&client, &server, 1.0).await;
     assert_eq!(model.started(), 1, "the expired requests never started");
     model.open();
     let (status, _) = running.await.expect("task");
@@ -256,6 +244,11 @@ async fn requests_past_their_deadline_are_answered_504_and_never_run() {
     server.wait().await.expect("clean stop");
 }
 
+/// Waits until the gated model's queue holds `n` requests.
+async fn wait_for_depth(client: &reqwest::Client, server: &RunningServer, n: f64) {
+    wait_for_metric(client, server, "spillway_queue_depth{model=\"gated\"}", n).await;
+}
+
 /// With `running` holding the only instance and `leaving` queued behind it, drops `leaving`'s
 /// call and checks that its request leaves the queue, is counted cancelled and never runs.
 async fn leave_the_queue<T>(
@@ -265,13 +258,12 @@ async fn leave_the_queue<T>(
     running: tokio::task::JoinHandle<(u16, serde_json::Value)>,
     leaving: tokio::task::JoinHandle<T>,
 ) {
-    let depth = "spillway_queue_depth{model=\"gated\"}";
-    wait_for_metric(client, &server, depth, 1.0).await;
+    wait_for_depth(client, &server, 1.0).await;
     // Aborting the task drops the call: gRPC cancels the stream, HTTP closes the connection.
     leaving.abort();
     let cancelled = "spillway_requests_total{model=\"gated\",outcome=\"cancelled\"}";
     wait_for_metric(client, &server, cancelled, 1.0).await;
-    wait_for_metric(client, &server, depth, 0.0).await;
+    wait_for_depth(client, &server, 0.0).await;
     model.open();
     let (status, _) = running.await.expect("task");
     assert_eq!(status, 200);
@@ -325,13 +317,7 @@ async fn shutdown_drains_every_admitted_request_and_refuses_new_ones() {
             g.model_infer(grpc_request(i as f32, None)).await
         }));
     }
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_queue_depth{model=\"gated\"}",
-        4.0,
-    )
-    .await;
+    wait_for_depth(&client, &server, 4.0).await;
     let http_url = format!("{}/v2/models/gated/infer", base(&server));
     let handle = server.shutdown_handle();
     handle.shutdown();
@@ -484,13 +470,7 @@ async fn one_overloaded_model_does_not_hold_up_another() {
     let running = spawn_http(&client, &server, 0.0, None);
     wait_started(&gated, 1).await;
     let queued = spawn_http(&client, &server, 1.0, None);
-    wait_for_metric(
-        &client,
-        &server,
-        "spillway_queue_depth{model=\"gated\"}",
-        1.0,
-    )
-    .await;
+    wait_for_depth(&client, &server, 1.0).await;
     let (status, _) = post_json(
         &client,
         &format!("{}/v2/models/gated/infer", base(&server)),

@@ -27,44 +27,36 @@ struct Case {
     inputs: Vec<(String, spillway::Tensor)>,
 }
 
-/// `x: [1, 8]` through `n` MatMuls by [8, 8] weights.
-fn matmul_chain(n: usize) -> Case {
-    let mut b = ModelBuilder::new(3);
-    b.input("x", &[1, 8]);
+/// `x` of shape `input` through `n` nodes `op(previous, weight)`, each weight of shape
+/// `weight` (seeded from `seed`).
+fn chain(name: &'static str, op: &str, n: usize, input: &[i64], weight: &[i64], seed: u64) -> Case {
+    let mut b = ModelBuilder::new(seed);
+    b.input("x", input);
     let mut prev = "x".to_string();
     for i in 0..n {
         let (w, y) = (format!("w{i}"), format!("y{i}"));
-        b.weight(&w, &[8, 8], 0.35);
-        b.node("MatMul", &[&prev, &w], &[&y], &[]);
+        b.weight(&w, weight, 0.35);
+        b.node(op, &[&prev, &w], &[&y], &[]);
         prev = y;
     }
     b.output(&prev);
+    let shape: Vec<usize> = input.iter().map(|&d| d as usize).collect();
     Case {
-        name: "1000 MatMul [1,8]×[8,8]",
+        name,
         nodes: n,
         bytes: b.to_bytes(17),
-        inputs: vec![("x".into(), seeded_f32(&[1, 8], 1))],
+        inputs: vec![("x".into(), seeded_f32(&shape, seed))],
     }
+}
+
+/// `x: [1, 8]` through `n` MatMuls by [8, 8] weights.
+fn matmul_chain(n: usize) -> Case {
+    chain("1000 MatMul [1,8]×[8,8]", "MatMul", n, &[1, 8], &[8, 8], 3)
 }
 
 /// `x: [16]` through `n` Adds of constants.
 fn add_chain(n: usize) -> Case {
-    let mut b = ModelBuilder::new(5);
-    b.input("x", &[16]);
-    let mut prev = "x".to_string();
-    for i in 0..n {
-        let (c, y) = (format!("c{i}"), format!("y{i}"));
-        b.weight(&c, &[16], 0.01);
-        b.node("Add", &[&prev, &c], &[&y], &[]);
-        prev = y;
-    }
-    b.output(&prev);
-    Case {
-        name: "1000 Add [16] + constant",
-        nodes: n,
-        bytes: b.to_bytes(17),
-        inputs: vec![("x".into(), seeded_f32(&[16], 2))],
-    }
+    chain("1000 Add [16] + constant", "Add", n, &[16], &[16], 5)
 }
 
 /// One Add: the cost of a run.
