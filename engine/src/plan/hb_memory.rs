@@ -25,23 +25,37 @@ fn happens_before(plan: &ExecutionPlan) -> HappensBefore {
     HappensBefore::new(&successors)
 }
 
+/// The tasks that read each slot, in one pass over the plan.
+fn readers(plan: &ExecutionPlan) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new(); plan.slots.len()];
+    for (t, task) in plan.tasks.iter().enumerate() {
+        match &task.kind {
+            TaskKind::Node { inputs, .. } => {
+                for s in inputs.iter().flatten() {
+                    if let Source::Slot(s) = s
+                        && out[*s].last() != Some(&t)
+                    {
+                        out[*s].push(t);
+                    }
+                }
+            }
+            TaskKind::Copy { from, .. } => out[*from].push(t),
+        }
+    }
+    out
+}
+
 /// A produced slot as the planner sees it: its writer and its readers.
-fn buffer(plan: &ExecutionPlan, slot: SlotId, bytes: usize) -> Option<Buffer> {
-    let producer = plan.slots[slot].producer?;
-    let readers = plan
-        .tasks
-        .iter()
-        .enumerate()
-        .filter(|(_, task)| match &task.kind {
-            TaskKind::Node { inputs, .. } => inputs.contains(&Some(Source::Slot(slot))),
-            TaskKind::Copy { from, .. } => *from == slot,
-        })
-        .map(|(t, _)| t)
-        .collect();
+fn buffer(
+    plan: &ExecutionPlan,
+    readers: &[Vec<usize>],
+    slot: SlotId,
+    bytes: usize,
+) -> Option<Buffer> {
     Some(Buffer {
         bytes,
-        producer,
-        readers,
+        producer: plan.slots[slot].producer?,
+        readers: readers[slot].clone(),
     })
 }
 
@@ -53,13 +67,14 @@ pub fn plan(
     size_of: impl Fn(SlotId) -> Option<usize>,
 ) -> Vec<DeviceArena> {
     let hb = happens_before(plan);
+    let readers = readers(plan);
     let mut arenas = vec![DeviceArena::default(); devices];
     for (device, arena) in arenas.iter_mut().enumerate() {
         let (slots, buffers): (Vec<SlotId>, Vec<Buffer>) = (0..plan.slots.len())
             .filter(|&s| plan.slots[s].device_index == device && !plan.slots[s].is_output)
             .filter_map(|s| {
                 let bytes = size_of(s)?.div_ceil(ALIGNMENT).max(1) * ALIGNMENT;
-                Some((s, buffer(plan, s, bytes)?))
+                Some((s, buffer(plan, &readers, s, bytes)?))
             })
             .unzip();
         let (offsets, peak) = happens_before::share(&buffers, &hb, ALIGNMENT);
@@ -76,12 +91,13 @@ pub fn plan(
 /// by happens-before. Returns the first violation.
 pub fn verify(plan: &ExecutionPlan, arenas: &[DeviceArena]) -> Result<(), String> {
     let hb = happens_before(plan);
+    let readers = readers(plan);
     for arena in arenas {
         let mut slots = Vec::new();
         let mut buffers = Vec::new();
         let mut offsets = Vec::new();
         for &(slot, offset, bytes) in &arena.placements {
-            let b = buffer(plan, slot, bytes)
+            let b = buffer(plan, &readers, slot, bytes)
                 .ok_or_else(|| format!("slot {slot} is placed but no task writes it"))?;
             slots.push(slot);
             buffers.push(b);
