@@ -2,7 +2,7 @@
 //! earliest it can start there and the least time that must follow its finish, when every input
 //! either comes from a producer on the same device (which then ran there first) or is copied in.
 
-use crate::graph::{CostGraph, Dag, DeviceKind, SlowdownModel};
+use crate::graph::{CostGraph, Dag, DeviceKind, SlowdownModel, reaches};
 use crate::topology::{TopoView, Topology};
 
 /// Per-(operator, device) heads and tails, and the longest path they prove.
@@ -52,6 +52,7 @@ pub(crate) fn heads_tails(
     t: &Topology,
     view: &TopoView,
     time: &[Vec<f64>],
+    share: &[(f64, f64)],
 ) -> HeadsTails {
     let n = g.ops.len();
     let d = t.devices.len();
@@ -68,6 +69,7 @@ pub(crate) fn heads_tails(
     let res: Vec<f64> = g.ops.iter().map(|o| o.resource.min(1.0)).collect();
     let copy =
         |b: f64, src: usize, dst: usize| view.copy_us(t, src, dst, b).unwrap_or(f64::INFINITY);
+    let reach = dag.reachability();
     let mut hd = vec![vec![f64::INFINITY; d]; n];
     let mut nb: Vec<Neighbour> = Vec::new();
     for &v in &dag.topo {
@@ -91,6 +93,8 @@ pub(crate) fn heads_tails(
             }
             hd[v][dv] = best_split(&mut nb, &caps[dv]);
         }
+        let before: Vec<usize> = (0..n).filter(|&u| reaches(&reach[u], v)).collect();
+        raise(&mut hd, v, &before, share);
     }
     let mut tl = vec![vec![f64::INFINITY; d]; n];
     for &v in dag.topo.iter().rev() {
@@ -114,6 +118,8 @@ pub(crate) fn heads_tails(
             }
             tl[v][dv] = best_split(&mut nb, &caps[dv]);
         }
+        let after: Vec<usize> = (0..n).filter(|&w| reaches(&reach[v], w)).collect();
+        raise(&mut tl, v, &after, share);
     }
     let min_row = |row: &[f64]| row.iter().copied().fold(f64::INFINITY, f64::min);
     let path = (0..n)
@@ -173,4 +179,32 @@ fn local_bound(set: &[Neighbour], cap: &Capacity) -> f64 {
         best = best.max(x.release + work).max(x.release + x.time);
     }
     best
+}
+
+/// Raises `v`'s row of `bound` (heads or tails per device) to the work bound of `others` (its
+/// ancestors, or descendants): every one of them is done before `v` starts (or starts after
+/// `v` ends), so for the set `S` of those whose own bound is at least `x`, `v`'s bound is at
+/// least `x + max(Σ_S work share, Σ_S resource-weighted share)` — the machine works off at most
+/// one unit of either per µs.
+fn raise(bound: &mut [Vec<f64>], v: usize, others: &[usize], share: &[(f64, f64)]) {
+    if others.is_empty() {
+        return;
+    }
+    let min_row = |row: &[f64]| row.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut keyed: Vec<(f64, usize)> = others.iter().map(|&u| (min_row(&bound[u]), u)).collect();
+    keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let (mut w, mut a, mut best) = (0.0f64, 0.0f64, 0.0f64);
+    for &(x, u) in &keyed {
+        if !x.is_finite() {
+            continue;
+        }
+        w += share[u].0;
+        a += share[u].1;
+        best = best.max(x + w.max(a));
+    }
+    for b in bound[v].iter_mut() {
+        if b.is_finite() {
+            *b = b.max(best);
+        }
+    }
 }

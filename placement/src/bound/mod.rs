@@ -8,8 +8,11 @@ mod heads;
 /// `max(critical path, work bound)`:
 /// * critical path with free copies, each operator at its fastest device;
 /// * the same path with copies counted (heads and tails per device: each input is produced on
-///   the same device, which then runs those producers first, or copied in; see the private
-///   `heads` module), which is what lifts the bound where copies cost as much as operators;
+///   the same device, which then runs those producers first, or copied in; and no operator
+///   starts before all its ancestors' work is done, `head(v) ≥ h + W({u ancestor of v :
+///   head(u) ≥ h}) / capacity` for every threshold `h`, and the mirror image for tails; see
+///   the private `heads` module), which is what lifts the bound where copies cost as much as
+///   operators and where graphs narrow to one operator between wide stages;
 /// * work spread over the devices by speed: `Σ_v min_k cost(v,k) / Σ_d lanes_d · speed_d`,
 ///   since a lane progresses at most `speed` units of cost per µs;
 /// * under [`SlowdownModel::Resource`], also the same with GPU costs weighted by resource demand
@@ -85,23 +88,6 @@ pub fn lower_bound(g: &CostGraph, dag: &Dag, t: &Topology) -> f64 {
             .map(|&(w, _)| fastest[w] + tail[w])
             .fold(0.0, f64::max);
     }
-    let mut head: Vec<f64> = (0..n).map(|v| finish[v] - fastest[v]).collect();
-    let mut path = cp;
-    if let Ok(view) = t.view() {
-        let time: Vec<Vec<f64>> = (0..n)
-            .map(|v| {
-                (0..d)
-                    .map(|dev| op_time(g, t, v, dev).unwrap_or(f64::INFINITY))
-                    .collect()
-            })
-            .collect();
-        let ht = heads::heads_tails(g, dag, t, &view, &time);
-        path = path.max(ht.path);
-        for v in 0..n {
-            head[v] = head[v].max(ht.head[v]);
-            tail[v] = tail[v].max(ht.tail[v]);
-        }
-    }
     // Per operator, the larger of its two work measures' share of the horizon.
     let plain_cap = cap;
     let share: Vec<(f64, f64)> = (0..n)
@@ -116,6 +102,23 @@ pub fn lower_bound(g: &CostGraph, dag: &Dag, t: &Topology) -> f64 {
             (w, a)
         })
         .collect();
+    let mut head: Vec<f64> = (0..n).map(|v| finish[v] - fastest[v]).collect();
+    let mut path = cp;
+    if let Ok(view) = t.view() {
+        let time: Vec<Vec<f64>> = (0..n)
+            .map(|v| {
+                (0..d)
+                    .map(|dev| op_time(g, t, v, dev).unwrap_or(f64::INFINITY))
+                    .collect()
+            })
+            .collect();
+        let ht = heads::heads_tails(g, dag, t, &view, &time, &share);
+        path = path.max(ht.path);
+        for v in 0..n {
+            head[v] = head[v].max(ht.head[v]);
+            tail[v] = tail[v].max(ht.tail[v]);
+        }
+    }
     let windows = window_bound(&head, &tail, &share).max(window_bound(&tail, &head, &share));
     path.max(work).max(area).max(windows)
 }
