@@ -244,7 +244,9 @@ fn lower_bound_is_critical_path_or_spread_work() {
 /// Head–body–tail window, by hand: a(2) → {b, c, d}(4 each) → e(2) on 2 GPUs, free copies.
 /// Critical path 2 + 4 + 2 = 8; work 16 / 2 = 8. The set {head ≥ 2} = {b, c, d, e} cannot start
 /// before 2 and holds 14 µs of work: 2 + 0 + 14 / 2 = 9 (likewise {tail ≥ 2} = {a, b, c, d}:
-/// 0 + 2 + 7 = 9). The optimum is 12 (a; b ∥ c; d; e), so 9 is below it.
+/// 0 + 2 + 7 = 9). Heads that count ancestors' work do better: e cannot start before its
+/// ancestors b, c, d (head 2, 12 µs of work) are done, 2 + 12 / 2 = 8, so 8 + 2 = 10. The
+/// optimum is 12 (a; b ∥ c; d; e), so 10 is below it.
 #[test]
 fn lower_bound_uses_heads_and_tails() {
     let g = g_of(
@@ -259,7 +261,7 @@ fn lower_bound_uses_heads_and_tails() {
         ],
     );
     let t = Topology::gpus(2, 1);
-    assert_eq!(lower_bound(&g, &g.dag().unwrap(), &t), 9.);
+    assert_eq!(lower_bound(&g, &g.dag().unwrap(), &t), 10.);
 }
 
 /// Three independent operators on one GPU with 2 streams, launch order a (10), b (1), c (1), no

@@ -1,14 +1,18 @@
-//! `Auto`: simulate every applicable policy, then improve the best by local search.
+//! `Auto`: every applicable policy and several constructive starts, then a local search aimed at
+//! the critical path, stopped early at the lower bound.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::bound::lower_bound;
 use crate::error::Result;
+use crate::policy::auto_search::{Decode, State, search};
 use crate::policy::common::Ctx;
-use crate::policy::{Options, Policy, place_ctx};
-use crate::rng::Rng;
+use crate::policy::{Options, Policy, cpop, lookahead, peft, place_ctx};
 use crate::schedule::Schedule;
+
+pub use crate::policy::auto_search::Ingredients;
 
 /// One row of Auto's comparison table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,27 +32,46 @@ pub struct AutoReport {
     pub schedule: Schedule,
     /// Its makespan.
     pub makespan: f64,
-    /// The best policy before local search.
+    /// The best policy of the table (before the other starts and the local search).
     pub best_policy: Policy,
     /// Every candidate.
     pub table: Vec<Candidate>,
-    /// Simulator calls made by the local search.
+    /// Simulator calls made by the starts and the local search.
     pub evals: usize,
+    /// The start the local search began from: a policy's name, `cpop`, `peft` or `lookahead`.
+    #[serde(default)]
+    pub start: String,
+    /// The lower bound the search stops at.
+    #[serde(default)]
+    pub lower_bound: f64,
 }
 
-/// Runs every policy (the exponential ones — Ios, Milp, SortingHat — only on graphs of at most
-/// `auto_exact_ops` operators, with the MILP time limit capped at `auto_budget_ms`), keeps the best simulated schedule, then runs a bounded local
-/// search: the state is a device per operator plus a priority per operator, turned into a
-/// schedule by [`Ctx::dispatch_on_devices`] in priority order (a work-conserving dispatcher
-/// run in the simulator picks each operator's stream: on HIOS default graphs with 2 streams
-/// per GPU it brought Auto from 1.027 / 1.055 × the lower bound to 1.004 / 1.009, Min / Max
-/// transfer rule, 5 seeds, against the earliest-free-stream estimate of
-/// [`Ctx::list_on_devices`], which ignores slowdowns); a move re-places one random operator
-/// on another device or perturbs one priority; a move is kept when the simulated makespan does
-/// not get worse. Stops after `auto_max_evals` simulations or `auto_budget_ms`.
+/// Auto, in three steps.
+///
+/// 1. **The table**: every policy (the exponential ones — Ios, Milp, SortingHat — only on
+///    graphs of at most `auto_exact_ops` operators, with the MILP time limit capped at
+///    `auto_budget_ms`), each simulated as it placed itself.
+/// 2. **Starts**: each table schedule, and (with [`Ingredients::starts`]) CPOP, PEFT and
+///    lookahead HEFT ([`cpop::cpop`], [`peft::peft`], [`lookahead::lookahead`]), is read as a
+///    device per operator plus a priority per operator (its launch order) and dispatched by
+///    the simulator's work-conserving dispatcher ([`Ctx::dispatch_on_devices`], which picks each
+///    operator's stream). The best dispatched start seeds the search.
+/// 3. **Local search**: moves of the enabled [`Ingredients`] kinds, most aimed at the critical
+///    path of the current schedule (reorder, move a critical operator to its producer's device,
+///    move a whole chain, swap two operators' devices; and random single moves); a move is kept
+///    when the simulated makespan does not get worse.
+///
+/// Stops at the [`lower_bound`] (nothing can beat it), after `auto_max_evals` dispatches, or
+/// after `auto_budget_ms` (a safety cap: the default evaluation budget ends well before it on
+/// 200-operator graphs, so for a given `seed` the answer does not depend on the machine's
+/// speed unless the cap is reached). Returns the best of the table and the search.
 pub fn auto(c: &Ctx, o: &Options) -> Result<AutoReport> {
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_millis(o.auto_budget_ms);
+    let ing = o.auto_ingredients;
     let mut table = Vec::new();
     let mut best: Option<(f64, Schedule, Policy)> = None;
+    let mut starts: Vec<(String, Schedule)> = Vec::new();
     // The exact candidates get at most the local-search budget each.
     let o_cand = Options {
         milp_time_limit_s: o.milp_time_limit_s.min(o.auto_budget_ms as f64 / 1e3),
@@ -61,14 +84,15 @@ pub fn auto(c: &Ctx, o: &Options) -> Result<AutoReport> {
         {
             continue;
         }
-        let t0 = Instant::now();
+        let t1 = Instant::now();
         let r = place_ctx(p, c, &o_cand).and_then(|s| c.makespan(&s).map(|m| (m, s)));
-        let us = t0.elapsed().as_secs_f64() * 1e6;
+        let us = t1.elapsed().as_secs_f64() * 1e6;
         match r {
             Ok((m, s)) => {
                 if best.as_ref().is_none_or(|b| m < b.0) {
-                    best = Some((m, s, p));
+                    best = Some((m, s.clone(), p));
                 }
+                starts.push((p.name().to_string(), s));
                 table.push(Candidate {
                     policy: p,
                     makespan: Ok(m),
@@ -87,12 +111,47 @@ pub fn auto(c: &Ctx, o: &Options) -> Result<AutoReport> {
             policy: "auto",
             reason: "no policy applies".into(),
         })?;
-    let (evals, improved) = local_search(c, o, &best_s, best_m)?;
-    if let Some((m, s)) = improved
-        && m < best_m
-    {
-        best_m = m;
-        best_s = s;
+    if ing.starts {
+        starts.push(("cpop".into(), cpop::cpop(c)));
+        starts.push(("peft".into(), peft::peft(c)));
+        starts.push(("lookahead".into(), lookahead::lookahead(c)));
+    }
+    let lb = lower_bound(c.g, &c.dag, c.t);
+    let mut evals = 0;
+    let mut seed_state: Option<(State, String)> = None;
+    for (name, s) in &starts {
+        // A start's own timing counts too: the dispatcher may do worse than its streams.
+        let own = c.makespan(s)?;
+        evals += 1;
+        if own < best_m {
+            best_m = own;
+            best_s = s.clone();
+        }
+        for decode in [Decode::Dispatch, Decode::InOrder] {
+            let st = State::of(c, s, decode)?;
+            evals += 1;
+            if seed_state
+                .as_ref()
+                .is_none_or(|(b, _)| st.makespan < b.makespan)
+            {
+                let label = match decode {
+                    Decode::Dispatch => name.clone(),
+                    Decode::InOrder => format!("{name}, in order"),
+                };
+                seed_state = Some((st, label));
+            }
+        }
+    }
+    let mut start_name = best_p.name().to_string();
+    if let Some((st, name)) = seed_state {
+        start_name = name;
+        let budget = o.auto_max_evals.saturating_sub(evals);
+        let (found, used) = search(c, &ing, st, lb, budget, deadline, o.seed)?;
+        evals += used;
+        if found.makespan < best_m {
+            best_m = found.makespan;
+            best_s = found.schedule;
+        }
     }
     best_s.policy = "auto".into();
     Ok(AutoReport {
@@ -101,59 +160,7 @@ pub fn auto(c: &Ctx, o: &Options) -> Result<AutoReport> {
         best_policy: best_p,
         table,
         evals,
+        start: start_name,
+        lower_bound: lb,
     })
-}
-
-fn local_search(
-    c: &Ctx,
-    o: &Options,
-    start: &Schedule,
-    start_m: f64,
-) -> Result<(usize, Option<(f64, Schedule)>)> {
-    let n = c.n();
-    if n == 0 {
-        return Ok((0, None));
-    }
-    let t0 = Instant::now();
-    let mut rng = Rng::new(o.seed);
-    let mut device: Vec<usize> = start.ops.iter().map(|p| p.device).collect();
-    let mut prio = c.upward_rank();
-    let decode = |device: &[usize], prio: &[f64]| {
-        c.dispatch_on_devices("auto", device, &c.priority_order(prio))
-    };
-    let (mut cur, mut cur_s) = decode(&device, &prio)?;
-    let mut evals = 1;
-    let capable: Vec<Vec<usize>> = (0..n)
-        .map(|v| (0..c.d()).filter(|&d| c.time[v][d].is_finite()).collect())
-        .collect();
-    while evals < o.auto_max_evals && t0.elapsed().as_millis() < u128::from(o.auto_budget_ms) {
-        let v = rng.below(n);
-        let old_d = device[v];
-        let old_p = prio[v];
-        if rng.below(3) > 0 && capable[v].len() > 1 {
-            device[v] = capable[v][rng.below(capable[v].len())];
-            if device[v] == old_d {
-                continue;
-            }
-        } else {
-            prio[v] *= rng.range_f64(0.8, 1.25);
-        }
-        let (m, s) = decode(&device, &prio)?;
-        evals += 1;
-        if m <= cur {
-            cur = m;
-            cur_s = s;
-        } else {
-            device[v] = old_d;
-            prio[v] = old_p;
-        }
-    }
-    Ok((
-        evals,
-        if cur < start_m {
-            Some((cur, cur_s))
-        } else {
-            None
-        },
-    ))
 }

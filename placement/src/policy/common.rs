@@ -4,7 +4,9 @@ use crate::concurrency::GraphConcurrency;
 use crate::error::{PlacementError, Result};
 use crate::graph::{CostGraph, Dag, DeviceKind};
 use crate::schedule::Schedule;
-use crate::sim::{SimResult, dispatch, makespan_with, simulate_with};
+use crate::sim::{
+    OpTiming, SimResult, dispatch, dispatch_timed, makespan_with, simulate_with, timed_with,
+};
 use crate::topology::{TopoView, Topology, op_time};
 
 /// Validated inputs with per-(op, device) times.
@@ -137,6 +139,24 @@ impl<'a> Ctx<'a> {
         dispatch(self.g, &self.dag, self.t, &self.view, &open, &model)
     }
 
+    /// Makespan and each operator's timing of a schedule.
+    pub(crate) fn timed(&self, s: &Schedule) -> Result<(f64, Vec<OpTiming>)> {
+        let model = GraphConcurrency::new(self.g, &self.dag);
+        timed_with(self.g, &self.dag, self.t, &self.view, s, &model)
+    }
+
+    /// [`Ctx::dispatch_on_devices`] with each operator's simulated timing.
+    pub(crate) fn dispatch_timed(
+        &self,
+        policy: &str,
+        device: &[usize],
+        seq: &[usize],
+    ) -> Result<(f64, Schedule, Vec<OpTiming>)> {
+        let open = Schedule::from_sequence(policy, device, &vec![0; self.n()], seq);
+        let model = GraphConcurrency::new(self.g, &self.dag);
+        dispatch_timed(self.g, &self.dag, self.t, &self.view, &open, &model)
+    }
+
     /// HEFT's upward rank with mean costs: `rank(v) = w̄(v) + max_succ (c̄(v,s) + rank(s))`.
     pub fn upward_rank(&self) -> Vec<f64> {
         let mut rank = vec![0.0; self.n()];
@@ -146,6 +166,19 @@ impl<'a> Ctx<'a> {
                 .map(|&(s, e)| self.mean_comm(e) + rank[s])
                 .fold(0.0, f64::max);
             rank[v] = self.mean_time(v) + tail;
+        }
+        rank
+    }
+
+    /// Downward rank with mean costs: `rank(v) = max_pred (rank(u) + w̄(u) + c̄(u,v))`, 0 at
+    /// entries.
+    pub fn downward_rank(&self) -> Vec<f64> {
+        let mut rank = vec![0.0; self.n()];
+        for &v in &self.dag.topo {
+            rank[v] = self.dag.preds[v]
+                .iter()
+                .map(|&(u, e)| rank[u] + self.mean_time(u) + self.mean_comm(e))
+                .fold(0.0, f64::max);
         }
         rank
     }

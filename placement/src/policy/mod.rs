@@ -1,7 +1,10 @@
 //! Every placement policy, one file each, behind one entry point [`place`].
 
 pub mod auto;
+mod auto_search;
 pub mod common;
+pub mod cpop;
+pub mod eft;
 pub mod greedy;
 pub mod heft;
 pub mod hios_lp;
@@ -9,11 +12,13 @@ pub mod hios_mr;
 pub mod hios_window;
 pub mod ios;
 pub mod lios;
+pub mod lookahead;
 pub mod milp;
 pub mod milp_solver;
 mod milp_warm;
 pub mod nimble;
 pub mod opara;
+pub mod peft;
 pub mod sequential;
 pub mod sir;
 pub mod sortinghat;
@@ -52,10 +57,14 @@ pub struct Options {
     pub sortinghat_doms: usize,
     /// SortingHat: a submodel larger than this is list-scheduled instead of solved exactly.
     pub sortinghat_milp_ops: usize,
-    /// Auto: wall-clock budget of the local search, ms.
+    /// Auto: wall-clock cap of the whole search, ms (a safety cap: `auto_max_evals` is meant to
+    /// end the search first, so that the answer depends on the seed only).
     pub auto_budget_ms: u64,
-    /// Auto: most simulator calls of the local search.
+    /// Auto: most simulator calls of the starts and the local search.
     pub auto_max_evals: usize,
+    /// Auto: which starts and moves its search uses (all by default; fewer for ablations).
+    #[serde(default)]
+    pub auto_ingredients: auto::Ingredients,
     /// Auto: run Milp/SortingHat/Ios among the candidates when the graph is at most this big.
     pub auto_exact_ops: usize,
     /// Seed of every randomized step.
@@ -76,8 +85,9 @@ impl Default for Options {
             milp_solver: milp_solver::MilpSolver::default(),
             sortinghat_doms: 1,
             sortinghat_milp_ops: 10,
-            auto_budget_ms: 600,
-            auto_max_evals: 20_000,
+            auto_budget_ms: 900,
+            auto_max_evals: 4_000,
+            auto_ingredients: auto::Ingredients::default(),
             auto_exact_ops: 12,
             seed: 1,
         }

@@ -71,6 +71,19 @@ pub(crate) fn makespan_with(
     Ok(Sim::simulate(g, dag, t, view, s, model, false)?.makespan())
 }
 
+/// The makespan of `s` and each operator's timing (no statistics, no lower bound).
+pub(crate) fn timed_with(
+    g: &CostGraph,
+    dag: &Dag,
+    t: &Topology,
+    view: &TopoView,
+    s: &Schedule,
+    model: &dyn ConcurrencyModel,
+) -> Result<(f64, Vec<OpTiming>)> {
+    let sim = Sim::simulate(g, dag, t, view, s, model, false)?;
+    Ok((sim.makespan(), sim.timing))
+}
+
 /// Simulates `s`'s devices and launch order with a work-conserving dispatcher in place of its
 /// streams (see the module doc; stages and streams of `s` are ignored): the makespan and the
 /// schedule that fixes the streams and start order the dispatcher chose. Replaying that
@@ -84,6 +97,18 @@ pub fn dispatch(
     s: &Schedule,
     model: &dyn ConcurrencyModel,
 ) -> Result<(f64, Schedule)> {
+    dispatch_timed(g, dag, t, view, s, model).map(|(m, s, _)| (m, s))
+}
+
+/// [`dispatch`] with each operator's timing, for searches that follow the critical path.
+pub(crate) fn dispatch_timed(
+    g: &CostGraph,
+    dag: &Dag,
+    t: &Topology,
+    view: &TopoView,
+    s: &Schedule,
+    model: &dyn ConcurrencyModel,
+) -> Result<(f64, Schedule, Vec<OpTiming>)> {
     let mut open = s.clone();
     for p in &mut open.ops {
         (p.stream, p.stage) = (0, None);
@@ -99,7 +124,7 @@ pub fn dispatch(
     let device: Vec<usize> = open.ops.iter().map(|p| p.device).collect();
     let stream: Vec<usize> = sim.timing.iter().map(|x| x.stream).collect();
     let fixed = Schedule::from_sequence(&s.policy, &device, &stream, &seq);
-    Ok((sim.makespan(), fixed))
+    Ok((sim.makespan(), fixed, sim.timing))
 }
 
 #[derive(Clone, Copy)]
