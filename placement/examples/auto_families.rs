@@ -56,7 +56,7 @@ fn main() {
         ..Options::default()
     };
     println!(
-        "family,streams,seed,lb,{}auto,auto_ms,auto_evals",
+        "family,streams,seed,lb,{}auto,auto_ms,auto_evals,start",
         policies
             .iter()
             .map(|p| format!("{},", p.name()))

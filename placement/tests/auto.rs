@@ -125,6 +125,7 @@ fn every_ingredient_set_is_no_worse_than_the_best_policy() {
         "no-critical",
         "no-chains",
         "no-swaps",
+        "no-multi-start",
         "late-acceptance",
     ];
     assert!(Ingredients::named("nothing").is_none());

@@ -14,6 +14,10 @@ use crate::schedule::Schedule;
 
 pub use crate::policy::auto_search::Ingredients;
 
+/// How many of the best starts get a short search of their own when
+/// [`Ingredients::multi_start`] is on.
+pub const SEARCH_STARTS: usize = 3;
+
 /// One row of Auto's comparison table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Candidate {
@@ -118,7 +122,7 @@ pub fn auto(c: &Ctx, o: &Options) -> Result<AutoReport> {
     }
     let lb = lower_bound(c.g, &c.dag, c.t);
     let mut evals = 0;
-    let mut seed_state: Option<(State, String)> = None;
+    let mut states: Vec<(State, String)> = Vec::new();
     for (name, s) in &starts {
         // A start's own timing counts too: the dispatcher may do worse than its streams.
         let own = c.makespan(s)?;
@@ -130,27 +134,62 @@ pub fn auto(c: &Ctx, o: &Options) -> Result<AutoReport> {
         for decode in [Decode::Dispatch, Decode::InOrder] {
             let st = State::of(c, s, decode)?;
             evals += 1;
-            if seed_state
-                .as_ref()
-                .is_none_or(|(b, _)| st.makespan < b.makespan)
-            {
-                let label = match decode {
-                    Decode::Dispatch => name.clone(),
-                    Decode::InOrder => format!("{name}, in order"),
-                };
-                seed_state = Some((st, label));
-            }
+            let label = match decode {
+                Decode::Dispatch => name.clone(),
+                Decode::InOrder => format!("{name}, in order"),
+            };
+            states.push((st, label));
         }
     }
+    // Best first (ties: the earlier start), one state per makespan.
+    states.sort_by(|a, b| a.0.makespan.total_cmp(&b.0.makespan));
+    states.dedup_by(|a, b| a.0.makespan == b.0.makespan);
+    let k = if ing.multi_start {
+        SEARCH_STARTS.min(states.len())
+    } else {
+        states.len().min(1)
+    };
+    states.truncate(k);
     let mut start_name = best_p.name().to_string();
-    if let Some((st, name)) = seed_state {
-        start_name = name;
-        let budget = o.auto_max_evals.saturating_sub(evals);
-        let (found, used) = search(c, &ing, st, lb, budget, deadline, o.seed)?;
+    // First a short search from each of the best `k` starts, then the rest of the budget
+    // from the best state found.
+    let mut found: Vec<(State, String)> = Vec::new();
+    let total = o.auto_max_evals.saturating_sub(evals);
+    let first = if k > 1 { total / (2 * k) } else { total };
+    for (i, (st, name)) in states.into_iter().enumerate() {
+        let (f, used) = search(
+            c,
+            &ing,
+            st,
+            lb,
+            first,
+            deadline,
+            o.seed.wrapping_add(i as u64),
+        )?;
         evals += used;
-        if found.makespan < best_m {
-            best_m = found.makespan;
-            best_s = found.schedule;
+        found.push((f, name));
+    }
+    found.sort_by(|a, b| a.0.makespan.total_cmp(&b.0.makespan));
+    if let Some((st, name)) = found.into_iter().next() {
+        start_name = name;
+        let rest = o.auto_max_evals.saturating_sub(evals);
+        let (f, used) = if k > 1 {
+            search(
+                c,
+                &ing,
+                st,
+                lb,
+                rest,
+                deadline,
+                o.seed.wrapping_add(k as u64),
+            )?
+        } else {
+            (st, 0)
+        };
+        evals += used;
+        if f.makespan < best_m {
+            best_m = f.makespan;
+            best_s = f.schedule;
         }
     }
     best_s.policy = "auto".into();

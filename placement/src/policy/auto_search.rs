@@ -37,6 +37,10 @@ pub struct Ingredients {
     /// cross plateaus and small ridges; the best state seen is what is returned. Without it a
     /// move is kept only when it is no worse than the current state.
     pub late_acceptance: bool,
+    /// Search from several starts: a short search from each of the best
+    /// [`SEARCH_STARTS`](crate::policy::auto::SEARCH_STARTS) starts, then the rest of the
+    /// budget from the best state they reached (else the whole budget from the best start).
+    pub multi_start: bool,
 }
 
 /// The history length of [`Ingredients::late_acceptance`].
@@ -52,6 +56,7 @@ impl Default for Ingredients {
             chains: true,
             swaps: true,
             late_acceptance: false,
+            multi_start: true,
         }
     }
 }
@@ -66,12 +71,13 @@ impl Ingredients {
         chains: false,
         swaps: false,
         late_acceptance: false,
+        multi_start: false,
     };
 
     /// Named sets for ablations: `policies` (no start, no move), `starts` (starts, no move),
     /// `random`, `reorder`, `critical`, `chains`, `swaps` (starts and that one move, plain
     /// hill climbing), `full` (all), `no-<ingredient>` (all but one: `no-starts`, `no-random`,
-    /// `no-reorder`, `no-critical`, `no-chains`, `no-swaps`), `late-acceptance` (all and late
+    /// `no-reorder`, `no-critical`, `no-chains`, `no-swaps`, `no-multi-start`), `late-acceptance` (all and late
     /// acceptance, which is off by default).
     pub fn named(name: &str) -> Option<Ingredients> {
         let starts = Ingredients {
@@ -103,6 +109,10 @@ impl Ingredients {
                 ..starts
             },
             "full" => all,
+            "no-multi-start" => Ingredients {
+                multi_start: false,
+                ..all
+            },
             "late-acceptance" => Ingredients {
                 late_acceptance: true,
                 ..all
@@ -370,7 +380,7 @@ pub(crate) fn search(
                         }
                     }
                     _ => {
-                        let to = other_device(&mut rng, c.d(), device[v]);
+                        let to = target(c, &mut rng, &[v], &device);
                         move_to(&mut device, &capable, &[v], to)
                     }
                 }
@@ -383,7 +393,7 @@ pub(crate) fn search(
                 } else {
                     run_on_device(&path, i, &cur.device)
                 };
-                let to = other_device(&mut rng, c.d(), device[v]);
+                let to = target(c, &mut rng, &set, &device);
                 move_to(&mut device, &capable, &set, to)
             }
             Move::Swap => {
@@ -424,6 +434,26 @@ fn other_device(rng: &mut Rng, nd: usize, d: usize) -> usize {
     }
     let x = rng.below(nd - 1);
     if x >= d { x + 1 } else { x }
+}
+
+/// Where to move `set` (whose first operator is on `device[set[0]]`): half the time the device
+/// of one of its producers or consumers outside it, on another device (copies saved), else
+/// (or when there is none) a uniform other device.
+fn target(c: &Ctx, rng: &mut Rng, set: &[usize], device: &[usize]) -> usize {
+    let from = device[set[0]];
+    if rng.below(2) == 0 {
+        let near: Vec<usize> = set
+            .iter()
+            .flat_map(|&v| c.dag.preds[v].iter().chain(&c.dag.succs[v]))
+            .map(|&(u, _)| u)
+            .filter(|u| !set.contains(u) && device[*u] != from)
+            .map(|u| device[u])
+            .collect();
+        if !near.is_empty() {
+            return near[rng.below(near.len())];
+        }
+    }
+    other_device(rng, c.d(), from)
 }
 
 /// Moves every operator of `set` to `to` if all can run there; whether anything changed.
