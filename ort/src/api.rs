@@ -4,8 +4,8 @@
 use ort_sys::OrtApi;
 
 use crate::{
-    binding, env, memory, metadata, options, run_options, session, status, types, unimplemented,
-    value,
+    binding, env, memory, metadata, options, run_options, sequence, session, status, strings,
+    types, unimplemented, value,
 };
 
 /// Every entry this crate implements, by name (the rest of the table answers
@@ -325,15 +325,15 @@ pub(crate) fn table() -> OrtApi {
         GetTensorMutableData: value::GetTensorMutableData,
         GetTensorData: value::GetTensorData,
         TensorAt: value::TensorAt,
-        FillStringTensor: value::FillStringTensor,
-        FillStringTensorElement: value::FillStringTensorElement,
-        GetStringTensorDataLength: value::GetStringTensorDataLength,
-        GetStringTensorContent: value::GetStringTensorContent,
-        GetStringTensorElementLength: value::GetStringTensorElementLength,
-        GetStringTensorElement: value::GetStringTensorElement,
-        GetValueCount: value::GetValueCount,
-        GetValue: value::GetValue,
-        CreateValue: value::CreateValue,
+        FillStringTensor: strings::FillStringTensor,
+        FillStringTensorElement: strings::FillStringTensorElement,
+        GetStringTensorDataLength: strings::GetStringTensorDataLength,
+        GetStringTensorContent: strings::GetStringTensorContent,
+        GetStringTensorElementLength: strings::GetStringTensorElementLength,
+        GetStringTensorElement: strings::GetStringTensorElement,
+        GetValueCount: sequence::GetValueCount,
+        GetValue: sequence::GetValue,
+        CreateValue: sequence::CreateValue,
 
         CreateMemoryInfo: memory::CreateMemoryInfo,
         CreateCpuMemoryInfo: memory::CreateCpuMemoryInfo,

@@ -70,8 +70,10 @@ mod memory;
 mod metadata;
 mod options;
 mod run_options;
+mod sequence;
 mod session;
 mod status;
+mod strings;
 mod types;
 #[rustfmt::skip]
 mod unimplemented;

@@ -1,12 +1,12 @@
 //! `OrtValue`: tensors (every element type Spillway has but the packed 4- and 2-bit ones; strings
-//! through the string entries), sequences of tensors, and empty optionals, and the entries that
+//! through the entries of [`crate::strings`]), sequences of tensors, and empty optionals, and the entries that
 //! create, inspect and read them.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 
 use ort_sys::{
-    ONNXTensorElementDataType as Ty, ONNXType, OrtAllocator, OrtErrorCode, OrtMemoryInfo,
-    OrtStatusPtr, OrtTensorTypeAndShapeInfo, OrtTypeInfo, OrtValue,
+    ONNXTensorElementDataType as Ty, ONNXType, OrtAllocator, OrtMemoryInfo, OrtStatusPtr,
+    OrtTensorTypeAndShapeInfo, OrtTypeInfo, OrtValue,
 };
 use spillway::{DType, Sequence, Tensor, Value};
 use spillway_kernels::{Element, dispatch_all, dispatch_copy};
@@ -174,7 +174,7 @@ impl TensorValue {
     }
 
     /// The strings of a string tensor.
-    fn strings(&self) -> Result<&ndarray::ArcArray<String, ndarray::IxDyn>> {
+    pub(crate) fn strings(&self) -> Result<&ndarray::ArcArray<String, ndarray::IxDyn>> {
         match &self.data {
             Data::Owned(Tensor::String(a)) => Ok(a),
             _ => Err(Status::invalid(format!(
@@ -185,7 +185,7 @@ impl TensorValue {
     }
 
     /// The strings of a string tensor, writable.
-    fn strings_mut(&mut self) -> Result<&mut ndarray::ArcArray<String, ndarray::IxDyn>> {
+    pub(crate) fn strings_mut(&mut self) -> Result<&mut ndarray::ArcArray<String, ndarray::IxDyn>> {
         let dtype = self.dtype();
         match &mut self.data {
             Data::Owned(Tensor::String(a)) => Ok(a),
@@ -286,7 +286,8 @@ impl ValueHandle {
         }
     }
 
-    fn kind(&self) -> &'static str {
+    /// What the value is, for messages.
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ValueHandle::Tensor(_) => "a tensor",
             ValueHandle::Sequence { .. } => "a sequence",
@@ -324,7 +325,7 @@ pub(crate) unsafe fn value<'a>(value: *const OrtValue) -> Result<&'a ValueHandle
 ///
 /// # Safety
 /// `value` is null or a live value of this crate nothing else uses during `'a`.
-unsafe fn value_mut<'a>(value: *mut OrtValue) -> Result<&'a mut ValueHandle> {
+pub(crate) unsafe fn value_mut<'a>(value: *mut OrtValue) -> Result<&'a mut ValueHandle> {
     // SAFETY: the caller's contract.
     unsafe { handle::get_mut::<ValueHandle>(value) }
 }
@@ -360,11 +361,12 @@ pub(crate) unsafe extern "system" fn CreateTensorAsOrtValue(
     })
 }
 
-/// Makes a tensor over a caller's buffer.
+/// Makes a tensor over a caller's buffer (the arguments of the C entry, and its deleter).
 ///
 /// # Safety
 /// The `CreateTensorWithDataAsOrtValue` contract: `data` holds `data_len` bytes that outlive the
 /// value, `shape` holds `shape_len` dims, `out` is writable, `info` is a live memory info.
+#[allow(clippy::too_many_arguments)]
 unsafe fn borrowed(
     info: *const OrtMemoryInfo,
     data: *mut c_void,
@@ -391,7 +393,7 @@ unsafe fn borrowed(
     if needed > 0 && data.is_null() {
         return Err(Status::invalid("the data pointer is null"));
     }
-    if (data as usize) % dtype.size_of() != 0 {
+    if !(data as usize).is_multiple_of(dtype.size_of()) {
         return Err(Status::invalid(format!(
             "the data pointer is not aligned for {dtype}"
         )));
@@ -650,222 +652,5 @@ pub(crate) unsafe extern "system" fn TensorAt(
         let base = t.data_mut()?;
         // SAFETY: `offset` is inside the tensor's contiguous storage (checked above).
         unsafe { handle::write(out, base.cast::<u8>().add(offset * size).cast()) }
-    })
-}
-
-/// `FillStringTensor`: sets every string (`len` must be the element count).
-pub(crate) unsafe extern "system" fn FillStringTensor(
-    value: *mut OrtValue,
-    strings: *const *const c_char,
-    len: usize,
-) -> OrtStatusPtr {
-    guard("FillStringTensor", || {
-        // SAFETY: a live string tensor, `len` NUL-terminated strings (the API's contract).
-        let t = unsafe { value_mut(value)? }.tensor_mut()?;
-        let strings = unsafe { handle::slice(strings, len, "strings")? };
-        let array = t.strings_mut()?;
-        if array.len() != len {
-            return Err(Status::invalid(format!(
-                "{len} strings for a tensor of {} elements",
-                array.len()
-            )));
-        }
-        for (slot, &s) in array.iter_mut().zip(strings) {
-            // SAFETY: each is NUL-terminated (the API's contract).
-            *slot = unsafe { handle::str(s, "a string")? }.to_string();
-        }
-        Ok(())
-    })
-}
-
-/// `FillStringTensorElement`.
-pub(crate) unsafe extern "system" fn FillStringTensorElement(
-    value: *mut OrtValue,
-    s: *const c_char,
-    index: usize,
-) -> OrtStatusPtr {
-    guard("FillStringTensorElement", || {
-        // SAFETY: as in `FillStringTensor`, one string.
-        let t = unsafe { value_mut(value)? }.tensor_mut()?;
-        let s = unsafe { handle::str(s, "the string")? }.to_string();
-        let array = t.strings_mut()?;
-        let len = array.len();
-        let slot = array
-            .iter_mut()
-            .nth(index)
-            .ok_or_else(|| Status::invalid(format!("index {index} of {len} strings")))?;
-        *slot = s;
-        Ok(())
-    })
-}
-
-/// `GetStringTensorDataLength`: the bytes of every string together.
-pub(crate) unsafe extern "system" fn GetStringTensorDataLength(
-    value: *const OrtValue,
-    out: *mut usize,
-) -> OrtStatusPtr {
-    guard("GetStringTensorDataLength", || {
-        // SAFETY: as in `IsTensor`.
-        let t = unsafe { self::value(value)? }.tensor()?;
-        let n = t.strings()?.iter().map(String::len).sum();
-        unsafe { handle::write(out, n) }
-    })
-}
-
-/// `GetStringTensorContent`: the strings' bytes back to back, and each one's start offset.
-pub(crate) unsafe extern "system" fn GetStringTensorContent(
-    value: *const OrtValue,
-    s: *mut c_void,
-    s_len: usize,
-    offsets: *mut usize,
-    offsets_len: usize,
-) -> OrtStatusPtr {
-    guard("GetStringTensorContent", || {
-        // SAFETY: as in `IsTensor`; `s` holds `s_len` and `offsets` `offsets_len` writable
-        // elements.
-        let t = unsafe { self::value(value)? }.tensor()?;
-        let strings = t.strings()?;
-        let total: usize = strings.iter().map(String::len).sum();
-        if s_len < total || offsets_len < strings.len() {
-            return Err(Status::invalid(format!(
-                "buffers of {s_len} bytes and {offsets_len} offsets for {total} bytes in {} strings",
-                strings.len()
-            )));
-        }
-        let bytes = unsafe { handle::slice_mut(s.cast::<u8>(), total, "s")? };
-        let offsets = unsafe { handle::slice_mut(offsets, strings.len(), "offsets")? };
-        let mut at = 0;
-        for (o, string) in offsets.iter_mut().zip(strings.iter()) {
-            *o = at;
-            bytes[at..at + string.len()].copy_from_slice(string.as_bytes());
-            at += string.len();
-        }
-        Ok(())
-    })
-}
-
-/// `GetStringTensorElementLength`.
-pub(crate) unsafe extern "system" fn GetStringTensorElementLength(
-    value: *const OrtValue,
-    index: usize,
-    out: *mut usize,
-) -> OrtStatusPtr {
-    guard("GetStringTensorElementLength", || {
-        // SAFETY: as in `IsTensor`.
-        let t = unsafe { self::value(value)? }.tensor()?;
-        let s = string_at(t, index)?;
-        unsafe { handle::write(out, s.len()) }
-    })
-}
-
-/// `GetStringTensorElement`: the bytes of one string (no NUL).
-pub(crate) unsafe extern "system" fn GetStringTensorElement(
-    value: *const OrtValue,
-    s_len: usize,
-    index: usize,
-    s: *mut c_void,
-) -> OrtStatusPtr {
-    guard("GetStringTensorElement", || {
-        // SAFETY: as in `IsTensor`; `s` holds `s_len` writable bytes.
-        let t = unsafe { self::value(value)? }.tensor()?;
-        let string = string_at(t, index)?;
-        if s_len < string.len() {
-            return Err(Status::invalid(format!(
-                "a buffer of {s_len} bytes for a string of {}",
-                string.len()
-            )));
-        }
-        let out = unsafe { handle::slice_mut(s.cast::<u8>(), string.len(), "s")? };
-        out.copy_from_slice(string.as_bytes());
-        Ok(())
-    })
-}
-
-fn string_at(t: &TensorValue, index: usize) -> Result<&String> {
-    let strings = t.strings()?;
-    strings
-        .iter()
-        .nth(index)
-        .ok_or_else(|| Status::invalid(format!("index {index} of {} strings", strings.len())))
-}
-
-/// `GetValueCount`: the length of a sequence.
-pub(crate) unsafe extern "system" fn GetValueCount(
-    value: *const OrtValue,
-    out: *mut usize,
-) -> OrtStatusPtr {
-    guard("GetValueCount", || {
-        // SAFETY: as in `IsTensor`.
-        match unsafe { self::value(value)? } {
-            ValueHandle::Sequence { items, .. } => unsafe { handle::write(out, items.len()) },
-            other => Err(Status::invalid(format!(
-                "the value is {}, not a sequence or map",
-                other.kind()
-            ))),
-        }
-    })
-}
-
-/// `GetValue`: element `index` of a sequence, as a new value owned by the caller (it shares the
-/// elements until either is written).
-pub(crate) unsafe extern "system" fn GetValue(
-    value: *const OrtValue,
-    index: c_int,
-    _allocator: *mut OrtAllocator,
-    out: *mut *mut OrtValue,
-) -> OrtStatusPtr {
-    guard("GetValue", || {
-        // SAFETY: as in `IsTensor`.
-        let ValueHandle::Sequence { items, .. } = (unsafe { self::value(value)? }) else {
-            return Err(Status::new(
-                OrtErrorCode::ORT_NOT_IMPLEMENTED,
-                "GetValue reads sequences only (Spillway has no maps)",
-            ));
-        };
-        let item = usize::try_from(index)
-            .ok()
-            .and_then(|i| items.get(i))
-            .ok_or_else(|| Status::invalid(format!("index {index} of {} elements", items.len())))?;
-        let element = ValueHandle::Tensor(TensorValue::owned(item.to_tensor()?));
-        unsafe { handle::write(out, element.into_raw()) }
-    })
-}
-
-/// `CreateValue`: a sequence of copies of the given tensors (maps are not supported).
-pub(crate) unsafe extern "system" fn CreateValue(
-    values: *const *const OrtValue,
-    len: usize,
-    ty: ONNXType,
-    out: *mut *mut OrtValue,
-) -> OrtStatusPtr {
-    guard("CreateValue", || {
-        if ty != ONNXType::ONNX_TYPE_SEQUENCE {
-            return Err(Status::new(
-                OrtErrorCode::ORT_NOT_IMPLEMENTED,
-                format!("values of type {ty:?}: Spillway makes sequences only (no maps)"),
-            ));
-        }
-        // SAFETY: `len` live values, a writable `out` (the API's contract).
-        let values = unsafe { handle::slice(values, len, "values")? };
-        let items = values
-            .iter()
-            .map(|&v| {
-                Ok(TensorValue::owned(
-                    unsafe { self::value(v)? }.tensor()?.to_tensor()?,
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let dtype = items
-            .first()
-            .map(TensorValue::dtype)
-            .ok_or_else(|| Status::invalid("a sequence needs at least one element"))?;
-        if let Some(other) = items.iter().find(|t| t.dtype() != dtype) {
-            return Err(Status::invalid(format!(
-                "sequence elements of types {dtype} and {}",
-                other.dtype()
-            )));
-        }
-        let sequence = ValueHandle::Sequence { dtype, items };
-        unsafe { handle::write(out, sequence.into_raw()) }
     })
 }

@@ -256,7 +256,7 @@ fn io_binding_runs() -> R {
     let input = Tensor::from_array(x)?;
     let mut binding = session.create_binding()?;
     binding.bind_input("x", &input)?;
-    binding.bind_output_to_device("y", &session.allocator().memory_info())?;
+    binding.bind_output_to_device("y", session.allocator().memory_info())?;
     let outputs = session.run_binding(&binding)?;
     assert_eq!(
         outputs["y"].try_extract_array::<f32>()?.to_owned(),
