@@ -4,7 +4,8 @@
 # installs the pinned maturin and pytest). Idempotent: cargo rebuilds only what changed.
 #
 #   scripts/python.sh            # release build (what a user gets; what the benchmarks use)
-#   scripts/python.sh --debug    # the dev profile: a faster build for the test suite
+#   scripts/python.sh --debug    # the dev profile: a faster build (the test suite needs none:
+#                                # python/tests/pytest.rs embeds the module cargo test builds)
 #   scripts/python.sh --wheel    # also writes the wheel to target/wheels/
 #   SPILLWAY_PY_FEATURES=cuda scripts/python.sh   # with the CUDA backend
 #

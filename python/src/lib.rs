@@ -15,10 +15,11 @@ use pyo3::prelude::*;
 
 pub use session::NativeSession;
 
-/// The module `spillway._spillway`.
+/// The module `spillway._spillway` (public so that the test suite can embed it in an
+/// interpreter: `python/tests/pytest.rs`).
 #[pymodule]
 #[pyo3(name = "_spillway")]
-fn spillway_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub fn spillway_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeSession>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("cuda_compiled", cfg!(feature = "cuda"))?;

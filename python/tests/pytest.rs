@@ -1,14 +1,19 @@
-//! Runs the Python package's pytest suite (`python/tests/*.py`) with the project venv, so that
-//! `cargo test` covers the `spillway` Python package: onnxruntime's API on onnxruntime and on
-//! spillway, whole models against onnxruntime.
+//! Runs the Python package's pytest suite (`python/tests/*.py`) inside this test binary, so
+//! that `cargo test` covers the `spillway` Python package: onnxruntime's API on onnxruntime and
+//! on spillway, whole models against onnxruntime.
 //!
-//! The package is built and installed into the venv by `scripts/python.sh` (this test runs it
-//! with `--debug` when the package is missing); a missing venv or a failed build is a failed
-//! test, never a skipped one.
+//! The native module is the one this build compiled (the `spillway_python` library, linked into
+//! this binary), not a separately built wheel: the test embeds the Python interpreter that pyo3
+//! was built against, registers the module as `spillway._spillway`, puts `python/` (the
+//! package's Python sources) and the project venv's site-packages (numpy, onnx, onnxruntime,
+//! pytest, from `scripts/venv.sh`) on `sys.path`, and calls `pytest.main`. So the suite always
+//! tests the current sources, and the test build is the only build. A missing venv, a venv of
+//! another Python version or a failing test is a failed test, never a skipped one.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::SystemTime;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyModule};
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -17,28 +22,24 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The newest modification time of the files under `dir`.
-fn newest(dir: &Path) -> Option<SystemTime> {
-    let mut newest = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        let time = if path.is_dir() {
-            self::newest(&path)
-        } else {
-            entry.metadata().ok().and_then(|m| m.modified().ok())
-        };
-        newest = newest_of(newest, time);
-    }
-    newest
-}
-
-fn newest_of(a: Option<SystemTime>, b: Option<SystemTime>) -> Option<SystemTime> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
-}
+/// Puts the package's sources and the venv's site-packages first on `sys.path` (the venv's
+/// `.pth` files processed, as its own interpreter would), and fails when the venv was made by
+/// another Python version than the one embedded here.
+const BOOTSTRAP: &std::ffi::CStr = c"
+import os, site, sys
+version = f'python{sys.version_info[0]}.{sys.version_info[1]}'
+packages = f'{venv}/lib/{version}/site-packages'
+if not os.path.isdir(packages):
+    found = sorted(os.listdir(f'{venv}/lib')) if os.path.isdir(f'{venv}/lib') else []
+    raise RuntimeError(
+        f'the venv {venv} has no {version} site-packages (it has {found}): the embedded '
+        f'interpreter is {sys.version.split()[0]}; recreate the venv with that Python '
+        '(scripts/venv.sh) or build pyo3 against the venv\\'s (PYO3_PYTHON)')
+before = list(sys.path)
+site.addsitedir(packages)
+added = [p for p in sys.path if p not in before]
+sys.path[:] = [sources] + added + before
+";
 
 #[test]
 fn pytest_suite_passes() {
@@ -46,65 +47,39 @@ fn pytest_suite_passes() {
     let venv = std::env::var_os("SPILLWAY_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join(".venv"));
-    let python = venv.join("bin/python");
     assert!(
-        python.exists(),
-        "the project venv is missing at {}: run scripts/python.sh",
+        venv.join("bin/python").exists(),
+        "the project venv is missing at {}: run scripts/venv.sh",
         venv.display()
     );
-    let find_native = || {
-        Command::new(&python)
-            .args(["-c", "import spillway._spillway as m; print(m.__file__)"])
-            .current_dir(&root)
-            .output()
-            .expect("running the venv's python")
-    };
-    let mut native = find_native();
-    if !native.status.success() {
-        // Not installed yet: build and install it (the dev profile; cargo's build lock is
-        // free while tests run).
-        println!("the spillway Python package is not installed: running scripts/python.sh --debug");
-        let built = Command::new(root.join("scripts/python.sh"))
-            .arg("--debug")
-            .status()
-            .expect("running scripts/python.sh");
-        assert!(built.success(), "scripts/python.sh --debug failed");
-        native = find_native();
-    }
-    assert!(
-        native.status.success(),
-        "the spillway Python package is not installed in {}: run scripts/python.sh\n{}",
-        venv.display(),
-        String::from_utf8_lossy(&native.stderr)
-    );
-    // A build older than the sources it wraps tests old code: say so (the suite still runs).
-    let module = PathBuf::from(String::from_utf8_lossy(&native.stdout).trim());
-    let built = std::fs::metadata(&module).and_then(|m| m.modified()).ok();
-    let sources = ["python/src", "engine/src", "kernels/src", "placement/src"]
-        .iter()
-        .fold(None, |t, dir| newest_of(t, newest(&root.join(dir))));
-    if let (Some(built), Some(sources)) = (built, sources)
-        && sources > built
-    {
-        println!(
-            "warning: {} is older than the Rust sources: run scripts/python.sh to test them",
-            module.display()
+    // pytest's paths (conftest, expected_failures.txt) are relative to the workspace root.
+    std::env::set_current_dir(&root).expect("entering the workspace root");
+    Python::initialize();
+    let exit_code = Python::attach(|py| -> PyResult<i32> {
+        let globals = PyDict::new(py);
+        globals.set_item("venv", venv.to_string_lossy())?;
+        globals.set_item("sources", root.join("python").to_string_lossy())?;
+        py.run(BOOTSTRAP, Some(&globals), None)?;
+        let native = pyo3::wrap_pymodule!(spillway_python::spillway_native)(py);
+        py.import("sys")?
+            .getattr("modules")?
+            .set_item("spillway._spillway", native)?;
+        let spillway = py.import("spillway")?;
+        let package = spillway.getattr("__file__")?.extract::<String>()?;
+        assert!(
+            Path::new(&package).starts_with(root.join("python")),
+            "`import spillway` found {package}, not the sources under python/"
         );
-    }
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "python/tests",
-        ])
-        .current_dir(&root)
-        .status()
-        .expect("running pytest");
-    assert!(
-        status.success(),
-        "the pytest suite failed (its output is above)"
+        let pytest: Bound<'_, PyModule> = py.import("pytest")?;
+        let args = vec!["-q", "-p", "no:cacheprovider", "python/tests"];
+        pytest.call_method1("main", (args,))?.extract()
+    });
+    let exit_code = exit_code.unwrap_or_else(|e| {
+        Python::attach(|py| e.print(py));
+        panic!("the pytest suite could not start: {e}")
+    });
+    assert_eq!(
+        exit_code, 0,
+        "the pytest suite failed with exit code {exit_code} (its output is above)"
     );
 }
