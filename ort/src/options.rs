@@ -43,6 +43,10 @@ impl SessionOptions {
         if let Some(n) = self.intra_threads {
             builder = builder.with_intra_op_threads(n);
         }
+        // ONNX Runtime takes whatever thread counts it is given; so does this front-end.
+        if self.intra_threads.is_some() || self.inter_threads.is_some() {
+            builder = builder.allow_oversubscription(true);
+        }
         let mut devices = Devices::cpu().allow_fallback(false);
         if self.parallel
             && let Some(lanes) = self.inter_threads.filter(|&n| n > 1)

@@ -238,6 +238,15 @@ fn thread_and_execution_options_are_accepted() -> R {
             want[0].view::<f32>()?.to_owned()
         );
     }
+    // More threads than this machine may have cores: accepted, as ONNX Runtime does.
+    let mut session = Session::builder(env())?
+        .with_intra_threads(8)?
+        .commit_from_memory(&bytes)?;
+    let outputs = session.run(ort::inputs![TensorRef::from_array_view(&x)?])?;
+    assert_eq!(
+        outputs[0].try_extract_array::<f32>()?.to_owned(),
+        want[0].view::<f32>()?.to_owned()
+    );
     Ok(())
 }
 
