@@ -153,10 +153,12 @@ pub(crate) unsafe extern "system" fn RunWithBinding(
         if !run_options.is_null() {
             unsafe { handle::get::<RunOptions>(run_options)? }.check_terminate()?;
         }
+        // SAFETY: a live binding, not used elsewhere during the run (the API's contract).
         let binding = unsafe { handle::get_mut::<Binding>(binding.cast_mut())? };
         let feed = binding
             .inputs
             .iter()
+            // SAFETY: each is a live value of this crate (the API's contract).
             .map(|(n, v)| Ok((n.as_str(), unsafe { value::value(*v)? })))
             .collect::<Result<Vec<_>>>()?;
         let names: Vec<&str> = binding.outputs.iter().map(|(n, _)| n.as_str()).collect();
@@ -209,6 +211,7 @@ pub(crate) unsafe extern "system" fn GetBoundOutputValues(
             .collect::<Result<Vec<_>>>()?;
         let n = values.len();
         let array =
+            // SAFETY: a valid allocator (the API's contract).
             unsafe { alloc_with(allocator, n.max(1) * std::mem::size_of::<*mut OrtValue>())? }
                 .cast::<*mut OrtValue>();
         for (i, v) in values.into_iter().enumerate() {
@@ -248,6 +251,7 @@ pub(crate) unsafe extern "system" fn GetBoundOutputNames(
             }
             at += name.len();
         }
+        // SAFETY: the out-parameters are writable (the API's contract).
         unsafe {
             handle::write(buffer, bytes.cast())?;
             handle::write(lengths, lens)?;

@@ -101,6 +101,7 @@ pub(crate) unsafe extern "system" fn CreateMemoryInfo(
             allocator_type,
             mem_type,
         };
+        // SAFETY: the out-parameter is writable (the API's contract).
         unsafe { handle::write(out, info.into_raw()) }
     })
 }
@@ -430,6 +431,7 @@ pub(crate) unsafe extern "system" fn CreateAllocator(
             table: DEFAULT.table,
             info,
         });
+        // SAFETY: the out-parameter is writable (the API's contract).
         unsafe { handle::write(out, Box::into_raw(allocator).cast()) }
     })
 }

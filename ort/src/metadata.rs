@@ -145,6 +145,7 @@ pub(crate) unsafe extern "system" fn ModelMetadataLookupCustomMetadataMap(
             Some(v) => unsafe { alloc_str(a, v)? },
             None => std::ptr::null_mut(),
         };
+        // SAFETY: the out-parameter is writable (the API's contract).
         unsafe { handle::write(out, value) }
     })
 }
@@ -168,6 +169,7 @@ pub(crate) unsafe extern "system" fn ModelMetadataGetCustomMetadataMapKeys(
             };
         }
         let array =
+            // SAFETY: a valid allocator (the API's contract).
             unsafe { crate::memory::alloc_with(a, n * std::mem::size_of::<*mut c_char>())? }
                 .cast::<*mut c_char>();
         for (i, key) in metadata.custom.keys().enumerate() {

@@ -276,6 +276,7 @@ pub(crate) unsafe extern "system" fn GetSessionConfigEntry(
                 format!("no config entry '{key}'"),
             )
         })?;
+        // SAFETY: `size` and `out` are as `write_sized_string` requires (the API's contract).
         unsafe { crate::metadata::write_sized_string(value, out, size) }
     })
 }

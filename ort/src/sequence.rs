@@ -47,6 +47,7 @@ pub(crate) unsafe extern "system" fn GetValue(
             .and_then(|i| items.get(i))
             .ok_or_else(|| Status::invalid(format!("index {index} of {} elements", items.len())))?;
         let element = ValueHandle::Tensor(TensorValue::owned(item.to_tensor()?));
+        // SAFETY: the out-parameter is writable (the API's contract).
         unsafe { handle::write(out, element.into_raw()) }
     })
 }
@@ -86,6 +87,7 @@ pub(crate) unsafe extern "system" fn CreateValue(
             )));
         }
         let sequence = ValueHandle::Sequence { dtype, items };
+        // SAFETY: the out-parameter is writable (the API's contract).
         unsafe { handle::write(out, sequence.into_raw()) }
     })
 }

@@ -279,16 +279,21 @@ pub(crate) unsafe extern "system" fn Run(
             unsafe { handle::get::<RunOptions>(run_options)? }.check_terminate()?;
         }
         let names = unsafe { handle::slice(input_names, input_len, "input names")? };
+        // SAFETY: the array holds that many elements (the API's contract).
         let values = unsafe { handle::slice(inputs, input_len, "inputs")? };
         let feed = names
             .iter()
             .zip(values)
+            // SAFETY: each is a live value of this crate (the API's contract).
             .map(|(&n, &v)| unsafe { Ok((handle::str(n, "an input name")?, value::value(v)?)) })
             .collect::<Result<Vec<_>>>()?;
+        // SAFETY: the array holds that many elements (the API's contract).
         let out_names = unsafe { handle::slice(output_names, output_len, "output names")? }
             .iter()
+            // SAFETY: NUL-terminated names (the API's contract).
             .map(|&n| unsafe { handle::str(n, "an output name") })
             .collect::<Result<Vec<_>>>()?;
+        // SAFETY: the buffer holds that many writable elements (the API's contract).
         let slots = unsafe { handle::slice_mut(outputs, output_len, "outputs")? };
         let results = session.run(feed, &out_names)?;
         for (slot, result) in slots.iter_mut().zip(results) {

@@ -88,7 +88,9 @@ pub(crate) unsafe extern "system" fn GetStringTensorContent(
                 strings.len()
             )));
         }
+        // SAFETY: the buffer holds that many writable elements (the API's contract).
         let bytes = unsafe { handle::slice_mut(s.cast::<u8>(), total, "s")? };
+        // SAFETY: the buffer holds that many writable elements (the API's contract).
         let offsets = unsafe { handle::slice_mut(offsets, strings.len(), "offsets")? };
         let mut at = 0;
         for (o, string) in offsets.iter_mut().zip(strings.iter()) {
@@ -131,6 +133,7 @@ pub(crate) unsafe extern "system" fn GetStringTensorElement(
                 string.len()
             )));
         }
+        // SAFETY: the buffer holds that many writable elements (the API's contract).
         let out = unsafe { handle::slice_mut(s.cast::<u8>(), string.len(), "s")? };
         out.copy_from_slice(string.as_bytes());
         Ok(())

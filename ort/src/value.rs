@@ -347,6 +347,7 @@ pub(crate) unsafe extern "system" fn CreateTensorAsOrtValue(
                 memory::check_host(info(allocator))?;
             }
         }
+        // SAFETY: the array holds that many elements (the API's contract).
         let dims = unsafe { handle::slice(shape, shape_len, "shape")? }.to_vec();
         let dtype = types::from_onnx(ty)?;
         if dtype != DType::String {
@@ -357,6 +358,7 @@ pub(crate) unsafe extern "system" fn CreateTensorAsOrtValue(
             dims,
             data: Data::Owned(tensor),
         });
+        // SAFETY: the out-parameter is writable (the API's contract).
         unsafe { handle::write(out, value.into_raw()) }
     })
 }
@@ -615,6 +617,7 @@ pub(crate) unsafe extern "system" fn GetTensorData(
             Data::Owned(t) => dispatch_all!(t, a => a.as_ptr().cast()),
             Data::Borrowed { ptr, .. } => ptr.cast_const().cast(),
         };
+        // SAFETY: the out-parameter is writable (the API's contract).
         unsafe { handle::write(out, ptr) }
     })
 }
