@@ -177,11 +177,12 @@ pub fn run(c: &FamilyCfg) -> anyhow::Result<String> {
     let _ = writeln!(md, "Machine: {}.\n", c.machine);
     let _ = writeln!(
         md,
-        "{} GPUs with 1 and 2 streams per GPU; {} seeds per family (0..{}){}. Auto's local-search \
-         budget {} ms (the crate's `Options::default()` otherwise; no policy tuned for this run). \
-         Makespans from the crate's simulator; LB = `lower_bound` (critical path, work / capacity, \
-         resource-weighted work, head–body–tail windows). Qd/Sd/CommSd need a CPU and Ios/Milp \
-         refuse graphs this big, so they are not run.\n",
+        "{} GPUs with 1 and 2 streams per GPU; {} seeds per family (0..{}){}. Auto's search: \
+         at most {} simulator calls, capped at {} ms wall-clock (the crate's `Options::default()` \
+         otherwise; no policy tuned for this run). Makespans from the crate's simulator; LB = \
+         `lower_bound` (critical path, work / capacity, resource-weighted work, head–body–tail \
+         windows, heads and tails per device that count copies and ancestors' work). \
+         Qd/Sd/CommSd need a CPU and Ios/Milp refuse graphs this big, so they are not run.\n",
         c.gpus,
         c.seeds,
         c.seeds,
@@ -198,6 +199,7 @@ pub fn run(c: &FamilyCfg) -> anyhow::Result<String> {
                 c.slow_seeds
             )
         },
+        c.opts.auto_max_evals,
         c.opts.auto_budget_ms
     );
     let _ = writeln!(
@@ -224,12 +226,14 @@ pub fn run(c: &FamilyCfg) -> anyhow::Result<String> {
     let _ = writeln!(
         md,
         "How to read it: the ratio is to a lower bound, not to the optimum, so part of every \
-         ratio is the bound's own gap, and that gap differs by family (it is likely larger on \
-         the byte-weighted DNN-like families, whose copies the bound takes as free); compare \
-         policies within a row, and families only with that in mind. Sequential, Greedy, Lios, \
+         ratio is the bound's own gap, and that gap differs by family (the bound counts copies \
+         only along paths, not the parallelism they cost, so it is likely larger on the \
+         byte-weighted DNN-like families); compare policies within a row, and families only \
+         with that in mind. Sequential, Greedy, Lios, \
          Opara and Nimble use one GPU, so with one stream they all give the sequential makespan. \
          Scheduling times are wall-clock with two seeds scheduled at once on the two cores; \
-         Auto's budget is wall-clock too. `hios_code` approximates the HIOS script's \
+         Auto stops at its simulator-call budget (deterministic per seed) unless the wall-clock \
+         cap comes first. `hios_code` approximates the HIOS script's \
          concurrent-stage latency by the crate's `Resource` model (resource = the script's \
          utilization, 0.6–1.0). The DNN-like families' costs are drawn per operator kind, not \
          profiled.\n"
