@@ -5,7 +5,9 @@
 //! Thread pinning is off unless asked for.
 
 use spillway::kernel_options::{GemmIsa, Winograd};
-use spillway::{ActivationLayout, KernelOptions, Session, SessionBuilder, Tensor, ThreadOptions};
+use spillway::{
+    ActivationLayout, KernelOptions, RunStats, Session, SessionBuilder, Tensor, ThreadOptions,
+};
 use spillway_kernels::cpu::nn::blocked::DOMAIN;
 use spillway_kernels::cpu::nn::packed_gemm::Isa;
 use spillway_kernels::testing::skipped;
@@ -109,9 +111,9 @@ fn reference(x: &[f32], weights: &Weights) -> Vec<f64> {
 
 /// Runs `session` on `x` and checks its output against `want`: the largest difference at most
 /// 1e-4 of the largest value.
-fn check(label: &str, session: &Session, x: &[f32], want: &[f64]) {
+fn check(label: &str, session: &Session, x: &[f32], want: &[f64]) -> RunStats {
     let input = Tensor::from_shape_vec(&[1, C, S, S], x.to_vec()).unwrap();
-    let outputs = session.run(vec![("x", input)]).unwrap();
+    let (outputs, stats) = session.run_with_stats(vec![("x", input)]).unwrap();
     let y = outputs.tensor_at(0).unwrap().to_f32_array().unwrap();
     assert_eq!(y.shape(), &[1, C, S, S], "{label}");
     let scale = want.iter().fold(0f64, |a, v| a.max(v.abs()));
@@ -124,6 +126,7 @@ fn check(label: &str, session: &Session, x: &[f32], want: &[f64]) {
         worst <= 1e-4 * scale,
         "{label}: off by {worst} (largest value {scale})"
     );
+    stats
 }
 
 /// How many nodes of the session's optimized graph are blocked (`spillway.nchw16c`) kernels.
@@ -225,6 +228,22 @@ fn sessions_side_by_side_take_the_paths_their_options_ask_for() {
     // Never Winograd: the packed GEMM.
     let packed = format!("packed-{}", isa.name());
     assert_eq!(conv_choices(&planar_never), [packed.as_str(); 2]);
+}
+
+/// A session runs where its runs are faster, on the kernel pool or on the calling thread, and
+/// tries both on its first runs: every run computes the convolutions right, wherever it ran.
+#[test]
+fn runs_on_the_pool_and_on_the_calling_thread_compute_the_same() {
+    let weights = weights();
+    let bytes = model(&weights);
+    let x = seeded(C * S * S, 21, 1.0);
+    let want = reference(&x, &weights);
+    let session = build(Session::builder(), &bytes);
+    let sites: Vec<bool> = (0..8)
+        .map(|run| check(&format!("run {run}"), &session, &x, &want).on_calling_thread)
+        .collect();
+    // The first runs go to the pool, the third is tried on the calling thread.
+    assert_eq!(&sites[..3], &[false, false, true], "{sites:?}");
 }
 
 #[test]

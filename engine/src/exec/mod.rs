@@ -7,6 +7,7 @@ pub(crate) mod limits;
 mod loop_append;
 mod parallel;
 mod queue;
+pub(crate) mod run_site;
 mod sequential;
 mod trace;
 pub mod value_ops;

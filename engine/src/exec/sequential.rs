@@ -164,6 +164,10 @@ pub struct RunStats {
     pub pooled_outputs: usize,
     /// Bytes the pool keeps for the next run after this one.
     pub pool_bytes: usize,
+    /// The run executed on the thread that called it, not on a worker of the kernel pool (a
+    /// one-lane session runs where its earlier runs were faster; small models run on the
+    /// calling thread).
+    pub on_calling_thread: bool,
 }
 
 /// Builds the CPU kernel for a node with the default [`KernelOptions`], wrapping any error

@@ -10,6 +10,7 @@ use super::placing::{self, Engine};
 use crate::device::Devices;
 use crate::error::{Error, Result};
 use crate::exec::kernel_pool::ThreadOptions;
+use crate::exec::run_site::RunSite;
 use crate::exec::{QueueKind, SequentialPlan};
 use crate::graph::{Graph, passes};
 use crate::profile::ProfileOptions;
@@ -316,6 +317,7 @@ impl SessionBuilder {
             Engine::Sequential {
                 plan: SequentialPlan::compile(&graph)?.for_input_shapes(&graph),
                 report: None,
+                site: RunSite::default(),
             }
         };
         Ok(Session::new(

@@ -19,6 +19,7 @@ use super::report::PlacementReport;
 use crate::device::{Device, Devices};
 use crate::error::{Error, Result};
 use crate::exec::kernel_pool::{ThreadOptions, on_kernel_pool};
+use crate::exec::run_site::RunSite;
 use crate::exec::{ParallelExecutor, RunOptions, SequentialPlan};
 use crate::graph::Graph;
 use crate::profile::{CostModel, median_us};
@@ -127,6 +128,7 @@ impl OneLane {
         Engine::Sequential {
             plan: self.plan,
             report: Some(report),
+            site: RunSite::default(),
         }
     }
 }

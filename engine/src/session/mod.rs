@@ -15,7 +15,8 @@ pub use report::PlacementReport;
 
 use crate::device::Devices;
 use crate::error::{Error, Result};
-use crate::exec::kernel_pool::{ThreadOptions, on_kernel_pool};
+use crate::exec::kernel_pool::ThreadOptions;
+use crate::exec::run_site::Site;
 use crate::exec::{RunOptions, RunStats, TraceEvent};
 use crate::graph::{Dim, Graph, ValueId, ValueInfo, ValueType, shape_to_string};
 use crate::io::SessionOutputs;
@@ -191,13 +192,16 @@ impl Session {
             .map(|v| self.graph.name(*v).to_string())
             .collect();
         match &self.engine {
-            Engine::Sequential { plan, .. } => {
+            Engine::Sequential { plan, site, .. } => {
                 // The whole run goes to one worker of the kernel pool (the caller waits), so
                 // each kernel's parallel loops start inside the pool instead of handing work
-                // over from this thread and sleeping until it is done, once per node.
-                let run = on_kernel_pool(self.threads, || {
+                // over from this thread and sleeping until it is done, once per node; or, when
+                // its runs showed that faster (small models), stays on this thread.
+                let (run, ran_on) = site.run(self.threads, || {
                     crate::exec::limits::scoped(limits, || plan.run_with_options(bound, options))
-                })?;
+                });
+                let mut run = run?;
+                run.stats.on_calling_thread = ran_on == Site::Caller;
                 Ok((
                     SessionOutputs::new(names, run.outputs),
                     RunReport {

@@ -9,6 +9,7 @@ use super::lane_choice::{OneLane, Race};
 use super::report::PlacementReport;
 use crate::device::Devices;
 use crate::error::{Error, Result};
+use crate::exec::run_site::RunSite;
 use crate::exec::{ParallelExecutor, SequentialPlan};
 use crate::graph::{Graph, ValueType};
 use crate::plan;
@@ -20,11 +21,12 @@ use crate::value::{Sequence, Value};
 // One per session.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Engine {
-    /// One CPU lane, nodes in order, on the kernel pool; with a report when `Auto` chose it
-    /// over several CPU lanes.
+    /// One CPU lane, nodes in order, on the kernel pool or the calling thread, whichever its
+    /// runs showed faster (`site`); with a report when `Auto` chose it over several CPU lanes.
     Sequential {
         plan: SequentialPlan,
         report: Option<PlacementReport>,
+        site: RunSite,
     },
     /// Several devices or lanes, on worker threads.
     Parallel {
