@@ -23,9 +23,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(|input| {
             // Unknown and symbolic sizes are taken as 1.
-            let shape: Vec<usize> = (input.shape.iter().flatten().cloned())
+            let shape: Vec<usize> = (input.shape.iter().flatten())
                 .map(|d| match d {
-                    Dim::Fixed(n) => n,
+                    Dim::Fixed(n) => *n,
                     _ => 1,
                 })
                 .collect();
