@@ -1,6 +1,9 @@
 //! The lower bound is a true lower bound: below every policy's makespan on many seeds of every
 //! graph family, and below the exhaustive optimum on graphs small enough to enumerate.
 
+mod common;
+
+use common::topo_orders;
 use spillway_placement::generate::*;
 use spillway_placement::*;
 
@@ -56,25 +59,6 @@ fn bound_is_below_every_policy_with_a_cpu() {
             &t,
             &format!("series_parallel seed {seed}"),
         );
-    }
-}
-
-/// Every topological launch sequence of `g`.
-fn topo_orders(g: &CostGraph, seq: &mut Vec<usize>, used: &mut [bool], out: &mut Vec<Vec<usize>>) {
-    let n = g.ops.len();
-    if seq.len() == n {
-        out.push(seq.clone());
-        return;
-    }
-    for v in 0..n {
-        if used[v] || g.edges.iter().any(|e| e.dst == v && !used[e.src]) {
-            continue;
-        }
-        used[v] = true;
-        seq.push(v);
-        topo_orders(g, seq, used, out);
-        seq.pop();
-        used[v] = false;
     }
 }
 

@@ -7,6 +7,9 @@
 //! by the one of this family that has the same machines and launches in order of start time,
 //! so the minimum over the family is the model's optimum.
 
+mod common;
+
+use common::topo_orders;
 use spillway_placement::generate::{LayeredParams, TransferRule, hios_layered};
 use spillway_placement::policy::common::Ctx;
 use spillway_placement::policy::milp;
@@ -61,29 +64,6 @@ fn brute_force(g: &CostGraph, t: &Topology) -> f64 {
         }
     }
     best
-}
-
-fn topo_orders(
-    g: &CostGraph,
-    seq: &mut Vec<usize>,
-    used: &mut Vec<bool>,
-    out: &mut Vec<Vec<usize>>,
-) {
-    let n = g.ops.len();
-    if seq.len() == n {
-        out.push(seq.clone());
-        return;
-    }
-    for v in 0..n {
-        if used[v] || g.edges.iter().any(|e| e.dst == v && !used[e.src]) {
-            continue;
-        }
-        used[v] = true;
-        seq.push(v);
-        topo_orders(g, seq, used, out);
-        seq.pop();
-        used[v] = false;
-    }
 }
 
 fn check(n: usize, gpus: usize, seed: u64) {
